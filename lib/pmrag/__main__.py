@@ -1,0 +1,5 @@
+import sys
+
+from pmrag.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""Study parameters: one YAML file per study, validated on load.
+
+Every relative path in a params file is resolved against the directory that holds the file.  An unknown
+key, a value of the wrong type or a missing input file is a :class:`~pmrag.errors.ParamsError` whose
+one-line message names the file and the dotted key (or the path).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pmrag.errors import ParamsError
+
+
+@dataclass(frozen=True)
+class Field:
+    type: type | tuple[type, ...]
+    default: Any
+    help: str = ""
+    choices: tuple | None = None
+    minimum: float | None = None
+
+
+def _schema() -> dict:
+    return {
+        "run": Field(str, None, "run name: outputs go to <outputs_dir>/<run>/"),
+        "description": Field(str, ""),
+        "outputs_dir": Field(str, "../outputs", "where run directories are created"),
+        "notebooks_dir": Field(str, "../notebooks", "the numbered notebooks the study executes"),
+        "dataset": {
+            "synthetic": {
+                "enabled": Field(bool, False, "generate the embedded demo corpus and ingest it like user data"),
+                "seed": Field(int, 20240410),
+                "n_messages": Field(int, 12000, minimum=1),
+                "n_questions": Field(int, 100, minimum=1),
+            },
+            "inputs": Field(list, [], "files to ingest"),
+            "questions": Field((str, type(None)), None, "a questions JSON file"),
+            "format": Field(str, "auto", choices=("auto", "line-json", "line-txt", "locomo")),
+            "permissive": Field(bool, False, "record and skip malformed records instead of stopping"),
+            "unknown_time_offset": Field(str, "date_order", choices=("date_order", "source_order")),
+        },
+        "chunking": {
+            "session_gap_minutes": Field((int, float), 180, minimum=0),
+            "window_size": Field(int, 42, minimum=1),
+            "stride": Field(int, 36, minimum=1),
+            "max_summary_input_chars": Field(int, 5000, minimum=1),
+            "min_window_messages": Field(int, 1, minimum=1),
+            "trim_policy": Field(str, "fixed", choices=("fixed", "resume")),
+        },
+    }
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", type(None): "null"}
+
+
+def _type_name(expected) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+
+
+def _is_instance(value, expected) -> bool:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _validate(raw: dict, schema: dict, prefix: str, origin: str) -> dict:
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{origin}: key '{prefix.rstrip('.') or '(top level)'}' must be a mapping, got {raw!r}")
+    unknown = sorted(set(raw) - set(schema))
+    if unknown:
+        raise ParamsError(
+            f"{origin}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(sorted(schema))})"
+        )
+    out = {}
+    for key, spec in schema.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(spec, dict):
+            out[key] = _validate(raw.get(key) or {}, spec, f"{dotted}.", origin)
+            continue
+        value = raw.get(key, copy.deepcopy(spec.default))
+        if value is None and spec.default is None and not _is_instance(None, spec.type):
+            raise ParamsError(f"{origin}: missing key '{dotted}' ({_type_name(spec.type)})")
+        if not _is_instance(value, spec.type):
+            raise ParamsError(f"{origin}: key '{dotted}' must be {_type_name(spec.type)}, got {value!r}")
+        if spec.choices is not None and value not in spec.choices:
+            raise ParamsError(f"{origin}: key '{dotted}' must be one of {', '.join(map(str, spec.choices))}, got {value!r}")
+        if spec.minimum is not None and value < spec.minimum:
+            raise ParamsError(f"{origin}: key '{dotted}' must be ≥ {spec.minimum}, got {value!r}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Params:
+    """Validated params.  ``data`` holds every key (defaults filled in); paths are absolute."""
+
+    path: Path
+    data: dict
+
+    @property
+    def run(self) -> str:
+        return self.data["run"]
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.data["outputs_dir"]) / self.run
+
+    @property
+    def notebooks_dir(self) -> Path:
+        return Path(self.data["notebooks_dir"])
+
+    def section(self, name: str) -> dict:
+        return copy.deepcopy(self.data[name])
+
+    def digest(self, *sections: str) -> str:
+        """A stable hash of the named sections, for stage cache keys."""
+        payload = json.dumps({s: self.data[s] for s in sections}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _resolve(base: Path, value: str) -> str:
+    return str((base / Path(value).expanduser()).resolve())
+
+
+def load_params(path) -> Params:
+    """Read and validate a params YAML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"params file not found: {path}")
+    origin = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark else ""
+        raise ParamsError(f"{origin}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = _validate(raw, _schema(), "", origin)
+    if not data["run"].replace("-", "").replace("_", "").isalnum():
+        raise ParamsError(f"{origin}: key 'run' must be a simple name (letters, digits, - and _), got {data['run']!r}")
+    base = path.resolve().parent
+    for key in ("outputs_dir", "notebooks_dir"):
+        data[key] = _resolve(base, data[key])
+    dataset = data["dataset"]
+    inputs = []
+    for index, item in enumerate(dataset["inputs"]):
+        if not isinstance(item, str):
+            raise ParamsError(f"{origin}: key 'dataset.inputs[{index}]' must be a path string, got {item!r}")
+        resolved = _resolve(base, item)
+        if not Path(resolved).is_file():
+            raise ParamsError(f"{origin}: key 'dataset.inputs[{index}]': file not found: {resolved}")
+        inputs.append(resolved)
+    dataset["inputs"] = inputs
+    if dataset["questions"] is not None:
+        dataset["questions"] = _resolve(base, dataset["questions"])
+        if not Path(dataset["questions"]).is_file():
+            raise ParamsError(f"{origin}: key 'dataset.questions': file not found: {dataset['questions']}")
+    if not dataset["synthetic"]["enabled"] and not inputs:
+        raise ParamsError(f"{origin}: key 'dataset': give 'inputs' (files to ingest) or set 'synthetic.enabled: true'")
+    chunking = data["chunking"]
+    if chunking["stride"] > chunking["window_size"]:
+        raise ParamsError(f"{origin}: key 'chunking.stride' must be ≤ chunking.window_size ({chunking['window_size']}), got {chunking['stride']}")
+    if chunking["min_window_messages"] > chunking["window_size"]:
+        raise ParamsError(f"{origin}: key 'chunking.min_window_messages' must be ≤ chunking.window_size")
+    return Params(path=path.resolve(), data=data)

@@ -1,0 +1,105 @@
+"""The records every ingest adapter yields, whatever the source format.
+
+An adapter reads one file and returns a :class:`SourceBatch`: the messages it stored, the questions
+it found (LoCoMo, question files), and every record it could not take, with the reason.  Its counts
+reconcile: ``records_read == len(messages) + len(rejected)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+
+from pmrag.ids import message_id
+
+SYSTEM_SENDER = "SYSTEM"
+DEFAULT_TYPE = "text"
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """One message as stored.
+
+    ``occurred_at`` is naive local time as the export recorded it (Japan time for LINE; the store
+    keeps no offset, as in the paper).  ``source_order`` is the 0-based position of the record in
+    its source file; ``date_order`` its position within its date (the paper's JSON groups by date).
+    ``location`` says where in the file it came from (``line 12`` or ``key '2024-04-10'[3]``).
+    """
+
+    source: str
+    source_order: int
+    occurred_at: datetime
+    sender: str
+    type: str
+    text: str
+    time_unknown: bool = False
+    date_order: int = 0
+    native_id: str | None = None
+    location: str | None = None
+
+    @cached_property
+    def message_id(self) -> str:
+        return message_id(self.source, self.source_order, self.occurred_at, self.sender, self.type, self.text)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Message-level evidence for a question: relevance 2 = primary, 1 = supporting.
+
+    Either ``message_id`` is given, or ``source`` + ``source_order`` (resolved at store time).
+    """
+
+    relevance: int
+    message_id: str | None = None
+    source: str | None = None
+    source_order: int | None = None
+
+
+@dataclass(frozen=True)
+class QuestionRecord:
+    question_id: str
+    text: str
+    type: str
+    evidence: tuple[Evidence, ...]
+    answer: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A record that was read but not stored, with where it was and why."""
+
+    location: str
+    reason: str
+    kind: str = "message"  # "message" or "question"
+
+
+@dataclass
+class SourceBatch:
+    """What one adapter produced from one file (one file may hold several sources: LoCoMo)."""
+
+    path: str
+    format: str
+    encoding: str = "utf-8"
+    dialect: str = ""
+    messages: list[MessageRecord] = field(default_factory=list)
+    questions: list[QuestionRecord] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    records_read: int = 0
+    questions_read: int = 0
+
+    def check_reconciled(self) -> None:
+        """Raise if any record read was neither kept nor reported: nothing is lost silently."""
+        rejected_messages = sum(r.kind == "message" for r in self.rejected)
+        rejected_questions = sum(r.kind == "question" for r in self.rejected)
+        if self.records_read != len(self.messages) + rejected_messages:
+            raise AssertionError(
+                f"{self.path}: read {self.records_read} records but kept {len(self.messages)} "
+                f"and rejected {rejected_messages}"
+            )
+        if self.questions_read != len(self.questions) + rejected_questions:
+            raise AssertionError(
+                f"{self.path}: read {self.questions_read} questions but kept {len(self.questions)} "
+                f"and rejected {rejected_questions}"
+            )
