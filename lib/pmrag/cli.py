@@ -1,0 +1,85 @@
+"""The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``.
+
+Bad input (a params file, a malformed export) exits with status 2 and one line naming the file and the
+line or key; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pmrag.errors import PmragError
+
+
+def _study(args) -> int:
+    from pmrag.runner import run_study
+
+    executed = run_study(args.params, progress=not args.quiet)
+    print(f"study done: {len(executed)} notebook(s) executed into {executed[0].parent}" if executed else "no notebooks")
+    return 0
+
+
+def _ingest(args) -> int:
+    from pmrag import store
+    from pmrag.ingest import read_source
+
+    engine = store.open_store(args.db)
+    for path in args.paths:
+        batch = read_source(Path(path), args.format, permissive=args.permissive)
+        report = store.store_batch(engine, batch, store.file_sha256(path))
+        print(report.line())
+        for rejected in batch.rejected:
+            print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")
+    return 0
+
+
+def _demo(args) -> int:
+    from pmrag.demo import generate_corpus
+
+    manifest = generate_corpus(Path(args.out_dir), seed=args.seed, n_messages=args.n_messages, n_questions=args.n_questions)
+    print(f"wrote {manifest['n_messages']} messages in {len(manifest['files'])} sources and "
+          f"{manifest['n_questions']} questions to {args.out_dir}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pmrag", description="Personal Memory RAG retrieval workbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    study = sub.add_parser("study", help="execute the numbered notebooks on a params file")
+    study.add_argument("params", help="params YAML, e.g. params/demo.yaml")
+    study.add_argument("--quiet", action="store_true", help="no progress display")
+    study.set_defaults(func=_study)
+
+    ingest = sub.add_parser("ingest", help="store chat histories (and LoCoMo questions) in a SQLite database")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    ingest.add_argument("--format", default="auto", choices=["auto", "line-json", "line-txt", "locomo", "questions-json"])
+    ingest.add_argument("--permissive", action="store_true", help="record and skip malformed records instead of stopping")
+    ingest.set_defaults(func=_ingest)
+
+    demo = sub.add_parser("demo", help="write the embedded synthetic corpus (paper JSON format + questions)")
+    demo.add_argument("out_dir")
+    demo.add_argument("--seed", type=int, default=20240410)
+    demo.add_argument("--n-messages", type=int, default=12000)
+    demo.add_argument("--n-questions", type=int, default=100)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv=None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")  # a console that cannot print Japanese must not crash a report
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PmragError as exc:
+        print(f"pmrag {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The paper's JSON format (§3.2): one UTF-8 file per conversation source.
+
+``{"2024-04-10": [{"time": "20:15", "sender": "A", "type": "text", "text": "..."}, ...], ...}``
+
+Rules, as the paper states them:
+
+* ``source_order`` is the record's position in the file (document order across all dates);
+* times are naive Japanese local time; a missing time becomes the date at 00:00:00 plus N seconds and is
+  flagged ``time_unknown`` (N: see :class:`~pmrag.ingest.IngestOptions`);
+* a missing sender becomes ``SYSTEM``, a missing type ``text``; a missing text is kept as ``""``;
+* no deduplication, no exclusion of media or system events, empty texts retained.
+
+"Missing" means the key is absent, ``null`` or an empty string.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pmrag.errors import InputError
+from pmrag.ingest import IngestOptions
+from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date
+from pmrag.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
+
+
+def _missing(value) -> bool:
+    return value is None or value == ""
+
+
+def _string_field(msg: dict, key: str):
+    value = msg.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+    options = options or IngestOptions()
+    path = Path(path)
+    batch = SourceBatch(path=str(path), format="line-json", encoding="utf-8", dialect="paper JSON (date → messages)")
+    problems = Problems(batch, permissive)
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise InputError(path, "top level", f"expected a JSON object keyed by date, got a {type(data).__name__}")
+    source = path.stem
+    source_order = 0
+    for date_key, day in data.items():
+        if not isinstance(day, list):
+            batch.records_read += 1
+            problems.report(f"key {date_key!r}", f"expected a list of messages, got {type(day).__name__}")
+            continue
+        try:
+            day_date = parse_iso_date(date_key)
+        except ValueError:
+            day_date = None
+            if not day and not permissive:
+                raise InputError(path, f"key {date_key!r}", f"date key {date_key!r} is not a date (expected YYYY-MM-DD)") from None
+        for date_order, msg in enumerate(day):
+            location = f"key {date_key!r}[{date_order}]"
+            batch.records_read += 1
+            order = source_order
+            source_order += 1
+            if day_date is None:
+                problems.report(location, f"date key {date_key!r} is not a date (expected YYYY-MM-DD)")
+                continue
+            if not isinstance(msg, dict):
+                problems.report(location, f"expected a message object, got {type(msg).__name__}")
+                continue
+            try:
+                raw_time = _string_field(msg, "time")
+                sender = _string_field(msg, "sender")
+                type_ = _string_field(msg, "type")
+                text = _string_field(msg, "text")
+                time_unknown = _missing(raw_time)
+                if time_unknown:
+                    offset = date_order if options.unknown_time_offset == "date_order" else order
+                    occurred_at = datetime.combine(day_date, datetime.min.time()) + timedelta(seconds=offset)
+                else:
+                    occurred_at = datetime.combine(day_date, parse_clock(raw_time))
+            except ValueError as exc:
+                problems.report(location, str(exc))
+                continue
+            batch.messages.append(
+                MessageRecord(
+                    source=source,
+                    source_order=order,
+                    occurred_at=occurred_at,
+                    sender=SYSTEM_SENDER if _missing(sender) else sender,
+                    type=DEFAULT_TYPE if _missing(type_) else type_,
+                    text=text or "",
+                    time_unknown=time_unknown,
+                    date_order=date_order,
+                    location=location,
+                )
+            )
+    return batch

@@ -1,0 +1,75 @@
+"""A question file for data the user brings (and for the embedded demo).
+
+``{"questions": [{"question_id": "q001", "question": "...", "type": "contextual", "answer": "...",
+"evidence": [{"message_id": "…", "relevance": 2} | {"source": "family", "source_order": 12, "relevance": 1}]}]}``
+
+Relevance 2 marks primary evidence (alone supports the answer or an explicit major part of it),
+1 supporting evidence (paper §4.3).  ``answer`` is optional.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pmrag.errors import InputError
+from pmrag.ingest import IngestOptions
+from pmrag.ingest._common import Problems, load_json
+from pmrag.records import Evidence, QuestionRecord, SourceBatch
+
+
+def _evidence(item, where: str) -> Evidence:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected an object")
+    relevance = item.get("relevance")
+    if relevance not in (1, 2) or isinstance(relevance, bool):
+        raise ValueError(f"{where}.relevance: expected 1 or 2, got {relevance!r}")
+    if isinstance(item.get("message_id"), str):
+        return Evidence(relevance=relevance, message_id=item["message_id"])
+    source, order = item.get("source"), item.get("source_order")
+    if isinstance(source, str) and isinstance(order, int) and not isinstance(order, bool) and order >= 0:
+        return Evidence(relevance=relevance, source=source, source_order=order)
+    raise ValueError(f"{where}: expected 'message_id' or 'source' + 'source_order' (a non-negative integer)")
+
+
+def _question(item, where: str) -> QuestionRecord:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected an object")
+    for key in ("question_id", "question", "type"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise ValueError(f"{where}.{key}: expected a non-empty string")
+    evidence = item.get("evidence")
+    if not isinstance(evidence, list) or not evidence:
+        raise ValueError(f"{where}.evidence: expected a non-empty list")
+    answer = item.get("answer")
+    return QuestionRecord(
+        question_id=item["question_id"],
+        text=item["question"],
+        type=item["type"],
+        evidence=tuple(_evidence(e, f"{where}.evidence[{i}]") for i, e in enumerate(evidence)),
+        answer=None if answer is None else str(answer),
+    )
+
+
+def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+    path = Path(path)
+    batch = SourceBatch(path=str(path), format="questions-json", dialect="pmrag questions")
+    problems = Problems(batch, permissive)
+    data = load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise InputError(path, "top level", "expected an object with a 'questions' list")
+    seen: set[str] = set()
+    for index, item in enumerate(data["questions"]):
+        batch.questions_read += 1
+        where = f"questions[{index}]"
+        try:
+            question = _question(item, where)
+        except ValueError as exc:
+            location, _, reason = str(exc).partition(": ")
+            problems.report(f"key {location}", reason, kind="question")
+            continue
+        if question.question_id in seen:
+            problems.report(f"key {where}.question_id", f"duplicate question_id {question.question_id!r}", kind="question")
+            continue
+        seen.add(question.question_id)
+        batch.questions.append(question)
+    return batch

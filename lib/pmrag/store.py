@@ -1,0 +1,305 @@
+"""The SQLite store (through SQLAlchemy Core): messages, chunks, chunk_messages, questions, qrels.
+
+``chunk_messages`` is the paper's ``line_chunk_messages``.  Times are stored as naive local time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import (
+    Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, create_engine, delete, event,
+    func, insert, select,
+)
+
+from pmrag.chunking import Chunk, ChunkMessage
+from pmrag.errors import InputError
+from pmrag.records import QuestionRecord, SourceBatch
+
+metadata = MetaData()
+
+files = Table(
+    "files", metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("format", String, nullable=False),
+    Column("encoding", String),
+    Column("dialect", String),
+    Column("records_read", Integer, nullable=False),
+    Column("rejected", Integer, nullable=False),
+)
+
+rejections = Table(
+    "rejections", metadata,
+    Column("sha256", String(64), nullable=False, index=True),
+    Column("kind", String, nullable=False),
+    Column("location", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+)
+
+messages = Table(
+    "messages", metadata,
+    Column("message_id", String(16), primary_key=True),
+    Column("source", String, nullable=False, index=True),
+    Column("source_order", Integer, nullable=False),
+    Column("date_order", Integer, nullable=False),
+    Column("occurred_at", DateTime, nullable=False),
+    Column("time_unknown", Boolean, nullable=False),
+    Column("sender", Text, nullable=False),
+    Column("type", String, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("native_id", String),
+    Column("location", Text),
+)
+
+chunks = Table(
+    "chunks", metadata,
+    Column("chunk_id", String(16), primary_key=True),
+    Column("source", String, nullable=False, index=True),
+    Column("chunk_index", Integer, nullable=False),
+    Column("session_index", Integer, nullable=False),
+    Column("window_index", Integer, nullable=False),
+    Column("start_at", DateTime, nullable=False),
+    Column("end_at", DateTime, nullable=False),
+    Column("n_messages", Integer, nullable=False),
+    Column("n_trimmed", Integer, nullable=False),
+    Column("raw_text", Text, nullable=False),
+)
+
+chunk_messages = Table(
+    "chunk_messages", metadata,
+    Column("chunk_id", String(16), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("message_id", String(16), nullable=False, index=True),
+)
+
+questions = Table(
+    "questions", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("type", String, nullable=False),
+    Column("answer", Text),
+    Column("source", String),
+)
+
+question_evidence = Table(
+    "question_evidence", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("message_id", String(16), primary_key=True),
+    Column("relevance", Integer, nullable=False),
+)
+
+qrels = Table(
+    "qrels", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("chunk_id", String(16), primary_key=True),
+    Column("relevance", Integer, nullable=False),
+)
+
+stages = Table(
+    "stages", metadata,
+    Column("name", String, primary_key=True),
+    Column("key", String(64), nullable=False),
+    Column("info", Text, nullable=False),
+)
+
+
+def _sqlite_pragmas(dbapi_connection, _record):
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def open_store(path) -> Engine:
+    """Open (creating if needed) the SQLite database at ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(f"sqlite:///{path}")
+    event.listen(engine, "connect", _sqlite_pragmas)
+    metadata.create_all(engine)
+    return engine
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreReport:
+    """Reconciliation of one file: ``read == stored + already_present + rejected``."""
+
+    path: str
+    format: str
+    encoding: str
+    dialect: str
+    read: int
+    stored: int
+    already_present: int
+    rejected: int
+    questions_read: int
+    questions_stored: int
+    questions_rejected: int
+
+    def line(self) -> str:
+        text = (
+            f"{self.path}: {self.format} ({self.dialect}; {self.encoding}): read {self.read}, stored {self.stored}, "
+            f"already present {self.already_present}, rejected {self.rejected}"
+        )
+        if self.questions_read:
+            text += f"; questions read {self.questions_read}, stored {self.questions_stored}, rejected {self.questions_rejected}"
+        return text
+
+
+def _message_rows(batch: SourceBatch) -> list[dict]:
+    return [
+        {
+            "message_id": m.message_id, "source": m.source, "source_order": m.source_order, "date_order": m.date_order,
+            "occurred_at": m.occurred_at, "time_unknown": m.time_unknown, "sender": m.sender, "type": m.type,
+            "text": m.text, "native_id": m.native_id, "location": m.location,
+        }
+        for m in batch.messages
+    ]
+
+
+def _count(conn, table) -> int:
+    return conn.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, int]:
+    """``message_id -> relevance`` (the higher relevance wins when a message is listed twice)."""
+    resolved: dict[str, int] = {}
+    for index, ev in enumerate(question.evidence):
+        where = f"question {question.question_id!r}, evidence[{index}]"
+        if ev.message_id is not None:
+            found = conn.execute(select(messages.c.message_id).where(messages.c.message_id == ev.message_id)).first()
+            if found is None:
+                raise InputError(path, where, f"message_id {ev.message_id!r} is not in the store; ingest its source first")
+            mid = ev.message_id
+        else:
+            rows = conn.execute(
+                select(messages.c.message_id).where(messages.c.source == ev.source, messages.c.source_order == ev.source_order)
+            ).all()
+            if len(rows) != 1:
+                state = "no message" if not rows else f"{len(rows)} messages"
+                raise InputError(path, where, f"source {ev.source!r} source_order {ev.source_order} matches {state}; expected one")
+            mid = rows[0][0]
+        resolved[mid] = max(resolved.get(mid, 0), ev.relevance)
+    return resolved
+
+
+def store_batch(engine: Engine, batch: SourceBatch, sha256: str) -> StoreReport:
+    """Store one adapter batch; a message already in the store (same message ID) is not stored twice."""
+    rows = _message_rows(batch)
+    with engine.begin() as conn:
+        before = _count(conn, messages)
+        if rows:
+            conn.execute(insert(messages).prefix_with("OR IGNORE"), rows)
+        stored = _count(conn, messages) - before
+        for question in batch.questions:
+            evidence = _resolve_evidence(conn, batch.path, question)
+            conn.execute(delete(question_evidence).where(question_evidence.c.question_id == question.question_id))
+            conn.execute(insert(questions).prefix_with("OR REPLACE"), [{
+                "question_id": question.question_id, "text": question.text, "type": question.type,
+                "answer": question.answer, "source": question.source,
+            }])
+            conn.execute(insert(question_evidence), [
+                {"question_id": question.question_id, "message_id": mid, "relevance": rel} for mid, rel in evidence.items()
+            ])
+        conn.execute(delete(rejections).where(rejections.c.sha256 == sha256))
+        if batch.rejected:
+            conn.execute(insert(rejections), [
+                {"sha256": sha256, "kind": r.kind, "location": r.location, "reason": r.reason} for r in batch.rejected
+            ])
+        conn.execute(insert(files).prefix_with("OR REPLACE"), [{
+            "sha256": sha256, "path": batch.path, "format": batch.format, "encoding": batch.encoding,
+            "dialect": batch.dialect, "records_read": batch.records_read, "rejected": len(batch.rejected),
+        }])
+    rejected_messages = sum(r.kind == "message" for r in batch.rejected)
+    return StoreReport(
+        path=batch.path, format=batch.format, encoding=batch.encoding, dialect=batch.dialect,
+        read=batch.records_read, stored=stored, already_present=len(rows) - stored, rejected=rejected_messages,
+        questions_read=batch.questions_read, questions_stored=len(batch.questions),
+        questions_rejected=batch.questions_read - len(batch.questions),
+    )
+
+
+def load_chunk_messages(engine: Engine) -> dict[str, list[ChunkMessage]]:
+    """All messages grouped by source, in a deterministic order (chunking sorts them again)."""
+    query = select(
+        messages.c.message_id, messages.c.source, messages.c.source_order, messages.c.occurred_at,
+        messages.c.sender, messages.c.text,
+    ).order_by(messages.c.source, messages.c.occurred_at, messages.c.source_order, messages.c.message_id)
+    by_source: dict[str, list[ChunkMessage]] = {}
+    with engine.connect() as conn:
+        for row in conn.execute(query):
+            by_source.setdefault(row.source, []).append(ChunkMessage(*row))
+    return by_source
+
+
+def replace_chunks(engine: Engine, new_chunks: Sequence[Chunk]) -> None:
+    """Replace every chunk (and its message links) with ``new_chunks``."""
+    with engine.begin() as conn:
+        conn.execute(delete(chunk_messages))
+        conn.execute(delete(chunks))
+        if not new_chunks:
+            return
+        conn.execute(insert(chunks), [
+            {
+                "chunk_id": c.chunk_id, "source": c.source, "chunk_index": c.chunk_index,
+                "session_index": c.session_index, "window_index": c.window_index, "start_at": c.start_at,
+                "end_at": c.end_at, "n_messages": c.n_messages, "n_trimmed": c.n_trimmed, "raw_text": c.raw_text,
+            }
+            for c in new_chunks
+        ])
+        conn.execute(insert(chunk_messages), [
+            {"chunk_id": c.chunk_id, "position": i, "message_id": mid}
+            for c in new_chunks for i, mid in enumerate(c.message_ids)
+        ])
+
+
+def derive_qrels(engine: Engine) -> None:
+    """Chunk-level gold from message-level evidence through ``chunk_messages`` (paper §4.2–4.3).
+
+    A chunk containing primary evidence gets relevance 2 (every overlapping window counts separately, as
+    in the paper); a chunk containing only supporting evidence gets 1.
+    """
+    with engine.begin() as conn:
+        conn.execute(delete(qrels))
+        rows = conn.execute(
+            select(question_evidence.c.question_id, chunk_messages.c.chunk_id, func.max(question_evidence.c.relevance))
+            .join(chunk_messages, chunk_messages.c.message_id == question_evidence.c.message_id)
+            .group_by(question_evidence.c.question_id, chunk_messages.c.chunk_id)
+        ).all()
+        if rows:
+            conn.execute(insert(qrels), [{"question_id": q, "chunk_id": c, "relevance": r} for q, c, r in rows])
+
+
+def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = ()) -> pd.DataFrame:
+    """A whole table as a DataFrame (sorted by ``order_by`` columns when given)."""
+    table = metadata.tables[table] if isinstance(table, str) else table
+    query = select(table)
+    if order_by:
+        query = query.order_by(*(table.c[name] for name in order_by))
+    with engine.connect() as conn:
+        return pd.read_sql(query, conn)
+
+
+def get_stage(engine: Engine, name: str) -> tuple[str, dict] | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(stages.c.key, stages.c.info).where(stages.c.name == name)).first()
+    return None if row is None else (row.key, json.loads(row.info))
+
+
+def set_stage(engine: Engine, name: str, key: str, info: dict) -> None:
+    with engine.begin() as conn:
+        conn.execute(insert(stages).prefix_with("OR REPLACE"), [{"name": name, "key": key, "info": json.dumps(info, sort_keys=True)}])
