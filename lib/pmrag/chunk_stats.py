@@ -1,0 +1,102 @@
+"""Dataset and chunking statistics (paper Table 1 and §3.2–3.3), as plain DataFrame functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pmrag.chunking import ChunkingParams
+
+LENGTH_THRESHOLDS = (4000, 5000, 7000)
+
+
+def primary_gold_questions(qrels: pd.DataFrame) -> set[str]:
+    """Questions with at least one relevance-2 chunk: the ones the paper evaluates (§4.2)."""
+    return set(qrels.loc[qrels["relevance"] == 2, "question_id"])
+
+
+def table1(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
+    """Paper Table 1 for this dataset, plus the counts it implies (questions by type, gold chunks).
+
+    Questions without any primary-gold chunk cannot be scored; like the paper (108 → 100) they are
+    counted separately and excluded from evaluation.
+    """
+    evaluable = primary_gold_questions(qrels)
+    kept = questions[questions["question_id"].isin(evaluable)]
+    kept_qrels = qrels[qrels["question_id"].isin(evaluable)]
+    rows = [
+        ("Messages", len(messages)),
+        ("Sources", messages["source"].nunique()),
+        ("Chunks", len(chunks)),
+        ("Evaluation questions", len(kept)),
+    ]
+    rows += [(f"  {qtype}", int(n)) for qtype, n in kept["type"].value_counts().sort_index().items()]
+    rows += [
+        ("Questions without primary gold (excluded)", len(questions) - len(kept)),
+        ("Primary-gold chunks (relevance 2)", int((kept_qrels["relevance"] == 2).sum())),
+        ("Secondary-gold chunks (relevance 1)", int((kept_qrels["relevance"] == 1).sum())),
+        ("Main evaluation unit", "chunk"),
+    ]
+    return pd.DataFrame(rows, columns=["Item", "Value"], dtype=object)
+
+
+def length_stats(lengths: pd.Series, thresholds=LENGTH_THRESHOLDS) -> pd.Series:
+    """Mean, 95th percentile (NumPy's default linear interpolation), max, and counts above thresholds."""
+    values = np.asarray(lengths, dtype=float)
+    stats = {
+        "mean": float(values.mean()) if len(values) else float("nan"),
+        "p95": float(np.percentile(values, 95)) if len(values) else float("nan"),
+        "max": int(values.max()) if len(values) else 0,
+    }
+    for t in thresholds:
+        stats[f"> {t:,}"] = int((values > t).sum())
+    return pd.Series(stats)
+
+
+def session_window_stats(messages: pd.DataFrame, chunks: pd.DataFrame, chunk_messages: pd.DataFrame,
+                         params: ChunkingParams) -> pd.DataFrame:
+    """Sessions, windows per session, messages per chunk, trimming, and messages left in no chunk."""
+    sessions = chunks.groupby(["source", "session_index"]).size()
+    covered = chunk_messages["message_id"].nunique()
+    max_chars = params.max_summary_input_chars
+    over = chunks[chunks["raw_text"].str.len() > max_chars]
+    rows = [
+        ("Sources", chunks["source"].nunique()),
+        ("Sessions", len(sessions)),
+        ("Sessions needing more than one window", int((sessions > 1).sum())),
+        ("Windows per session (max)", int(sessions.max()) if len(sessions) else 0),
+        ("Messages per chunk (mean)", round(float(chunks["n_messages"].mean()), 2)),
+        ("Messages per chunk (median)", float(chunks["n_messages"].median())),
+        (f"Chunks of a full {params.window_size}-message window", int((chunks["n_messages"] == params.window_size).sum())),
+        ("Chunks trimmed to fit the summary-input limit", int((chunks["n_trimmed"] > 0).sum())),
+        ("Messages trimmed off window ends", int(chunks["n_trimmed"].sum())),
+        ("Messages in no chunk", len(messages) - covered),
+        (f"Chunks over {max_chars:,} characters", len(over)),
+        (f"  of which single-message chunks", int((over["n_messages"] == 1).sum())),
+    ]
+    return pd.DataFrame(rows, columns=["Item", "Value"], dtype=object)
+
+
+def session_size_distribution(session_sizes, bins=(1, 2, 6, 11, 43, 79, 10**9)) -> pd.DataFrame:
+    """How many sessions fall in each size range (messages per session; ranges are half-open)."""
+    labels = [_bin_label(lo, hi) for lo, hi in zip(bins, bins[1:])]
+    binned = pd.cut(pd.Series(session_sizes, dtype=float), bins=list(bins), right=False, labels=labels)
+    counts = binned.value_counts().reindex(labels, fill_value=0)
+    return counts.rename_axis("messages per session").reset_index(name="sessions")
+
+
+def _bin_label(lo: int, hi: int) -> str:
+    if hi - lo == 1:
+        return str(lo)
+    return f"{lo}+" if hi >= 10**9 else f"{lo}–{hi - 1}"
+
+
+def message_inventory(messages: pd.DataFrame) -> pd.DataFrame:
+    """Message types, and how many records had a missing time/sender or an empty text."""
+    rows = [(f"type: {t}", int(n)) for t, n in messages["type"].value_counts().sort_index().items()]
+    rows += [
+        ("time unknown (placed at date 00:00:00 + offset)", int(messages["time_unknown"].sum())),
+        ("sender SYSTEM (missing sender or notice)", int((messages["sender"] == "SYSTEM").sum())),
+        ("empty text", int((messages["text"] == "").sum())),
+    ]
+    return pd.DataFrame(rows, columns=["Item", "Messages"])

@@ -1,0 +1,21 @@
+"""Figures drawn with seaborn; each function returns the matplotlib Figure (saving is the caller's)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+
+def chunk_length_figure(chunks: pd.DataFrame, limit: int):
+    """raw_text length per chunk (log-scaled bins) and messages per chunk, side by side."""
+    lengths = chunks["raw_text"].str.len().clip(lower=1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    sns.histplot(x=lengths, log_scale=True, bins=40, ax=left, color="#4C72B0")
+    left.axvline(limit, color="#C44E52", linestyle="--", label=f"summary-input limit ({limit:,})")
+    left.set(xlabel="raw_text length (characters)", ylabel="chunks", title="Chunk raw_text length")
+    left.legend()
+    sns.histplot(x=chunks["n_messages"], discrete=True, ax=right, color="#55A868")
+    right.set(xlabel="messages per chunk", ylabel="chunks", title="Messages per chunk")
+    fig.tight_layout()
+    return fig
