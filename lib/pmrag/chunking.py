@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from pmrag.ids import chunk_id
 
@@ -58,9 +59,8 @@ class ChunkingParams:
             raise ValueError(f"trim_policy must be 'fixed' or 'resume', got {self.trim_policy!r}")
 
 
-@dataclass(frozen=True)
-class ChunkMessage:
-    """The fields of a message that chunking and rendering need."""
+class ChunkMessage(NamedTuple):
+    """The fields of a message that chunking and rendering need (a tuple: 358k of them are built per run)."""
 
     message_id: str
     source: str
@@ -90,7 +90,7 @@ class Chunk:
 
 def render_line(message: ChunkMessage) -> str:
     """One transcript line, the paper's raw_text format: ``YYYY-MM-DD HH:MM sender: text``."""
-    return f"{message.occurred_at:%Y-%m-%d %H:%M} {message.sender}: {message.text}"
+    return f"{message.occurred_at.isoformat(sep=' ', timespec='minutes')} {message.sender}: {message.text}"
 
 
 def render_raw_text(messages: Iterable[ChunkMessage]) -> str:

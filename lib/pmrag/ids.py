@@ -26,7 +26,15 @@ def _digest(*parts: object) -> str:
 
 def message_id(source: str, source_order: int, occurred_at: datetime, sender: str, type_: str, text: str) -> str:
     """Message ID from the source name, ``source_order`` and the message content."""
-    return _digest(source, source_order, occurred_at.strftime("%Y-%m-%d %H:%M:%S"), sender, type_, text)
+    joined = f"{source}{_SEP}{source_order}{_SEP}{timestamp_text(occurred_at)}{_SEP}{sender}{_SEP}{type_}{_SEP}{text}"
+    return hashlib.sha1(joined.encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
+
+
+def timestamp_text(value: datetime) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` (whole seconds: every adapter produces them; ``str`` is the fast path)."""
+    if value.microsecond:
+        raise ValueError(f"timestamps are whole seconds; got {value!r}")
+    return str(value)
 
 
 def chunk_id(source: str, chunk_index: int, message_ids: Sequence[str]) -> str:

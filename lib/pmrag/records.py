@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 
 from pmrag.ids import message_id
 
@@ -37,10 +36,12 @@ class MessageRecord:
     date_order: int = 0
     native_id: str | None = None
     location: str | None = None
+    message_id: str = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def message_id(self) -> str:
-        return message_id(self.source, self.source_order, self.occurred_at, self.sender, self.type, self.text)
+    def __post_init__(self):
+        object.__setattr__(
+            self, "message_id", message_id(self.source, self.source_order, self.occurred_at, self.sender, self.type, self.text)
+        )
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,18 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 from sqlalchemy import (
-    Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, create_engine, delete, event,
+    Boolean, Column, DateTime, Engine, Index, Integer, MetaData, String, Table, Text, create_engine, delete, event,
     func, insert, select,
 )
 
 from pmrag.chunking import Chunk, ChunkMessage
 from pmrag.errors import InputError
+from pmrag.ids import timestamp_text
 from pmrag.records import QuestionRecord, SourceBatch
 
 metadata = MetaData()
@@ -45,7 +47,7 @@ rejections = Table(
 messages = Table(
     "messages", metadata,
     Column("message_id", String(16), primary_key=True),
-    Column("source", String, nullable=False, index=True),
+    Column("source", String, nullable=False),
     Column("source_order", Integer, nullable=False),
     Column("date_order", Integer, nullable=False),
     Column("occurred_at", DateTime, nullable=False),
@@ -55,6 +57,7 @@ messages = Table(
     Column("text", Text, nullable=False),
     Column("native_id", String),
     Column("location", Text),
+    Index("ix_messages_source_order", "source", "source_order"),
 )
 
 chunks = Table(
@@ -113,6 +116,8 @@ def _sqlite_pragmas(dbapi_connection, _record):
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA cache_size=-262144")  # 256 MiB page cache: bulk inserts into random-key B-trees
+    cursor.execute("PRAGMA temp_store=MEMORY")
     cursor.close()
 
 
@@ -160,15 +165,30 @@ class StoreReport:
         return text
 
 
-def _message_rows(batch: SourceBatch) -> list[dict]:
-    return [
-        {
-            "message_id": m.message_id, "source": m.source, "source_order": m.source_order, "date_order": m.date_order,
-            "occurred_at": m.occurred_at, "time_unknown": m.time_unknown, "sender": m.sender, "type": m.type,
-            "text": m.text, "native_id": m.native_id, "location": m.location,
-        }
+def _sql_datetime(value: datetime) -> str:
+    """``YYYY-MM-DD HH:MM:SS``: text that SQLAlchemy's SQLite ``DateTime`` type reads back as a datetime."""
+    return timestamp_text(value)
+
+
+def _bulk_insert(conn, table: Table, rows: list[tuple], prefix: str = "") -> None:
+    """``executemany`` straight to the driver: SQLAlchemy's per-row parameter processing cost ~2x at 358k rows.
+
+    ``rows`` are tuples in the table's column order, datetimes already as :func:`_sql_datetime` text.
+    """
+    if not rows:
+        return
+    names = ", ".join(c.name for c in table.columns)
+    marks = ", ".join("?" for _ in table.columns)
+    conn.exec_driver_sql(f"INSERT {prefix} INTO {table.name} ({names}) VALUES ({marks})", rows)
+
+
+def _message_rows(batch: SourceBatch) -> list[tuple]:
+    """Rows in primary-key (message ID) order, so inserts walk the index in order instead of at random."""
+    return sorted(
+        (m.message_id, m.source, m.source_order, m.date_order, _sql_datetime(m.occurred_at), m.time_unknown,
+         m.sender, m.type, m.text, m.native_id, m.location)
         for m in batch.messages
-    ]
+    )
 
 
 def _count(conn, table) -> int:
@@ -202,8 +222,7 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str) -> StoreReport:
     rows = _message_rows(batch)
     with engine.begin() as conn:
         before = _count(conn, messages)
-        if rows:
-            conn.execute(insert(messages).prefix_with("OR IGNORE"), rows)
+        _bulk_insert(conn, messages, rows, "OR IGNORE")
         stored = _count(conn, messages) - before
         for question in batch.questions:
             evidence = _resolve_evidence(conn, batch.path, question)
@@ -234,15 +253,20 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str) -> StoreReport:
 
 
 def load_chunk_messages(engine: Engine) -> dict[str, list[ChunkMessage]]:
-    """All messages grouped by source, in a deterministic order (chunking sorts them again)."""
-    query = select(
-        messages.c.message_id, messages.c.source, messages.c.source_order, messages.c.occurred_at,
-        messages.c.sender, messages.c.text,
-    ).order_by(messages.c.source, messages.c.occurred_at, messages.c.source_order, messages.c.message_id)
+    """All messages grouped by source, in a deterministic order (chunking sorts them again).
+
+    Read through the driver and parsed with ``datetime.fromisoformat``: at 358k rows SQLAlchemy's
+    per-row result processing took longer than chunking itself.
+    """
+    sql = (
+        "SELECT message_id, source, source_order, occurred_at, sender, text FROM messages "
+        "ORDER BY source, occurred_at, source_order, message_id"
+    )
     by_source: dict[str, list[ChunkMessage]] = {}
+    parse = datetime.fromisoformat
     with engine.connect() as conn:
-        for row in conn.execute(query):
-            by_source.setdefault(row.source, []).append(ChunkMessage(*row))
+        for mid, source, order, occurred_at, sender, text in conn.exec_driver_sql(sql).fetchall():
+            by_source.setdefault(source, []).append(ChunkMessage(mid, source, order, parse(occurred_at), sender, text))
     return by_source
 
 
@@ -251,20 +275,15 @@ def replace_chunks(engine: Engine, new_chunks: Sequence[Chunk]) -> None:
     with engine.begin() as conn:
         conn.execute(delete(chunk_messages))
         conn.execute(delete(chunks))
-        if not new_chunks:
-            return
-        conn.execute(insert(chunks), [
-            {
-                "chunk_id": c.chunk_id, "source": c.source, "chunk_index": c.chunk_index,
-                "session_index": c.session_index, "window_index": c.window_index, "start_at": c.start_at,
-                "end_at": c.end_at, "n_messages": c.n_messages, "n_trimmed": c.n_trimmed, "raw_text": c.raw_text,
-            }
+        # Rows go in primary-key order: sequential B-tree inserts are ~1.5x faster than random ones.
+        _bulk_insert(conn, chunks, sorted(
+            (c.chunk_id, c.source, c.chunk_index, c.session_index, c.window_index, _sql_datetime(c.start_at),
+             _sql_datetime(c.end_at), c.n_messages, c.n_trimmed, c.raw_text)
             for c in new_chunks
-        ])
-        conn.execute(insert(chunk_messages), [
-            {"chunk_id": c.chunk_id, "position": i, "message_id": mid}
-            for c in new_chunks for i, mid in enumerate(c.message_ids)
-        ])
+        ))
+        _bulk_insert(conn, chunk_messages, sorted(
+            (c.chunk_id, i, mid) for c in new_chunks for i, mid in enumerate(c.message_ids)
+        ))
 
 
 def derive_qrels(engine: Engine) -> None:

@@ -30,9 +30,9 @@ def _missing(value) -> bool:
 
 def _string_field(msg: dict, key: str):
     value = msg.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"'{key}' must be a string, got {type(value).__name__}")
-    return value
+    if value is None or type(value) is str:
+        return value
+    raise ValueError(f"'{key}' must be a string, got {type(value).__name__}")
 
 
 def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
