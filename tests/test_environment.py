@@ -25,10 +25,18 @@ def pyproject_pins() -> dict[str, str]:
 
 
 def environment_pins() -> dict[str, str]:
+    """Conda pins (``name=version``) and pip pins (``name==version``) of environment.yml."""
     spec = yaml.safe_load((REPO / "environment.yml").read_text())
     pins = {}
     for entry in spec["dependencies"]:
-        if isinstance(entry, dict) or entry in ("pip",) or entry.startswith("python="):
+        if isinstance(entry, dict):
+            for requirement in entry["pip"]:
+                if requirement != "-e .":
+                    name, sep, version = requirement.partition("==")
+                    assert sep, f"environment.yml: pip entry {requirement!r} is not pinned with =="
+                    pins[normalise(name)] = version
+            continue
+        if entry == "pip" or entry.startswith("python="):
             continue
         name, sep, version = entry.partition("=")
         assert sep, f"environment.yml: {entry!r} is not pinned"
@@ -43,4 +51,4 @@ def test_environment_and_pyproject_pin_the_same_versions():
 def test_environment_installs_the_package_itself():
     spec = yaml.safe_load((REPO / "environment.yml").read_text())
     pip_section = [e for e in spec["dependencies"] if isinstance(e, dict)]
-    assert pip_section == [{"pip": ["-e ."]}]
+    assert len(pip_section) == 1 and pip_section[0]["pip"][-1] == "-e ."

@@ -47,6 +47,33 @@ def _schema() -> dict:
             "permissive": Field(bool, False, "record and skip malformed records instead of stopping"),
             "unknown_time_offset": Field(str, "date_order", choices=("date_order", "source_order")),
         },
+        "allow_remote": Field(bool, False, "let backends send chat text off this machine (loopback servers never need it)"),
+        "cache_dir": Field(str, "../outputs/.cache", "content-addressed caches shared by every run (embeddings)"),
+        "representations": {
+            "prompts": Field(str, "ja", "prompt set: ja, en, or a folder with the same file names"),
+            "excerpt_chars": Field(int, 4000, minimum=1),
+        },
+        "summarizer": {
+            "backend": Field(str, "extractive", choices=("extractive", "openai")),
+            "model": Field(str, "gpt-4o-mini"),
+            "max_output_tokens": Field(int, 700, minimum=1),
+            "timeout_s": Field((int, float), 90, minimum=0),
+            "interval_s": Field((int, float), 0.2, minimum=0),
+            "max_input_chars": Field(int, 7000, minimum=1),
+            "base_url": Field((str, type(None)), None),
+            "failure_policy": Field(str, "stop_on_first_error", choices=("stop_on_first_error", "retry")),
+            "max_retries": Field(int, 3, minimum=0),
+        },
+        "embedding": {
+            "backend": Field(str, "e5-local", choices=("e5-local", "openai")),
+            "model": Field((str, type(None)), None, "default: multilingual-e5-small-q4 / text-embedding-3-small"),
+            "query_model": Field((str, type(None)), None, "default: the same as model"),
+            "base_url": Field((str, type(None)), None),
+            "batch_size": Field(int, 64, minimum=1),
+            "max_chars": Field(int, 2000, minimum=1),
+            "head_fraction": Field((int, float), 0.5, minimum=0),
+            "representations": Field(list, ["raw_text", "summary", "embedding_text"]),
+        },
         "chunking": {
             "session_gap_minutes": Field((int, float), 180, minimum=0),
             "window_size": Field(int, 42, minimum=1),
@@ -148,7 +175,7 @@ def load_params(path) -> Params:
     if not data["run"].replace("-", "").replace("_", "").isalnum():
         raise ParamsError(f"{origin}: key 'run' must be a simple name (letters, digits, - and _), got {data['run']!r}")
     base = path.resolve().parent
-    for key in ("outputs_dir", "notebooks_dir"):
+    for key in ("outputs_dir", "notebooks_dir", "cache_dir"):
         data[key] = _resolve(base, data[key])
     dataset = data["dataset"]
     inputs = []
@@ -166,6 +193,17 @@ def load_params(path) -> Params:
             raise ParamsError(f"{origin}: key 'dataset.questions': file not found: {dataset['questions']}")
     if not dataset["synthetic"]["enabled"] and not inputs:
         raise ParamsError(f"{origin}: key 'dataset': give 'inputs' (files to ingest) or set 'synthetic.enabled: true'")
+    unknown = [r for r in data["embedding"]["representations"] if r not in ("raw_text", "summary", "embedding_text")]
+    if unknown:
+        raise ParamsError(f"{origin}: key 'embedding.representations': unknown representation {unknown[0]!r} "
+                          "(expected raw_text, summary, embedding_text)")
+    if data["embedding"]["head_fraction"] > 1:
+        raise ParamsError(f"{origin}: key 'embedding.head_fraction' must be ≤ 1, got {data['embedding']['head_fraction']}")
+    prompts = data["representations"]["prompts"]
+    if prompts not in ("ja", "en"):
+        data["representations"]["prompts"] = _resolve(base, prompts)
+        if not Path(data["representations"]["prompts"]).is_dir():
+            raise ParamsError(f"{origin}: key 'representations.prompts': folder not found: {data['representations']['prompts']}")
     chunking = data["chunking"]
     if chunking["stride"] > chunking["window_size"]:
         raise ParamsError(f"{origin}: key 'chunking.stride' must be ≤ chunking.window_size ({chunking['window_size']}), got {chunking['stride']}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 from sqlalchemy import (
-    Boolean, Column, DateTime, Engine, Index, Integer, MetaData, String, Table, Text, create_engine, delete, event,
+    Boolean, Column, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, create_engine, delete, event,
     func, insert, select,
 )
 
@@ -102,6 +102,49 @@ qrels = Table(
     Column("question_id", String, primary_key=True),
     Column("chunk_id", String(16), primary_key=True),
     Column("relevance", Integer, nullable=False),
+)
+
+summaries = Table(
+    "summaries", metadata,
+    Column("chunk_id", String(16), primary_key=True),
+    Column("backend", String, nullable=False),            # openai | extractive
+    Column("requested_model", String),
+    Column("response_model", String),                     # the model the response reports
+    Column("sdk_version", String),
+    Column("input_chars", Integer, nullable=False),       # characters sent (the first 7,000 of raw_text)
+    Column("input_sha256", String(64), nullable=False),
+    Column("summary", Text),                              # NULL when status is 'error'
+    Column("status", String, nullable=False),             # the paper's summary_status: ok | error
+    Column("error", Text),
+    Column("input_tokens", Integer),
+    Column("output_tokens", Integer),
+    Column("latency_s", Float),
+    Column("attempts", Integer, nullable=False),
+    Column("run_id", String, nullable=False),
+)
+
+summary_runs = Table(
+    "summary_runs", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("backend", String, nullable=False),
+    Column("params", Text, nullable=False),               # JSON of the summarizer params used
+    Column("sdk_version", String),
+    Column("started_at", String, nullable=False),
+    Column("finished_at", String),
+    Column("n_ok", Integer),
+    Column("n_error", Integer),
+    Column("status", String, nullable=False),             # running | done | stopped
+)
+
+embedding_inputs = Table(
+    "embedding_inputs", metadata,
+    Column("representation", String, primary_key=True),
+    Column("model", String, primary_key=True),
+    Column("chunk_id", String(16), primary_key=True),
+    Column("row", Integer, nullable=False),               # row of this chunk in the .npy matrix
+    Column("source_chars", Integer, nullable=False),      # representation length before shortening
+    Column("text_sent", Text, nullable=False),            # exactly what the embedding call received
+    Column("text_sha256", String(64), nullable=False),
 )
 
 stages = Table(

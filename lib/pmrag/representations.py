@@ -1,0 +1,81 @@
+"""The three search representations of a chunk (paper §3.3, Table 2).
+
+* ``raw_text``: the transcript, one line per message ``YYYY-MM-DD HH:MM sender: text`` (built by chunking).
+* ``summary``: a summarizer backend's text for the first 7,000 characters of raw_text (:mod:`pmrag.summarize`).
+* ``embedding_text``: assembled in code, on separate lines and in this order: a fixed sentence saying this is
+  a search chunk derived from the user's LINE history; the summary; the excerpt label (``原文抜粋:``); the
+  first 4,000 characters of raw_text.  The LLM never writes this text; it is not raw-free (§9.1).
+
+The prefix sentence and the excerpt label are text files in a prompt set: ``ja`` (the paper's Japanese,
+default), ``en`` (English corpora such as LoCoMo), or a folder of the user's own with the same file names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+
+
+def prompt_dir(prompts: str) -> Path:
+    """``ja`` / ``en`` name a shipped set; anything else is a folder path."""
+    folder = PROMPTS_DIR / prompts if prompts in ("ja", "en") else Path(prompts)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"prompt set {prompts!r}: no folder {folder}")
+    return folder
+
+
+def read_prompt(prompts: str, name: str) -> str:
+    """One prompt file of a set, without its trailing newline."""
+    path = prompt_dir(prompts) / f"{name}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt set {prompts!r}: missing {path.name} in {path.parent}")
+    return path.read_text(encoding="utf-8").rstrip("\n")
+
+
+@dataclass(frozen=True)
+class EmbeddingTextTemplate:
+    prefix: str
+    excerpt_label: str
+    excerpt_chars: int = 4000
+
+    @classmethod
+    def from_prompts(cls, prompts: str = "ja", excerpt_chars: int = 4000) -> "EmbeddingTextTemplate":
+        return cls(read_prompt(prompts, "embedding_prefix"), read_prompt(prompts, "excerpt_label"), excerpt_chars)
+
+    def build(self, summary: str, raw_text: str) -> str:
+        """``prefix \\n summary \\n label \\n raw_text[:excerpt_chars]``."""
+        return "\n".join([self.prefix, summary, self.excerpt_label, raw_text[: self.excerpt_chars]])
+
+
+def summary_input(raw_text: str, max_chars: int = 7000) -> str:
+    """What the summarizer receives: the first ``max_chars`` characters of raw_text."""
+    return raw_text[:max_chars]
+
+
+def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, template: EmbeddingTextTemplate) -> pd.DataFrame:
+    """One row per chunk: chunk_id, raw_text, summary, summary_status, embedding_text.
+
+    A chunk without an ``ok`` summary keeps an empty summary and its status, and its embedding_text still
+    carries the prefix, the label and the excerpt.
+    """
+    merged = chunks[["chunk_id", "raw_text"]].merge(
+        summaries[["chunk_id", "summary", "status"]], on="chunk_id", how="left"
+    )
+    merged["summary"] = merged["summary"].where(merged["status"] == "ok", "").fillna("")
+    merged["summary_status"] = merged["status"].fillna("missing")
+    merged["embedding_text"] = [template.build(s, r) for s, r in zip(merged["summary"], merged["raw_text"])]
+    return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text"]]
+
+
+def length_table(representations: pd.DataFrame, thresholds=(4000, 7000)) -> pd.DataFrame:
+    """Mean / p95 / max length of each representation and chunks over each threshold (paper §3.3)."""
+    from pmrag.chunk_stats import length_stats
+
+    return pd.DataFrame(
+        {name: length_stats(representations[name].str.len(), thresholds) for name in REPRESENTATIONS}
+    ).T.rename_axis("representation")
