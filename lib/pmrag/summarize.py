@@ -1,0 +1,693 @@
+"""Chunk summaries (the paper's ``summary`` representation, §3.3 and Appendix A), with full provenance.
+
+Two backends:
+
+* ``openai`` (:class:`OpenAISummarizer`): the paper's method.  The official ``openai`` client calls the
+  Responses API with ``model`` (gpt-4o-mini), ``instructions`` = the system prompt, ``input`` = the user
+  template, a blank line and the first ``max_input_chars`` (7,000) characters of raw_text, and
+  ``max_output_tokens=700``; temperature, top_p and seed are *not* sent, as in the paper.  The client's
+  timeout is 90 s and its own retries are off (``max_retries=0``) so that every attempt is ours and
+  recorded.  Any OpenAI-compatible server works through ``base_url``; a server that is not on this
+  machine needs ``allow_remote: true`` (see :mod:`pmrag.privacy`).
+* ``extractive`` (:class:`ExtractiveSummarizer`): an offline, deterministic stand-in with no model.  It
+  writes a 200–500-character digest (date range, participants, salient terms, salient messages) so the
+  rest of the pipeline runs without a network; every table says ``backend = extractive`` and
+  ``requested_model = extractive-v1``.  It is not the paper's method.
+
+What the paper lost and this module records per chunk (table ``summaries``): the model the *response*
+reports (its snapshot), the SDK version, input characters and their SHA-256, input/output tokens, the
+latency of the final attempt (successful or not), the number of attempts, the status (ok | error) with the (key-redacted)
+error text, and the run; per run (table ``summary_runs``): the params (never the API key), the SHA-256 of
+both prompts, the resolved base URL, SDK version, start/finish times, counts and the final status.
+
+The prompts in ``prompts/ja/`` (``summary_system.txt``, ``summary_user.txt``) were written from the paper's
+English translation (Appendix A); the original summary_prompt_ja.txt is not public, so the Japanese
+wording is ours, and summaries made with it are not byte-for-byte the paper's.  ``prompts/en/`` is an English rendering for English corpora
+(LoCoMo); its length request ("approximately 80–200 words") is our translation of 200–500 Japanese
+characters.  The user template ends with a blank line, after which the program appends the input.
+
+Failure handling: ``failure_policy = "stop_on_first_error"`` is the paper's (stop at the first API
+exception; everything committed so far is kept).  ``"retry"`` retries retryable errors (429, 5xx,
+timeouts, connection errors) with capped exponential backoff and, after ``max_retries``, records the chunk
+as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
+loses at most the chunk in flight; rerunning skips chunks whose status is already ``ok``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+import pandas as pd
+from sqlalchemy import Engine, insert, select, update
+
+from pmrag import privacy
+from pmrag.errors import PmragError
+from pmrag.store import summaries, summary_runs
+
+BACKENDS = ("openai", "extractive")
+FAILURE_POLICIES = ("stop_on_first_error", "retry")
+EXTRACTIVE_MODEL = "extractive-v1"
+MAX_ERROR_CHARS = 2000
+
+
+class SummarizationStopped(PmragError):
+    """``stop_on_first_error``: a call failed; the chunk is recorded as an error and the run is stopped."""
+
+    def __init__(self, chunk_id: str, error: str, run_id: str, n_ok: int):
+        self.chunk_id, self.error, self.run_id = chunk_id, error, run_id
+        super().__init__(
+            f"summarization stopped at chunk {chunk_id} (run {run_id}, {n_ok} summarized in this run): {error}; "
+            f"rerun to resume (chunks already summarized are skipped), or set 'summarizer.failure_policy: retry'"
+        )
+
+
+class SummaryCallError(Exception):
+    """One failed summarizer call.  ``retryable``: 429, 5xx, timeout or connection error."""
+
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+# --------------------------------------------------------------------------------------------- params
+
+@dataclass(frozen=True)
+class SummarizerParams:
+    """Summarizer settings, validated on construction (a bad value is a ``ValueError`` naming the field)."""
+
+    backend: str = "openai"
+    model: str = "gpt-4o-mini"
+    max_output_tokens: int = 700
+    timeout_s: float = 90.0
+    interval_s: float = 0.2
+    max_input_chars: int = 7000
+    base_url: str | None = None
+    allow_remote: bool = False
+    failure_policy: str = "stop_on_first_error"
+    max_retries: int = 3
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 30.0
+    prompts: str = "ja"
+
+    def __post_init__(self):
+        def number(name, minimum, strict=False, integer=False):
+            value = getattr(self, name)
+            kinds = (int,) if integer else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+            if value < minimum or (strict and value == minimum):
+                raise ValueError(f"{name} must be {'>' if strict else '≥'} {minimum}, got {value!r}")
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.failure_policy not in FAILURE_POLICIES:
+            raise ValueError(f"failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {self.failure_policy!r}")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError(f"model must be a non-empty string, got {self.model!r}")
+        number("max_output_tokens", 1, integer=True)
+        number("timeout_s", 0, strict=True)
+        number("interval_s", 0)
+        number("max_input_chars", 1, integer=True)
+        number("max_retries", 0, integer=True)
+        number("backoff_initial_s", 0)
+        number("backoff_max_s", 0)
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) must be ≥ backoff_initial_s ({self.backoff_initial_s})")
+        if not isinstance(self.allow_remote, bool):
+            raise ValueError(f"allow_remote must be true or false, got {self.allow_remote!r}")
+        if self.base_url is not None and (
+            not isinstance(self.base_url, str) or urlsplit(self.base_url).scheme not in ("http", "https")
+            or not urlsplit(self.base_url).hostname
+        ):
+            raise ValueError(f"base_url must be null or an http(s) URL, got {self.base_url!r}")
+        if not isinstance(self.prompts, str) or not self.prompts:
+            raise ValueError(f"prompts must be 'ja', 'en' or a directory, got {self.prompts!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "SummarizerParams":
+        """From a params-file mapping; an unknown key is a ``ValueError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown summarizer setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def backoff_s(self, retry_index: int) -> float:
+        """Wait before retry ``retry_index`` (0 = the first retry): ``initial * 2**k``, capped at ``backoff_max_s``."""
+        return min(self.backoff_initial_s * 2 ** retry_index, self.backoff_max_s)
+
+
+# --------------------------------------------------------------------------------------------- prompts
+
+class Prompts(NamedTuple):
+    system: str
+    user_template: str
+
+    def render_input(self, text: str) -> str:
+        """The user message: the template, a blank line, then the (already cut) input text."""
+        return f"{self.user_template}\n\n{text}"
+
+    def sha256(self) -> dict[str, str]:
+        return {
+            "system": hashlib.sha256(self.system.encode("utf-8")).hexdigest(),
+            "user_template": hashlib.sha256(self.user_template.encode("utf-8")).hexdigest(),
+        }
+
+
+def load_prompts(lang_or_dir: str | Path = "ja") -> Prompts:
+    """The packaged prompt set (``"ja"``, ``"en"``) or ``summary_system.txt`` + ``summary_user.txt`` from a directory.
+
+    Trailing whitespace (the user template's closing blank line) is stripped; :meth:`Prompts.render_input`
+    puts the blank line back between the template and the input.
+    """
+    if isinstance(lang_or_dir, str) and lang_or_dir in ("ja", "en"):
+        base = resources.files("pmrag") / "prompts" / lang_or_dir
+    else:
+        base = Path(lang_or_dir)
+        if not base.is_dir():
+            raise PmragError(f"prompts: {lang_or_dir!s} is neither 'ja', 'en' nor a directory")
+    texts = []
+    for name in ("summary_system.txt", "summary_user.txt"):
+        entry = base / name
+        try:
+            text = entry.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PmragError(f"prompts: {entry} is missing") from None
+        text = text.lstrip("\ufeff").rstrip()
+        if not text:
+            raise PmragError(f"prompts: {entry} is empty")
+        texts.append(text)
+    return Prompts(*texts)
+
+
+# --------------------------------------------------------------------------------------------- backends
+
+@dataclass(frozen=True)
+class SummaryResult:
+    text: str
+    response_model: str | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+def _public_url(url: str) -> str:
+    """``url`` without any user:password part (it is stored in the run's params)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + "…"
+    return privacy.redact(text)
+
+
+class OpenAISummarizer:
+    """The paper's summarizer: the Responses API through the official client, one attempt per call."""
+
+    backend = "openai"
+    calls_api = True
+
+    def __init__(self, params: SummarizerParams, prompts: Prompts | None = None):
+        import openai
+
+        self.params = params
+        self.prompts = prompts or load_prompts(params.prompts)
+        self.base_url = privacy.resolve_base_url(params.base_url)
+        privacy.require_remote_allowed("the openai summarizer", self.base_url, params.allow_remote,
+                                       setting="allow_remote")
+        self._openai = openai
+        self.sdk_version = openai.__version__
+        self.requested_model = params.model
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=privacy.api_key_for(self.base_url), timeout=params.timeout_s, max_retries=0,
+        )
+
+    def provenance(self) -> dict:
+        return {"base_url": _public_url(self.base_url), "prompt_sha256": self.prompts.sha256()}
+
+    def summarize(self, text: str) -> SummaryResult:
+        openai = self._openai
+        try:
+            response = self.client.responses.create(
+                model=self.params.model,
+                instructions=self.prompts.system,
+                input=self.prompts.render_input(text),
+                max_output_tokens=self.params.max_output_tokens,
+            )
+        except openai.RateLimitError as exc:
+            raise SummaryCallError(_error_text(exc), retryable=True) from exc
+        except openai.APIStatusError as exc:
+            raise SummaryCallError(_error_text(exc), retryable=exc.status_code >= 500) from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise SummaryCallError(_error_text(exc), retryable=True) from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:  # includes json.JSONDecodeError
+            raise SummaryCallError("malformed response: " + _error_text(exc), retryable=False) from exc
+        return self._result(response)
+
+    def _result(self, response) -> SummaryResult:
+        from openai.types.responses import Response
+
+        if not isinstance(response, Response):
+            raise SummaryCallError(f"malformed response: expected a Response object, got {type(response).__name__}",
+                                   retryable=False)
+        try:
+            text = response.output_text
+        except (AttributeError, TypeError) as exc:
+            raise SummaryCallError("malformed response: " + _error_text(exc), retryable=False) from exc
+        if not isinstance(text, str) or not text.strip():
+            detail = f"status={getattr(response, 'status', None)!r}, incomplete_details={getattr(response, 'incomplete_details', None)!r}"
+            raise SummaryCallError(privacy.redact(f"empty output_text ({detail})"), retryable=False)
+        usage = getattr(response, "usage", None)
+
+        def tokens(name):
+            value = getattr(usage, name, None)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        model = response.model if isinstance(response.model, str) else None
+        return SummaryResult(text=text, response_model=model, input_tokens=tokens("input_tokens"),
+                             output_tokens=tokens("output_tokens"))
+
+
+# --- extractive ---
+
+_LINE_RE = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}) (?P<sender>.*?): (?P<text>.*)$")
+_PLACEHOLDER_RE = re.compile(r"^\s*\[[^\]\n]{1,20}\]\s*$")
+_KATAKANA_RE = re.compile(r"[ァ-ヺー]{2,}")
+_KANJI_RE = re.compile(r"[一-龯々〆ヵヶ]{2,}+(?:(?![ぁ-ゖ])|(?=[のにをはがとでへもやか]))")
+"""A Kanji run followed by a particle, punctuation or nothing: noun-like.  One followed by other Hiragana is
+usually a verb or adjective stem (``調べ``, ``降って``), which makes a poor topic term."""
+_URL_RE = re.compile(r"https?://\S+")
+_QUOTED_RE = re.compile(r"「([^「」\n]{1,24})」|『([^『』\n]{1,24})』|[\"“]([^\"“”\n]{2,24})[\"”]")
+_CAPITAL_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-zA-Z0-9'’\-]{1,}")
+_ALNUM_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]{2,}")
+_BACKCHANNELS = {
+    "うん", "うんうん", "はい", "はーい", "おけ", "おっけー", "オッケー", "ok", "okay", "了解", "りょ", "りょうかい",
+    "w", "ww", "www", "笑", "草", "ありがとう", "ありがと", "あざす", "おはよう", "おやすみ", "おつかれ", "お疲れ",
+    "お疲れさま", "お疲れ様", "そうなんだ", "なるほど", "たしかに", "まじか", "マジか", "えー", "へー", "ほんと", "それな",
+    "いいね", "yes", "yeah", "yep", "no", "lol", "haha", "thanks", "thank you", "thx", "ok!", "sure", "cool", "nice",
+    "good night", "good morning", "see you", "bye", "了解です", "了解しました", "ありがとうございます", "おはようございます",
+    "わかった", "わかる", "だよね", "ごめん", "いいよ", "楽しかった", "すごい", "やばい",
+}
+_STOP_TERMS = {
+    "今日", "明日", "昨日", "今度", "本当", "大丈夫", "了解", "自分", "一緒", "何時", "時間", "今回", "最近", "全然", "普通",
+    "来週", "今週", "先週", "今週末", "来月", "今月", "先月", "今朝", "今夜", "明後日", "一昨日", "多分", "絶対",
+    "I", "I'm", "I'll", "I've", "I'd", "The", "A", "An", "And", "But", "So", "Oh", "Hey", "Hi", "Hello", "Yes", "Yeah", "No",
+    "Ok", "OK", "Okay", "Thanks", "Thank", "That", "This", "What", "When", "Where", "Why", "How", "Who", "It", "It's",
+    "We", "You", "He", "She", "They", "My", "Your", "Me", "Sure", "Well", "Wow", "Haha", "Lol", "Good", "Great", "Nice",
+    "Sounds", "Let's", "Just", "Did", "Do", "Does", "Are", "Is", "Was", "Have", "Has", "Can", "Could", "Would", "Will",
+    "Not", "Also", "Maybe", "Really", "Oh", "Cool", "Awesome", "Definitely", "Absolutely", "If", "In", "On", "At",
+    "For", "To", "Of", "With", "By", "From", "As", "Be", "All", "Any", "Some", "There", "Here", "Then", "Now", "Today",
+    "Tomorrow", "Yesterday", "Congrats", "Glad", "Love", "Please", "Sorry", "Right", "Totally", "Exactly",
+}
+
+
+_STOP_WORDS = {
+    "about", "after", "again", "always", "another", "around", "because", "before", "being", "better", "really",
+    "should", "something", "someone", "things", "thinking", "though", "through", "together", "wanted", "wonderful",
+    "amazing", "awesome", "actually", "definitely", "probably", "anything", "everything", "nothing", "pretty",
+    "thanks", "whenever", "wherever", "without", "would", "could", "recently", "already", "another", "little",
+}
+
+
+class _Message(NamedTuple):
+    index: int
+    date: str
+    time: str
+    sender: str
+    text: str
+
+
+def _parse_raw_text(raw_text: str) -> list[_Message]:
+    """``YYYY-MM-DD HH:MM sender: text`` lines; a line that does not start a message continues the previous one."""
+    parsed: list[list] = []
+    for line in raw_text.split("\n"):
+        match = _LINE_RE.match(line)
+        if match:
+            parsed.append([match["date"], match["time"], match["sender"].strip(), match["text"]])
+        elif parsed:
+            parsed[-1][3] += "\n" + line
+        elif line.strip():
+            parsed.append(["", "", "", line])
+    return [_Message(i, d, t, s, x.strip()) for i, (d, t, s, x) in enumerate(parsed)]
+
+
+def _is_filler(text: str) -> bool:
+    if not text or _PLACEHOLDER_RE.match(text):
+        return True
+    core = re.sub(r"[\s!！?？。、,.…〜~ー―\-wｗ笑♪☆★♡❤️😊😂🙏👍]+$", "", text).strip().lower()
+    return not core or core in _BACKCHANNELS or len(core) <= 2
+
+
+def _terms(text: str, skip: set[str], lang: str = "ja") -> list[tuple[str, float]]:
+    """Named / content terms in ``text``, each with a weight.
+
+    Quoted terms (「」, 『』, "") 3; Katakana runs and capitalised words inside a sentence 2 (at a sentence
+    start 0.5: "Congratulations!" is not a name); noun-like Kanji runs 1; other alphanumeric terms 1 in
+    Japanese text (``usb``, ``v2.1``), and in English only when they hold a digit (or, at 0.5, are long words).
+    """
+    found: list[tuple[str, float]] = []
+    text = _URL_RE.sub(" ", text)
+    for match in _QUOTED_RE.finditer(text):
+        found.append(((match[1] or match[2] or match[3]).strip(), 3.0))
+    for match in _KATAKANA_RE.finditer(text):
+        found.append((match[0], 2.0))
+    for match in _CAPITAL_RE.finditer(text):
+        before = text[: match.start()].rstrip()
+        at_start = not before or before[-1] in ".!?。！？\n\"“「"
+        found.append((match[0].rstrip("'’-"), 0.5 if at_start else 2.0))
+    for match in _KANJI_RE.finditer(text):
+        found.append((match[0], 1.0))
+    for match in _ALNUM_RE.finditer(text):
+        term = match[0].rstrip("._-")
+        if len(term) < 3 or term[0].isupper() or term.isdigit():
+            continue
+        if lang == "ja" or any(ch.isdigit() for ch in term):
+            found.append((term, 1.0))
+        elif len(term) >= 6:
+            found.append((term, 0.5))
+    return [(t, w) for t, w in found if t and t not in skip and t not in _STOP_TERMS and t.lower() not in _STOP_WORDS
+            and len(t) <= 24]
+
+
+class ExtractiveSummarizer:
+    """A deterministic, offline digest of a chunk: header, salient terms, salient messages (≤ ``max_chars``).
+
+    Not a model and not the paper's method: a stand-in so that summary-based representations can be built
+    without sending anything anywhere.  ``lang`` picks Japanese or English labels.
+    """
+
+    backend = "extractive"
+    requested_model = EXTRACTIVE_MODEL
+    sdk_version = None
+    calls_api = False
+
+    def __init__(self, params: SummarizerParams | None = None, *, lang: str | None = None, max_chars: int = 500,
+                 max_terms: int = 8, max_message_chars: int = 70):
+        self.params = params
+        if lang is None:
+            lang = params.prompts if params is not None and params.prompts in ("ja", "en") else "ja"
+        if lang not in ("ja", "en"):
+            raise ValueError(f"lang must be 'ja' or 'en', got {lang!r}")
+        self.lang, self.max_chars, self.max_terms, self.max_message_chars = lang, max_chars, max_terms, max_message_chars
+
+    def provenance(self) -> dict:
+        return {"lang": self.lang, "max_chars": self.max_chars, "max_terms": self.max_terms,
+                "max_message_chars": self.max_message_chars}
+
+    def summarize(self, text: str) -> SummaryResult:
+        return SummaryResult(text=self.digest(text), response_model=EXTRACTIVE_MODEL)
+
+    # -- pieces
+
+    def _header(self, messages: list[_Message]) -> str:
+        ja = self.lang == "ja"
+        senders = list(dict.fromkeys(m.sender for m in messages if m.sender))
+        shown = senders[:5]
+        if ja:
+            people = "・".join(shown) + (f"ほか{len(senders) - 5}名" if len(senders) > 5 else "")
+        else:
+            more = len(senders) - len(shown)
+            names = shown + ([f"{more} others"] if more > 0 else [])
+            people = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        dated = [m for m in messages if m.date]
+        if dated:
+            first, last = dated[0], dated[-1]
+            if first.date == last.date and first.time == last.time:
+                span = f"{first.date} {first.time}"
+            elif first.date == last.date:
+                span = f"{first.date} {first.time}〜{last.time}" if ja else f"{first.date} {first.time}–{last.time}"
+            else:
+                span = f"{first.date} {first.time}〜{last.date} {last.time}" if ja else f"{first.date} {first.time} to {last.date} {last.time}"
+        else:
+            span = ""
+        n = len(messages)
+        if ja:
+            return f"{span}、{people}の会話（{n}件）。" if span else f"{people}の会話（{n}件）。"
+        return f"Chat between {people}{' on ' + span if span else ''} ({n} messages)."
+
+    def _clip(self, text: str, limit: int) -> str:
+        text = " ".join(text.split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def digest(self, raw_text: str) -> str:
+        messages = _parse_raw_text(raw_text)
+        if not messages:
+            return ""
+        ja = self.lang == "ja"
+        senders = {m.sender for m in messages if m.sender}
+        content = [m for m in messages if not _is_filler(m.text)]
+
+        term_score: Counter[str] = Counter()
+        first_seen: dict[str, int] = {}
+        message_terms: dict[int, list[tuple[str, float]]] = {}
+        for m in content:
+            found = _terms(m.text, senders, self.lang)
+            message_terms[m.index] = found
+            for term, weight in found:
+                term_score[term] += weight
+                first_seen.setdefault(term, m.index)
+        ranked_terms = sorted(term_score, key=lambda t: (-term_score[t], first_seen[t], t))
+        # A term that is a substring of a higher-ranked term adds nothing.
+        terms: list[str] = []
+        for term in ranked_terms:
+            if not any(term in kept for kept in terms):
+                terms.append(term)
+            if len(terms) == self.max_terms:
+                break
+
+        header = self._header(messages)
+        topics = ""
+        if terms:
+            topics = ("話題: " + "、".join(terms) + "。") if ja else ("Topics: " + ", ".join(terms) + ".")
+        budget = self.max_chars - len(header) - (len(topics) + 1 if topics else 0) - 1
+
+        def score(m: _Message) -> float:
+            found = message_terms.get(m.index, [])
+            named = sum(w for _, w in found)
+            return named + min(len(m.text), 120) / 30
+
+        chosen: list[tuple[_Message, str]] = []
+        used = 0
+        for m in sorted(content, key=lambda m: (-score(m), m.index)):
+            piece = self._render(m)
+            cost = len(piece) + 1
+            if used + cost > budget:
+                continue
+            chosen.append((m, piece))
+            used += cost
+        lines = [header] + ([topics] if topics else [])
+        body = " ".join(piece for _, piece in sorted(chosen, key=lambda c: c[0].index))
+        if body:
+            lines.append(body)
+        out = "\n".join(lines)
+        return out if len(out) <= self.max_chars else out[: self.max_chars - 1] + "…"
+
+    def _render(self, m: _Message) -> str:
+        text = self._clip(m.text, self.max_message_chars)
+        if not m.sender:
+            return text
+        return f"{m.sender}「{text}」" if self.lang == "ja" else f"{m.sender}: “{text}”"
+
+
+def make_summarizer(params: SummarizerParams, prompts: Prompts | None = None):
+    """The backend ``params.backend`` names (the openai one checks ``allow_remote`` before anything is sent)."""
+    if params.backend == "openai":
+        return OpenAISummarizer(params, prompts)
+    return ExtractiveSummarizer(params)
+
+
+# --------------------------------------------------------------------------------------------- runner
+
+@dataclass(frozen=True)
+class SummaryRunReport:
+    """What one :func:`summarize_chunks` call did.  ``seen == skipped + ok + error``."""
+
+    run_id: str
+    backend: str
+    requested_model: str
+    status: str               # done | stopped
+    seen: int
+    skipped: int              # already 'ok' in the store
+    skipped_mismatched: int   # ... but made by another backend/model, or from a different input
+    ok: int
+    error: int
+    calls: int                # API calls made (attempts, all chunks)
+    started_at: str
+    finished_at: str
+
+    def line(self) -> str:
+        text = (f"summaries run {self.run_id} ({self.backend}/{self.requested_model}): {self.status}; seen {self.seen}, "
+                f"skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, calls {self.calls}")
+        if self.skipped_mismatched:
+            text += f"; {self.skipped_mismatched} skipped rows came from another model or input"
+        return text
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def load_chunk_texts(engine: Engine) -> list[tuple[str, str]]:
+    """``(chunk_id, raw_text)`` for every chunk in the store, in source and chunk order."""
+    from pmrag.store import chunks
+
+    with engine.connect() as conn:
+        rows = conn.execute(select(chunks.c.chunk_id, chunks.c.raw_text).order_by(chunks.c.source, chunks.c.chunk_index))
+        return [(r[0], r[1]) for r in rows]
+
+
+def summarize_chunks(
+    engine: Engine,
+    chunks: Iterable[tuple[str, str]],
+    summarizer,
+    params: SummarizerParams,
+    *,
+    progress: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SummaryRunReport:
+    """Summarize ``(chunk_id, raw_text)`` pairs into table ``summaries``, one committed row per chunk.
+
+    Chunks already ``ok`` are skipped (resume); ``error`` rows are attempted again.  ``sleep`` waits the
+    call interval and the retry backoff (inject a recorder in tests).  Raises
+    :class:`SummarizationStopped` under ``stop_on_first_error`` when a call fails.
+    """
+    from tqdm.auto import tqdm
+
+    run_id = uuid.uuid4().hex
+    backend, requested_model = summarizer.backend, summarizer.requested_model
+    started_at = _now()
+    run_params = {**params.to_dict(), **getattr(summarizer, "provenance", dict)()}
+    with engine.begin() as conn:
+        conn.execute(insert(summary_runs), [{
+            "run_id": run_id, "backend": backend, "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),
+            "sdk_version": summarizer.sdk_version, "started_at": started_at, "finished_at": None,
+            "n_ok": 0, "n_error": 0, "status": "running",
+        }])
+        existing = {
+            r.chunk_id: (r.backend, r.requested_model, r.input_sha256)
+            for r in conn.execute(select(summaries.c.chunk_id, summaries.c.backend, summaries.c.requested_model,
+                                         summaries.c.input_sha256).where(summaries.c.status == "ok"))
+        }
+
+    counts = Counter()
+    total = len(chunks) if hasattr(chunks, "__len__") else None
+    bar = tqdm(total=total, desc=f"summaries ({backend})", unit="chunk", disable=not progress)
+    stopped: SummarizationStopped | None = None
+    status = "stopped"   # until the loop ends normally
+    try:
+        for chunk_id, raw_text in chunks:
+            counts["seen"] += 1
+            bar.update(1)
+            text = raw_text[: params.max_input_chars]
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if chunk_id in existing:
+                counts["skipped"] += 1
+                if existing[chunk_id] != (backend, requested_model, digest):
+                    counts["skipped_mismatched"] += 1
+                continue
+
+            attempts = 0
+            result: SummaryResult | None = None
+            error: SummaryCallError | None = None
+            while True:
+                if summarizer.calls_api and counts["calls"]:
+                    wait = params.backoff_s(attempts - 1) if attempts else params.interval_s
+                    if wait > 0:
+                        sleep(wait)
+                attempts += 1
+                counts["calls"] += summarizer.calls_api
+                start = time.perf_counter()
+                try:
+                    result, error = summarizer.summarize(text), None
+                except SummaryCallError as exc:
+                    result, error = None, exc
+                latency = time.perf_counter() - start
+                if error is None:
+                    break
+                if params.failure_policy == "retry" and error.retryable and attempts <= params.max_retries:
+                    continue
+                break
+
+            counts["ok" if error is None else "error"] += 1
+            row = {
+                "chunk_id": chunk_id, "backend": backend, "requested_model": requested_model,
+                "response_model": result.response_model if result else None, "sdk_version": summarizer.sdk_version,
+                "input_chars": len(text), "input_sha256": digest, "summary": result.text if result else None,
+                "status": "ok" if error is None else "error",
+                "error": None if error is None else privacy.redact(str(error)),
+                "input_tokens": result.input_tokens if result else None,
+                "output_tokens": result.output_tokens if result else None,
+                "latency_s": latency, "attempts": attempts, "run_id": run_id,
+            }
+            with engine.begin() as conn:   # committed before the next call
+                conn.execute(insert(summaries).prefix_with("OR REPLACE"), [row])
+                conn.execute(update(summary_runs).where(summary_runs.c.run_id == run_id)
+                             .values(n_ok=counts["ok"], n_error=counts["error"]))
+            bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
+            if error is not None and params.failure_policy == "stop_on_first_error":
+                stopped = SummarizationStopped(chunk_id, row["error"], run_id, counts["ok"])
+                break
+        else:
+            status = "done"
+    finally:
+        bar.close()
+        finished_at = _now()
+        with engine.begin() as conn:
+            conn.execute(update(summary_runs).where(summary_runs.c.run_id == run_id).values(
+                finished_at=finished_at, n_ok=counts["ok"], n_error=counts["error"], status=status))
+    if stopped is not None:
+        raise stopped
+    return SummaryRunReport(
+        run_id=run_id, backend=backend, requested_model=requested_model, status=status, seen=counts["seen"],
+        skipped=counts["skipped"], skipped_mismatched=counts["skipped_mismatched"], ok=counts["ok"],
+        error=counts["error"], calls=counts["calls"], started_at=started_at, finished_at=finished_at,
+    )
+
+
+def summary_provenance(engine: Engine) -> pd.DataFrame:
+    """Per backend / requested model / response model / SDK version / status: counts, tokens, latency, attempts."""
+    with engine.connect() as conn:
+        df = pd.read_sql(select(summaries), conn)
+    keys = ["backend", "requested_model", "response_model", "sdk_version", "status"]
+    columns = keys + ["chunks", "runs", "input_chars_mean", "summary_chars_mean", "input_tokens", "output_tokens",
+                      "latency_s_mean", "latency_s_p95", "attempts_mean", "attempts_max", "retried_chunks"]
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    df["summary_chars"] = df["summary"].str.len()
+    df[keys] = df[keys].astype(object).where(df[keys].notna(), "(none)")
+    grouped = df.groupby(keys, sort=True)
+    out = grouped.agg(
+        chunks=("chunk_id", "size"),
+        runs=("run_id", "nunique"),
+        input_chars_mean=("input_chars", "mean"),
+        summary_chars_mean=("summary_chars", "mean"),
+        input_tokens=("input_tokens", lambda s: s.sum(min_count=1)),
+        output_tokens=("output_tokens", lambda s: s.sum(min_count=1)),
+        latency_s_mean=("latency_s", "mean"),
+        latency_s_p95=("latency_s", lambda s: s.quantile(0.95)),
+        attempts_mean=("attempts", "mean"),
+        attempts_max=("attempts", "max"),
+        retried_chunks=("attempts", lambda s: int((s > 1).sum())),
+    ).reset_index()
+    return out[columns]

@@ -1,0 +1,179 @@
+"""A scripted, local stand-in for the OpenAI Responses API, spoken over real HTTP on 127.0.0.1.
+
+Enough of ``POST /v1/responses`` for the official ``openai`` client to parse a reply into a
+``openai.types.responses.Response``.  Each request takes the next scripted :class:`Reply` (the default
+reply once the script is exhausted) and is recorded, headers and JSON body, so tests can check exactly
+what the client sent.
+
+    with ResponsesServer() as server:
+        server.script(Reply.status(429), Reply.ok("要約"))
+        client = openai.OpenAI(base_url=server.base_url, api_key="x")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RESPONSE_MODEL = "gpt-4o-mini-2024-07-18"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: ``kind`` is ok | status | hang | malformed."""
+
+    kind: str = "ok"
+    text: str | None = None           # ok: the output text (default: derived from the input)
+    status: int = 200                 # status: the HTTP status code
+    message: str = "scripted error"   # status: the error message; "{auth}" is replaced by the Authorization header
+    seconds: float = 0.0              # hang: how long to wait before answering (ok) — past the client's timeout
+    model: str = RESPONSE_MODEL       # ok: the model the response reports
+
+    @classmethod
+    def ok(cls, text: str | None = None, model: str = RESPONSE_MODEL) -> "Reply":
+        return cls("ok", text=text, model=model)
+
+    @classmethod
+    def error(cls, status: int, message: str = "scripted error") -> "Reply":
+        return cls("status", status=status, message=message)
+
+    @classmethod
+    def hang(cls, seconds: float) -> "Reply":
+        return cls("hang", seconds=seconds)
+
+    @classmethod
+    def malformed(cls) -> "Reply":
+        return cls("malformed")
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict | None
+    raw: bytes = field(repr=False)
+
+
+def default_text(input_text: str) -> str:
+    """A deterministic fake summary of a request's input."""
+    return f"要約: {len(input_text)}文字の入力。" + input_text[-40:].replace("\n", " ")
+
+
+def response_json(text: str, model: str, input_text: str) -> dict:
+    n_in, n_out = max(1, len(input_text) // 2), max(1, len(text))
+    return {
+        "id": "resp_test", "object": "response", "created_at": 0, "completed_at": 0, "model": model,
+        "status": "completed", "error": None, "incomplete_details": None, "instructions": None,
+        "max_output_tokens": 700, "metadata": {}, "parallel_tool_calls": True, "temperature": 1.0, "top_p": 1.0,
+        "tool_choice": "auto", "tools": [], "text": {"format": {"type": "text"}}, "truncation": "disabled",
+        "output": [{
+            "type": "message", "id": "msg_test", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }],
+        "usage": {
+            "input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out,
+            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+class ResponsesServer:
+    """Threaded HTTP server on an ephemeral loopback port; use as a context manager (always shut down)."""
+
+    def __init__(self, delay_s: float = 0.0, default: Reply = Reply.ok()):
+        self.delay_s = delay_s            # added before every answer (slows a run down for the kill test)
+        self.default = default
+        self.requests: list[Recorded] = []
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self._script.extend(replies)
+
+    def response_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/responses")]
+
+    def start(self) -> "ResponsesServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()              # wakes hanging handlers
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ResponsesServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _next(self) -> Reply:
+        with self._lock:
+            return self._script.popleft() if self._script else self.default
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout)
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                with server._lock:
+                    server.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
+                if not self.path.endswith("/responses"):
+                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
+                    return
+                reply = server._next()
+                if server.delay_s and server._stopping.wait(server.delay_s):
+                    return
+                input_text = (body or {}).get("input") or ""
+                if reply.kind == "hang":
+                    if server._stopping.wait(reply.seconds):
+                        return
+                    reply = Reply.ok()
+                if reply.kind == "ok":
+                    text = reply.text if reply.text is not None else default_text(input_text)
+                    self._send(200, json.dumps(response_json(text, reply.model, input_text)).encode())
+                elif reply.kind == "status":
+                    message = reply.message.replace("{auth}", self.headers.get("Authorization", ""))
+                    error = {"message": message, "type": "server_error", "param": None, "code": None}
+                    self._send(reply.status, json.dumps({"error": error}).encode())
+                elif reply.kind == "malformed":
+                    self._send(200, b'{"id": "resp_test", "object": "response", "output": [')
+                else:
+                    raise ValueError(f"unknown reply kind {reply.kind!r}")
+
+        return Handler
