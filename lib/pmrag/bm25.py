@@ -1,0 +1,216 @@
+"""Okapi BM25 over a sparse term × document weight matrix, exactly as the paper's §5.1 (equations 8–9).
+
+    BM25(q, d) = Σ_{t ∈ q} IDF(t) · f(t,d)·(k1 + 1) / (f(t,d) + k1·(1 − b + b·|d|/avgdl))
+    IDF(t)     = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+
+* ``f(t,d)``: occurrences of token ``t`` in document ``d``; ``|d|``: number of tokens of ``d`` after
+  tokenization (empty documents count, with ``|d| = 0``); ``avgdl``: mean ``|d|`` over the corpus;
+  ``N``: number of documents; ``df(t)``: number of documents containing ``t``.  ``k1 = 1.2``,
+  ``b = 0.75``, natural logarithm.
+* The sum runs over query tokens *with repeats*: a token occurring ``c`` times in the query adds its
+  term ``c`` times.  A token absent from the corpus adds nothing (``f = 0`` everywhere).
+* This IDF is always positive, so every score is ≥ 0 and exactly 0 for documents sharing no query token.
+
+``bm25s.BM25(method="lucene")`` uses the same IDF but drops the constant ``(k1 + 1)`` factor, so its
+scores are ours divided by ``k1 + 1`` (same ranking); ``tests/test_bm25.py`` checks both.
+
+Index: ``W[t, d] = IDF(t) · f(t,d)(k1+1) / (f(t,d) + k1(1 − b + b|d|/avgdl))`` is precomputed as a CSR
+matrix (vocabulary × documents), so a query is the sparse row vector ``c`` of its token counts and
+``scores = c · W``; many queries are one sparse product ``C · W``.
+
+Ranking (:func:`rank`): descending score; ties by chunk start time, descending (§5.1: "Ties were broken
+by chunk start time in descending order"); remaining ties by chunk_id, descending; fully equal keys (a
+repeated chunk_id) by document index, descending, so the order is total and deterministic.  Documents
+scoring 0 are ranked too, after every positive one, whenever ``k`` exceeds the number of positive
+documents (the TREC run files keep the top 200).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Real
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """``k1 ≥ 0`` (term-frequency saturation) and ``0 ≤ b ≤ 1`` (length normalization), both finite."""
+
+    k1: float = 1.2
+    b: float = 0.75
+
+    def __post_init__(self):
+        for name in ("k1", "b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite real number, got {value!r}")
+        if self.k1 < 0:
+            raise ValueError(f"k1 must be ≥ 0, got {self.k1}")
+        if not 0 <= self.b <= 1:
+            raise ValueError(f"b must be between 0 and 1, got {self.b}")
+
+
+def idf(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
+    """``IDF(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))`` (equation 9), elementwise."""
+    df = np.asarray(doc_freqs, dtype=np.float64)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def tf_weight(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float, b: float) -> np.ndarray:
+    """``f(k1 + 1) / (f + k1(1 − b + b·|d|/avgdl))``, the term-frequency part of equation 8."""
+    tf = np.asarray(tf, dtype=np.float64)
+    norm = 1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl
+    return tf * (k1 + 1.0) / (tf + k1 * norm)
+
+
+def build_vocabulary(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray]:
+    """Token → id in order of first occurrence, and every document's token ids concatenated."""
+    vocabulary: dict[str, int] = {}
+    ids = [vocabulary.setdefault(t, len(vocabulary)) for tokens in token_lists for t in tokens]
+    return vocabulary, np.asarray(ids, dtype=np.int64)
+
+
+def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """``f(t, d)`` as a canonical CSR matrix (terms × documents) from the concatenated token ids."""
+    doc_index = np.repeat(np.arange(len(doc_lengths), dtype=np.int64), doc_lengths)
+    counts = sp.csr_matrix(
+        (np.ones(len(token_ids), dtype=np.float64), (token_ids, doc_index)), shape=(n_terms, len(doc_lengths))
+    )
+    counts.sum_duplicates()
+    return counts
+
+
+def weight_matrix(
+    counts: sp.csr_matrix, doc_lengths: np.ndarray, params: BM25Params
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``W[t, d] = IDF(t) · tf_weight(f(t,d), |d|)`` on the nonzeros of ``counts``, and the IDF vector."""
+    n_docs = counts.shape[1]
+    doc_freqs = np.diff(counts.indptr)
+    term_idf = idf(doc_freqs, n_docs)
+    avgdl = float(doc_lengths.mean())
+    data = np.repeat(term_idf, doc_freqs) * tf_weight(
+        counts.data, doc_lengths[counts.indices], avgdl, params.k1, params.b
+    )
+    weights = sp.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
+    return weights, term_idf
+
+
+def query_matrix(queries: Sequence[Sequence[str]], vocabulary: Mapping[str, int]) -> sp.csr_matrix:
+    """Token counts of each query over the vocabulary (queries × terms); unknown tokens are dropped."""
+    rows, cols = [], []
+    for row, tokens in enumerate(queries):
+        for token in tokens:
+            col = vocabulary.get(token)
+            if col is not None:
+                rows.append(row)
+                cols.append(col)
+    matrix = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.float64), (rows, cols)), shape=(len(queries), len(vocabulary))
+    )
+    matrix.sum_duplicates()
+    return matrix
+
+
+def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Sequence[str]]:
+    if isinstance(token_lists, str):
+        raise TypeError(f"{what} must be a sequence of token lists, not a string")
+    lists = list(token_lists)
+    for tokens in lists:
+        if isinstance(tokens, str):
+            raise TypeError(f"each of {what} must be a list of tokens, not a string (tokenize first): {tokens[:40]!r}")
+    return lists
+
+
+@dataclass(frozen=True, eq=False)
+class BM25Index:
+    """A fitted BM25 index; build it with :meth:`fit`.  Read-only by convention (the arrays are shared)."""
+
+    params: BM25Params
+    vocabulary: dict[str, int] = field(repr=False)
+    weights: sp.csr_matrix = field(repr=False)
+    idf: np.ndarray = field(repr=False)
+    doc_lengths: np.ndarray = field(repr=False)
+    avgdl: float
+
+    @classmethod
+    def fit(cls, token_lists: Iterable[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> BM25Index:
+        """Index already tokenized documents (one token list per document, e.g. ``tokenize_many``)."""
+        params = BM25Params(k1=k1, b=b)
+        docs = _as_token_lists(token_lists, "token_lists")
+        if not docs:
+            raise ValueError("cannot fit BM25 on an empty corpus")
+        doc_lengths = np.fromiter((len(tokens) for tokens in docs), dtype=np.int64, count=len(docs))
+        vocabulary, token_ids = build_vocabulary(docs)
+        counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))
+        weights, term_idf = weight_matrix(counts, doc_lengths, params)
+        return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()))
+
+    @property
+    def n_docs(self) -> int:
+        return self.weights.shape[1]
+
+    def scores_many(self, queries: Iterable[Sequence[str]]) -> np.ndarray:
+        """BM25 scores of every document for each query: ``(n_queries, n_docs)`` float64."""
+        query_lists = _as_token_lists(queries, "queries")
+        counts = query_matrix(query_lists, self.vocabulary)
+        return np.asarray((counts @ self.weights).toarray(), dtype=np.float64)
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""
+        return self.scores_many([query_tokens])[0]
+
+    def top_k(self, scores: np.ndarray, k: int, tiebreak_key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """:func:`rank` with ``tiebreak_key = (start_times, chunk_ids)``, one entry per indexed document."""
+        start_times, chunk_ids = tiebreak_key
+        if len(scores) != self.n_docs:
+            raise ValueError(f"scores has {len(scores)} entries, the index {self.n_docs} documents")
+        return rank(scores, start_times, chunk_ids, k)
+
+
+def as_time_ns(start_times: np.ndarray) -> np.ndarray:
+    """datetime64 (any unit) or integer nanoseconds → int64 nanoseconds; NaT is rejected."""
+    times = np.asarray(start_times)
+    if times.dtype.kind == "M":
+        if np.isnat(times).any():
+            raise ValueError("start_times contains NaT")
+        return times.astype("datetime64[ns]").astype(np.int64)
+    if times.dtype.kind in "iu":
+        return times.astype(np.int64)
+    raise TypeError(f"start_times must be datetime64 or integer nanoseconds, got dtype {times.dtype}")
+
+
+def candidates(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of every document scoring at least the k-th largest score (all ties at the threshold)."""
+    n = len(scores)
+    if k >= n:
+        return np.arange(n)
+    threshold = np.partition(scores, n - k)[n - k]
+    return np.flatnonzero(scores >= threshold)
+
+
+def rank(scores: np.ndarray, start_times: np.ndarray, chunk_ids: np.ndarray, k: int) -> np.ndarray:
+    """The top ``min(k, n)`` document indices: score ↓, then start time ↓, chunk_id ↓, document index ↓.
+
+    Exact and deterministic: ``argpartition``-style selection of the k-th score, every document tied
+    with it kept, then one ``np.lexsort`` of the candidates on all keys (ascending, reversed).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    chunk_ids = np.asarray(chunk_ids)
+    if scores.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite")
+    times = as_time_ns(start_times)
+    if not len(scores) == len(times) == len(chunk_ids):
+        raise ValueError(
+            f"scores, start_times and chunk_ids differ in length: {len(scores)}, {len(times)}, {len(chunk_ids)}"
+        )
+    pool = candidates(scores, int(k))
+    order = np.lexsort((pool, chunk_ids[pool], times[pool], scores[pool]))[::-1]
+    return pool[order[:k]]
