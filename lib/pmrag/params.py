@@ -74,6 +74,17 @@ def _schema() -> dict:
             "head_fraction": Field((int, float), 0.5, minimum=0),
             "representations": Field(list, ["raw_text", "summary", "embedding_text"]),
         },
+        "retrieval": {
+            "depth": Field(int, 200, "ranked list length per question (TREC runs, hybrid candidates)", minimum=1),
+            "k1": Field((int, float), 1.2, minimum=0),
+            "b": Field((int, float), 0.75, minimum=0),
+            "ks": Field(list, [5, 10, 20, 200], "cut-offs for Recall/MRR/nDCG"),
+        },
+        "bootstrap": {
+            "n_resamples": Field(int, 5000, minimum=1),
+            "seed": Field(int, 12345, minimum=0),
+            "confidence": Field(float, 0.95),
+        },
         "chunking": {
             "session_gap_minutes": Field((int, float), 180, minimum=0),
             "window_size": Field(int, 42, minimum=1),

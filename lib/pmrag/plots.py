@@ -33,3 +33,17 @@ def representation_length_figure(representations: pd.DataFrame):
     ax.set(title="Length per representation", ylabel="chunks")
     fig.tight_layout()
     return fig
+
+
+def recall_ci_figure(cis: pd.DataFrame, metric: str = "recall@5"):
+    """Figure 1: one bar per retriever with its 95 % bootstrap interval."""
+    rows = cis[cis["metric"] == metric].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sns.barplot(data=rows, x="retriever", y="mean", color="#4C72B0", ax=ax)
+    ax.errorbar(x=range(len(rows)), y=rows["mean"], yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
+                fmt="none", ecolor="black", capsize=4)
+    ax.set(xlabel="", ylabel=metric.replace("recall", "Recall"), ylim=(0, 1),
+           title=f"Single-retriever {metric.replace('recall', 'Recall')} with 95% bootstrap CI")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig

@@ -147,6 +147,15 @@ embedding_inputs = Table(
     Column("text_sha256", String(64), nullable=False),
 )
 
+rankings = Table(
+    "rankings", metadata,
+    Column("retriever", String, primary_key=True),
+    Column("question_id", String, primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("chunk_id", String(16), nullable=False),
+    Column("score", Float, nullable=False),
+)
+
 stages = Table(
     "stages", metadata,
     Column("name", String, primary_key=True),

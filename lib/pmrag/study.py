@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pmrag import store
@@ -335,3 +336,108 @@ class Study:
                 "shortened": int((shortened["source_chars"] > shortened["text_sent"].str.len()).sum()),
             })
         return pd.DataFrame(rows)
+
+    def query_vectors(self, *, progress: bool = False) -> tuple[np.ndarray, list[str]]:
+        """Question vectors, embedded verbatim as e5/OpenAI queries (§5.2), cached by (text, model)."""
+        from pmrag.embed import embed_with_cache, make_embedder
+
+        questions = self.questions()
+        with self.embedding_cache() as cache:
+            vectors = embed_with_cache(make_embedder(self.embedding_params()), questions["text"].tolist(), "query",
+                                       cache, progress=progress)
+        return vectors, questions["question_id"].tolist()
+
+    # -- stage: single-retriever runs and metrics -----------------------------------------------
+    def retrievers(self) -> list[str]:
+        """BM25 over every representation, vectors over every embedded one (the paper's names)."""
+        from pmrag.retrieval import REPRESENTATIONS, retriever_name
+
+        embedded = self.params.data["embedding"]["representations"]
+        return ([retriever_name(r, "bm25") for r in REPRESENTATIONS]
+                + [retriever_name(r, "vector") for r in REPRESENTATIONS if r in embedded])
+
+    def evaluable_questions(self) -> pd.DataFrame:
+        """Questions with at least one primary-gold chunk (the paper's retention rule), in ID order."""
+        from pmrag.chunk_stats import primary_gold_questions
+
+        questions = self.questions()
+        return questions[questions["question_id"].isin(primary_gold_questions(self.qrels()))].reset_index(drop=True)
+
+    def build_runs(self) -> dict[str, str]:
+        """Rank every chunk for every evaluable question with each single retriever; TREC files under runs/."""
+        from pmrag import trec
+        from pmrag.retrieval import bm25_rankings, dense_rankings
+
+        section = self.params.section("retrieval")
+        reps = self.representations()
+        chunks = self.chunks().set_index("chunk_id").loc[reps["chunk_id"]]
+        questions = self.evaluable_questions()
+        self.build_vectors()
+        embedded = self.params.data["embedding"]["representations"]
+        key = _hash({
+            "texts": hashlib.sha256("\x1e".join(reps["embedding_text"] + "\x1f" + reps["summary"]).encode()).hexdigest(),
+            "chunks": store.get_stage(self.engine, "chunks")[0], "questions": questions[["question_id", "text"]].values.tolist(),
+            "vectors": {r: store.get_stage(self.engine, f"vectors:{r}")[0] for r in embedded},
+            "embedding": asdict(self.embedding_params()), "retrieval": section,
+        })
+        cached = store.get_stage(self.engine, "runs")
+        run_dir = self.run_dir / "runs"
+        if cached and cached[0] == key and all(Path(p).is_file() for p in cached[1]["files"].values()):
+            return cached[1]["files"]
+        chunk_ids = reps["chunk_id"].to_numpy()
+        start_times = pd.to_datetime(chunks["start_at"]).to_numpy()
+        qids, qtexts = questions["question_id"].tolist(), questions["text"].tolist()
+        query_matrix = None
+        frames = {}
+        for retriever in self.retrievers():
+            representation, kind = retriever.rsplit("_", 1)
+            if kind == "bm25":
+                frames[retriever] = bm25_rankings(reps[representation].tolist(), qtexts, qids, chunk_ids, start_times,
+                                                  section["depth"], section["k1"], section["b"])
+            else:
+                if query_matrix is None:
+                    vectors, all_qids = self.query_vectors()
+                    query_matrix = vectors[[all_qids.index(q) for q in qids]]
+                matrix, order = self.vectors(representation)
+                if list(order) != list(chunk_ids):
+                    raise RuntimeError(f"vectors of {representation} are not in chunk order; rebuild the vector stage")
+                frames[retriever] = dense_rankings(matrix, query_matrix, qids, chunk_ids, start_times, section["depth"])
+        self._clear(store.rankings)
+        files = {}
+        with self.engine.begin() as conn:
+            for retriever, frame in frames.items():
+                conn.execute(store.insert(store.rankings), frame.assign(retriever=retriever).to_dict("records"))
+                files[retriever] = str(run_dir / f"{retriever}.trec")
+                run_dir.mkdir(parents=True, exist_ok=True)
+                trec.write_run(files[retriever], frame, tag=retriever, depth=section["depth"], scores="rank")
+        trec.write_qrels(self.run_dir / "qrels.trec", self.qrels()[lambda q: q["question_id"].isin(qids)])
+        store.set_stage(self.engine, "runs", key, {"files": files})
+        return files
+
+    def rankings(self) -> pd.DataFrame:
+        self.build_runs()
+        return store.read_table(self.engine, "rankings", ("retriever", "question_id", "rank"))
+
+    def per_question_metrics(self) -> pd.DataFrame:
+        """One row per (retriever, question): Recall/MRR/nDCG at every k of ``retrieval.ks``."""
+        from pmrag.metrics import per_question_metrics
+
+        rankings, questions = self.rankings(), self.evaluable_questions()
+        qrels = self.qrels()[lambda q: q["question_id"].isin(questions["question_id"])]
+        types = questions.set_index("question_id")["type"]
+        frames = []
+        for retriever, frame in rankings.groupby("retriever", sort=False):
+            metrics = per_question_metrics(frame, qrels, ks=tuple(self.params.data["retrieval"]["ks"]))
+            metrics = metrics.reset_index()
+            metrics.insert(0, "retriever", retriever)
+            metrics.insert(2, "question_type", metrics["question_id"].map(types))
+            frames.append(metrics)
+        table = pd.concat(frames, ignore_index=True)
+        order = {r: i for i, r in enumerate(self.retrievers())}
+        table = table.sort_values(["retriever", "question_id"], key=lambda s: s.map(order) if s.name == "retriever" else s)
+        return table.reset_index(drop=True)
+
+    def bootstrap_params(self):
+        from pmrag.bootstrap import BootstrapParams
+
+        return BootstrapParams(**self.params.section("bootstrap"))
