@@ -25,7 +25,7 @@ uncertainty of having selected the best hybrid on the same questions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -63,11 +63,9 @@ class BootstrapParams:
     @classmethod
     def from_dict(cls, values: dict) -> "BootstrapParams":
         """From a params-file mapping; an unknown key is a ``ValueError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown bootstrap setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
+        from pmrag.params import dataclass_from_mapping
+
+        return dataclass_from_mapping(cls, values, "bootstrap")
 
     @property
     def percentiles(self) -> tuple[float, float]:

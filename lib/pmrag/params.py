@@ -221,3 +221,14 @@ def load_params(path) -> Params:
     if chunking["min_window_messages"] > chunking["window_size"]:
         raise ParamsError(f"{origin}: key 'chunking.min_window_messages' must be ≤ chunking.window_size")
     return Params(path=path.resolve(), data=data)
+
+
+def dataclass_from_mapping(cls, values: dict, what: str):
+    """``cls(**values)`` for a settings dataclass, naming unknown keys in a ``ValueError`` first."""
+    from dataclasses import fields
+
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return cls(**values)

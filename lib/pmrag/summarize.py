@@ -42,7 +42,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -138,11 +138,9 @@ class SummarizerParams:
     @classmethod
     def from_dict(cls, values: dict) -> "SummarizerParams":
         """From a params-file mapping; an unknown key is a ``ValueError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown summarizer setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
+        from pmrag.params import dataclass_from_mapping
+
+        return dataclass_from_mapping(cls, values, "summarizer")
 
     def to_dict(self) -> dict:
         return asdict(self)
