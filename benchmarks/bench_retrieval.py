@@ -1,22 +1,23 @@
-"""BM25 and dense retrieval at the paper's scale: index three representations of 22,329 chunks, score 100 queries each.
+"""BM25 and dense retrieval at the paper's scale: index three representations, score 100 queries with each retriever.
 
-Synthetic Japanese chunk texts (LINE-style ``timestamp speaker: text`` lines mixing Kanji compounds,
-Katakana words, Hiragana, ASCII words, numbers and emoji; words drawn with Zipf-like frequencies), in three
-representations like the paper's: raw_text (~600 characters), summary (~250) and embedding_text (a fixed
-description + the summary + the raw text, ~900).  Timed, per representation and in total:
+Texts (``--corpus``): by default the embedded demo corpus generated at the paper's 358,896 messages and taken
+through ingest, chunking and the extractive summarizer (~18.7k chunks, its 100 questions); ``synthetic`` uses
+word-pool texts instead (``--n-docs`` chunks, Zipf-like Japanese/ASCII words).  Timed, per representation
+and in total:
 
-* ours:      ``tokenize_many`` + ``BM25Index.fit``; then ``scores_many`` for the 100 queries + ``rank``
-             to the top 200 (start-time / chunk_id tie-break) for each;
+* ours:      ``tokenize_many`` + ``BM25Index.fit``; then ``scores_many`` for the queries + ``rank`` to the
+             top 200 (start-time / chunk_id tie-break) for each; dense: cosine over every chunk for 3
+             matrices of random 384-d vectors (embedding the corpus would take hours here) + the same ranking;
 * rank_bm25: ``BM25Okapi`` built on the same token lists (tokenization not counted) with its IDF replaced
              by equation 9, so both compute the same scores; then ``get_scores`` per query + a plain
-             argsort to the top 200.  A naive reference only: ``pip install rank-bm25==0.2.2`` (not a
-             project dependency; without it, or with ``--skip-rank-bm25``, only ours is timed).
+             argsort to the top 200.  A naive reference only (``pip install -e ".[bench]"``; without it, or
+             with ``--skip-rank-bm25``, only ours is timed).
 
 Printed: seconds per step, the speed-up ratios and the largest score difference between the two.
-Targets on the 2-core reference machine: index build of the three representations ≤ 20 s, all 300
-queries ≤ 2 s.
+Targets on the 2-core reference machine: index build of the three representations ≤ 20 s, all queries of all
+retrievers ≤ 2 s.
 
-    .venv/bin/python benchmarks/bench_bm25.py [--n-docs 22329] [--n-queries 100] [--skip-rank-bm25]
+    .venv/bin/python benchmarks/bench_retrieval.py [--corpus demo|synthetic] [--skip-rank-bm25]
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ import random
 import time
 
 import numpy as np
+import pandas as pd
+from pathlib import Path
 
-from pmrag.bm25 import BM25Index, rank
+from pmrag.bm25 import BM25Index, Ranker
 from pmrag.tokenizer import default_spec, tokenize_many
+
+REPO = Path(__file__).resolve().parents[1]
 
 KATAKANA = [chr(c) for c in range(0x30A2, 0x30F3)]
 KANJI = list("日月火水木金土年時分間人子女男学校会社駅電車旅行京都東大阪家族友達映画音楽料理写真仕事予定練習試合部活"
@@ -131,8 +136,9 @@ def ours(texts: list[str], queries: list[list[str]], times, ids, top: int):
     index, fit_s = timed(BM25Index.fit, tokens)
     start = time.perf_counter()
     scores = index.scores_many(queries)
+    ranker = Ranker(times, ids)
     for query_scores in scores:
-        rank(query_scores, times, ids, top)
+        ranker.top(query_scores, top)
     query_s = time.perf_counter() - start
     return tokens, scores, {"tokenize": tokenize_s, "fit": fit_s, "query": query_s}
 
@@ -154,20 +160,30 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=200)
     parser.add_argument("--seed", type=int, default=12_345)
     parser.add_argument("--skip-rank-bm25", action="store_true")
+    parser.add_argument("--corpus", choices=["demo", "synthetic"], default="demo",
+                        help="demo: the embedded corpus generated at --n-messages (default the paper's 358,896), "
+                             "through ingest, chunking and the extractive summarizer; synthetic: word-pool texts")
+    parser.add_argument("--n-messages", type=int, default=358_896)
     args = parser.parse_args()
     if not args.skip_rank_bm25 and importlib.util.find_spec("rank_bm25") is None:
         print("rank_bm25 is not installed (pip install rank-bm25==0.2.2): timing ours only")
         args.skip_rank_bm25 = True
 
-    (reps, pools), gen_s = timed(synthetic_chunks, args.n_docs, args.seed)
-    query_texts = questions(args.n_queries, pools, args.seed)
+    if args.corpus == "demo":
+        (reps, query_texts, times, ids), gen_s = timed(demo_paper_scale, args.n_messages)
+        args.n_docs, args.n_queries = len(ids), len(query_texts)
+        origin = f"the demo corpus at {args.n_messages:,} messages (extractive summaries)"
+    else:
+        (reps, pools), gen_s = timed(synthetic_chunks, args.n_docs, args.seed)
+        query_texts = questions(args.n_queries, pools, args.seed)
+        rng = np.random.default_rng(args.seed)
+        times = np.sort(rng.integers(1_680_000_000, 1_740_000_000, size=args.n_docs)).astype("datetime64[s]")
+        ids = np.array([f"chunk_{i:06d}" for i in range(args.n_docs)])
+        origin = "synthetic word-pool texts"
     default_spec()
     queries = tokenize_many(query_texts)
-    rng = np.random.default_rng(args.seed)
-    times = np.sort(rng.integers(1_680_000_000, 1_740_000_000, size=args.n_docs)).astype("datetime64[s]")
-    ids = np.array([f"chunk_{i:06d}" for i in range(args.n_docs)])
-    print(f"generated {args.n_docs} chunks × 3 representations in {gen_s:.1f} s; {args.n_queries} queries, "
-          f"mean {np.mean([len(q) for q in queries]):.1f} tokens")
+    print(f"{args.n_docs} chunks × 3 representations from {origin} ({gen_s:.1f} s to prepare); "
+          f"{args.n_queries} queries, mean {np.mean([len(q) for q in queries]):.1f} tokens")
 
     total = {"tokenize": 0.0, "fit": 0.0, "query": 0.0, "ref_fit": 0.0, "ref_query": 0.0}
     for name, texts in reps.items():
@@ -199,6 +215,26 @@ def main() -> None:
         print(row("rank_bm25", "fit on the same tokens, 3 representations", total["ref_fit"], fit_ratio))
         query_ratio = f"ours ×{total['ref_query'] / total['query']:.0f} faster"
         print(row("rank_bm25", f"{n} queries (scores + top-{top} argsort)", total["ref_query"], query_ratio))
+
+
+def demo_paper_scale(n_messages: int):
+    """raw_text / summary / embedding_text of the demo corpus at ``n_messages``, its questions, start times, IDs."""
+    from pmrag.study import Study
+
+    folder = REPO / "outputs" / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    params = folder / f"retrieval_{n_messages}.yaml"
+    params.write_text(
+        f"run: bench_retrieval_{n_messages}\noutputs_dir: .\ncache_dir: cache\n"
+        f"dataset: {{synthetic: {{enabled: true, n_messages: {n_messages}}}}}\nembedding: {{representations: []}}\n",
+        encoding="utf-8",
+    )
+    study = Study.from_params(params)
+    reps = study.representations()
+    chunks = study.chunks().set_index("chunk_id").loc[reps["chunk_id"]]
+    texts = {name: reps[name].tolist() for name in ("raw_text", "summary", "embedding_text")}
+    times = pd.to_datetime(chunks["start_at"]).to_numpy()
+    return texts, study.evaluable_questions()["text"].tolist(), times, reps["chunk_id"].to_numpy()
 
 
 def dense_queries(n_docs: int, n_queries: int, top: int, seed: int) -> float:

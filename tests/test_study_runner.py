@@ -21,7 +21,7 @@ def write_params(tmp_path, notebooks_dir, extra=""):
     path = tmp_path / "params" / "study.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(
-        f"run: t\noutputs_dir: ../out\nnotebooks_dir: {notebooks_dir}\n"
+        f"run: t\noutputs_dir: ../out\nnotebooks_dir: {notebooks_dir}\ncache_dir: {REPO / 'params' / 'demo_cache'}\n"
         "dataset:\n  synthetic: {enabled: true, n_messages: 12000}\n" + extra,
         encoding="utf-8",
     )
@@ -34,19 +34,23 @@ def test_notebooks_are_picked_up_in_numeric_order(tmp_path):
     assert [p.name for p in numbered_notebooks(tmp_path)] == ["01_a.ipynb", "02_b.ipynb", "3_c.ipynb", "10_late.ipynb"]
 
 
-def test_study_executes_notebook_01_into_the_run_directory(tmp_path):
+def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path):
     params = write_params(tmp_path, REPO / "notebooks")
     result = pmrag("study", str(params), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "out" / "t"
+    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
+        "01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb"]
     executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and str(params) in injected[0].source
     assert not [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    for table in ["table1_dataset", "chunking_sessions_windows", "raw_text_lengths", "message_inventory"]:
+    for table in ["table1_dataset", "chunking_sessions_windows", "raw_text_lengths", "message_inventory",
+                  "representation_lengths", "per_question_metrics", "table3_single_retrievers"]:
         assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0
     assert (run_dir / "figures" / "chunk_lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "[1/1] 01_chunking.ipynb" in result.stderr
+    assert "[1/3] 01_chunking.ipynb" in result.stderr and "[3/3] 03_retrievers.ipynb" in result.stderr
+    assert (run_dir / "runs" / "embedding_text_vector.trec").is_file() and (run_dir / "qrels.trec").is_file()
 
 
 def test_failing_notebook_is_named_with_its_cell_and_exit_status(tmp_path):

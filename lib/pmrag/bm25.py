@@ -183,34 +183,57 @@ def as_time_ns(start_times: np.ndarray) -> np.ndarray:
     raise TypeError(f"start_times must be datetime64 or integer nanoseconds, got dtype {times.dtype}")
 
 
-def candidates(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of every document scoring at least the k-th largest score (all ties at the threshold)."""
-    n = len(scores)
-    if k >= n:
-        return np.arange(n)
-    threshold = np.partition(scores, n - k)[n - k]
-    return np.flatnonzero(scores >= threshold)
+class Ranker:
+    """Ranks the documents of one corpus: score ↓, then start time ↓, chunk_id ↓, document index ↓.
+
+    The tie-break order depends only on the corpus, so it is computed once (one ``np.lexsort``); each
+    query then costs a partition: documents above the k-th score are all kept, and among the documents
+    tied at it only the best ``k - n_above`` by tie-break rank are selected (``np.argpartition``) before
+    the final small sort.  Queries with few terms tie thousands of documents at score 0, which a full sort
+    of the tied group per query made the slowest step.
+    """
+
+    def __init__(self, start_times: np.ndarray, chunk_ids: np.ndarray):
+        times = as_time_ns(start_times)
+        chunk_ids = np.asarray(chunk_ids)
+        if len(times) != len(chunk_ids):
+            raise ValueError(f"start_times and chunk_ids differ in length: {len(times)}, {len(chunk_ids)}")
+        n = len(times)
+        best_first = np.lexsort((np.arange(n), chunk_ids, times))[::-1]
+        self.tiebreak_rank = np.empty(n, dtype=np.int64)
+        self.tiebreak_rank[best_first] = np.arange(n)
+
+    def top(self, scores: np.ndarray, k: int) -> np.ndarray:
+        """Indices of the top ``min(k, n)`` documents for one score vector, best first."""
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 1:
+            raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        if not np.isfinite(scores).all():
+            raise ValueError("scores must be finite")
+        if len(scores) != len(self.tiebreak_rank):
+            raise ValueError(f"scores has {len(scores)} entries, the corpus {len(self.tiebreak_rank)} documents")
+        k = min(int(k), len(scores))
+        threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
+        above = np.flatnonzero(scores > threshold)
+        tied = np.flatnonzero(scores == threshold)
+        wanted = k - len(above)
+        if len(tied) > wanted:
+            tied = tied[np.argpartition(self.tiebreak_rank[tied], wanted - 1)[:wanted]]
+        pool = np.concatenate([above, tied])
+        return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
 
 
 def rank(scores: np.ndarray, start_times: np.ndarray, chunk_ids: np.ndarray, k: int) -> np.ndarray:
     """The top ``min(k, n)`` document indices: score ↓, then start time ↓, chunk_id ↓, document index ↓.
 
-    Exact and deterministic: ``argpartition``-style selection of the k-th score, every document tied
-    with it kept, then one ``np.lexsort`` of the candidates on all keys (ascending, reversed).
+    One-off form of :class:`Ranker` (build a ``Ranker`` once to rank many queries over the same corpus).
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    chunk_ids = np.asarray(chunk_ids)
-    if scores.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    if not np.isfinite(scores).all():
-        raise ValueError("scores must be finite")
-    times = as_time_ns(start_times)
-    if not len(scores) == len(times) == len(chunk_ids):
+    scores = np.asarray(scores)
+    if len(scores) != len(np.asarray(chunk_ids)) or len(scores) != len(np.asarray(start_times)):
         raise ValueError(
-            f"scores, start_times and chunk_ids differ in length: {len(scores)}, {len(times)}, {len(chunk_ids)}"
+            f"scores, start_times and chunk_ids differ in length: {len(scores)}, {len(np.asarray(start_times))}, "
+            f"{len(np.asarray(chunk_ids))}"
         )
-    pool = candidates(scores, int(k))
-    order = np.lexsort((pool, chunk_ids[pool], times[pool], scores[pool]))[::-1]
-    return pool[order[:k]]
+    return Ranker(start_times, chunk_ids).top(scores, k)

@@ -1,7 +1,7 @@
 """Single retrievers over one representation: BM25 (§5.1) and dense vectors (§5.2), as ranked lists.
 
 A ranking is a DataFrame ``question_id, chunk_id, rank, score`` holding the top ``depth`` chunks of every
-question, in the tie-broken order of :func:`pmrag.bm25.rank` (score ↓, chunk start time ↓, chunk ID ↓),
+question, in the tie-broken order of :class:`pmrag.bm25.Ranker` (score ↓, chunk start time ↓, chunk ID ↓),
 which is also the order the TREC run files keep.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.bm25 import BM25Index, rank
+from pmrag.bm25 import BM25Index, Ranker
 from pmrag.dense import cosine_scores
 from pmrag.tokenizer import tokenize_many
 
@@ -29,9 +29,10 @@ def rankings_from_scores(scores: np.ndarray, question_ids: Sequence[str], chunk_
                          start_times: np.ndarray, depth: int) -> pd.DataFrame:
     """Top ``depth`` of each row of ``scores`` (questions × chunks) as a long ranking table."""
     chunk_ids = np.asarray(chunk_ids)
+    ranker = Ranker(start_times, chunk_ids)
     frames = []
     for row, question_id in enumerate(question_ids):
-        top = rank(scores[row], start_times, chunk_ids, depth)
+        top = ranker.top(scores[row], depth)
         frames.append(pd.DataFrame({
             "question_id": question_id, "chunk_id": chunk_ids[top],
             "rank": np.arange(1, len(top) + 1), "score": scores[row, top].astype(np.float64),

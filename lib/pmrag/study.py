@@ -323,6 +323,7 @@ class Study:
 
     def vector_summary(self) -> pd.DataFrame:
         """Per embedded representation: model, rows, dimension, and the length of the text actually sent."""
+        self.build_vectors()
         rows = []
         inputs = store.read_table(self.engine, "embedding_inputs")
         for name in self.params.data["embedding"]["representations"]:
