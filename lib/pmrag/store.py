@@ -234,7 +234,7 @@ def _bulk_insert(conn, table: Table, rows: list[tuple], prefix: str = "") -> Non
     conn.exec_driver_sql(f"INSERT {prefix} INTO {table.name} ({names}) VALUES ({marks})", rows)
 
 
-def _message_rows(batch: SourceBatch) -> list[tuple]:
+def message_rows(batch: SourceBatch) -> list[tuple]:
     """Rows in primary-key (message ID) order, so inserts walk the index in order instead of at random."""
     return sorted(
         (m.message_id, m.source, m.source_order, m.date_order, _sql_datetime(m.occurred_at), m.time_unknown,
@@ -269,9 +269,13 @@ def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, in
     return resolved
 
 
-def store_batch(engine: Engine, batch: SourceBatch, sha256: str) -> StoreReport:
-    """Store one adapter batch; a message already in the store (same message ID) is not stored twice."""
-    rows = _message_rows(batch)
+def store_batch(engine: Engine, batch: SourceBatch, sha256: str, rows: list[tuple] | None = None) -> StoreReport:
+    """Store one adapter batch; a message already in the store (same message ID) is not stored twice.
+
+    ``rows`` are the batch's :func:`message_rows` when a worker process already built them (the batch's
+    ``messages`` list is then empty: tuples cross a process boundary far cheaper than records).
+    """
+    rows = message_rows(batch) if rows is None else rows
     with engine.begin() as conn:
         before = _count(conn, messages)
         _bulk_insert(conn, messages, rows, "OR IGNORE")

@@ -17,7 +17,8 @@ import pandas as pd
 
 from pmrag import store
 from pmrag.chunking import ChunkingParams, chunk_source
-from pmrag.ingest import IngestOptions, read_source
+from pmrag.ingest import IngestOptions
+from pmrag.ingest.pipeline import read_all
 from pmrag.params import Params, load_params
 
 SYNTHETIC_DIR = "data"
@@ -86,13 +87,10 @@ class Study:
         if cached and cached[0] == key:
             return pd.DataFrame(cached[1]["reports"])
         self._clear(store.messages, store.questions, store.question_evidence, store.files, store.rejections)
+        jobs = [(path, dataset["format"]) for path in files] + ([(questions, "questions-json")] if questions else [])
         reports = []
-        for path in files:
-            batch = read_source(path, dataset["format"], permissive=dataset["permissive"], options=options)
-            reports.append(asdict(store.store_batch(self.engine, batch, hashes[str(path)])))
-        if questions is not None:
-            batch = read_source(questions, "questions-json", permissive=dataset["permissive"], options=options)
-            reports.append(asdict(store.store_batch(self.engine, batch, hashes[str(questions)])))
+        for batch, rows in read_all(jobs, permissive=dataset["permissive"], options=options):
+            reports.append(asdict(store.store_batch(self.engine, batch, hashes[batch.path], rows)))
         for report in reports:
             report["path"] = self._display_path(report["path"])
         store.set_stage(self.engine, "ingest", key, {"reports": reports})
