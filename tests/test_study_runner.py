@@ -39,8 +39,9 @@ def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path)
     result = pmrag("study", str(params), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "out" / "t"
-    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
-        "01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb"]
+    committed = [p.name for p in numbered_notebooks(REPO / "notebooks")]
+    assert committed[:4] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid.ipynb"]
+    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
     executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and str(params) in injected[0].source
@@ -49,7 +50,9 @@ def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path)
                   "representation_lengths", "per_question_metrics", "table3_single_retrievers"]:
         assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0
     assert (run_dir / "figures" / "chunk_lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "[1/3] 01_chunking.ipynb" in result.stderr and "[3/3] 03_retrievers.ipynb" in result.stderr
+    n = len(committed)
+    assert f"[1/{n}] 01_chunking.ipynb" in result.stderr and f"[{n}/{n}] {committed[-1]}" in result.stderr
+    assert (run_dir / "tables" / "hybrid_sweep.csv").is_file() and (run_dir / "tables" / "table4_hybrids.csv").is_file()
     assert (run_dir / "runs" / "embedding_text_vector.trec").is_file() and (run_dir / "qrels.trec").is_file()
 
 

@@ -24,3 +24,21 @@ def table3() -> pd.DataFrame:
     return pd.DataFrame(
         {metric: {m: format_ci(*values[metric]) for m, values in TABLE3.items()} for metric in ("Recall@5", "MRR@5", "nDCG@5")}
     ).rename_axis("Method")
+
+# Table 4: exploratory hybrid comparison selected on the same 100 questions.
+TABLE4 = [
+    ("embedding_text_bm25", "embedding_text_vector", 0.45, (0.697, 0.610, 0.775), (0.595, 0.510, 0.678), (0.575, 0.496, 0.648)),
+    ("embedding_text_bm25", "summary_vector", 0.55, (0.677, 0.590, 0.758), (0.590, 0.506, 0.673), (0.566, 0.487, 0.642)),
+    ("raw_text_bm25", "embedding_text_vector", 0.45, (0.657, 0.567, 0.740), (0.528, 0.442, 0.609), (0.526, 0.448, 0.600)),
+    ("summary_bm25", "summary_vector", 0.50, (0.647, 0.555, 0.735), (0.548, 0.460, 0.633), (0.534, 0.453, 0.613)),
+    ("summary_bm25", "embedding_text_vector", 0.40, (0.641, 0.549, 0.727), (0.556, 0.469, 0.641), (0.542, 0.460, 0.622)),
+    ("raw_text_bm25", "summary_vector", 0.35, (0.639, 0.550, 0.725), (0.522, 0.437, 0.606), (0.508, 0.432, 0.583)),
+]
+
+
+def table4() -> pd.DataFrame:
+    """The paper's Table 4 as formatted strings, one row per pairing."""
+    return pd.DataFrame([
+        {"BM25": b, "Vector": v, "β": f"{beta:.2f}", "Recall@5": format_ci(*r), "MRR@5": format_ci(*m), "nDCG@5": format_ci(*n)}
+        for b, v, beta, r, m, n in TABLE4
+    ])

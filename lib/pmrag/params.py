@@ -80,6 +80,14 @@ def _schema() -> dict:
             "b": Field((int, float), 0.75, minimum=0),
             "ks": Field(list, [5, 10, 20, 200], "cut-offs for Recall/MRR/nDCG"),
         },
+        "hybrid": {
+            "pairings": Field(list, [
+                ["summary_bm25", "summary_vector"], ["summary_bm25", "embedding_text_vector"],
+                ["raw_text_bm25", "summary_vector"], ["raw_text_bm25", "embedding_text_vector"],
+                ["embedding_text_bm25", "summary_vector"], ["embedding_text_bm25", "embedding_text_vector"],
+            ], "BM25 × vector pairings to fuse (§5.3's six by default)"),
+            "beta_step": Field(float, 0.05, "beta from 0 to 1 in this step", minimum=0.001),
+        },
         "bootstrap": {
             "n_resamples": Field(int, 5000, minimum=1),
             "seed": Field(int, 12345, minimum=0),
@@ -215,6 +223,11 @@ def load_params(path) -> Params:
         data["representations"]["prompts"] = _resolve(base, prompts)
         if not Path(data["representations"]["prompts"]).is_dir():
             raise ParamsError(f"{origin}: key 'representations.prompts': folder not found: {data['representations']['prompts']}")
+    for index, pair in enumerate(data["hybrid"]["pairings"]):
+        if (not isinstance(pair, list) or len(pair) != 2 or not str(pair[0]).endswith("_bm25")
+                or not str(pair[1]).endswith("_vector")):
+            raise ParamsError(f"{origin}: key 'hybrid.pairings[{index}]' must be [<representation>_bm25, "
+                              f"<representation>_vector], got {pair!r}")
     chunking = data["chunking"]
     if chunking["stride"] > chunking["window_size"]:
         raise ParamsError(f"{origin}: key 'chunking.stride' must be ≤ chunking.window_size ({chunking['window_size']}), got {chunking['stride']}")

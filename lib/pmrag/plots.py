@@ -47,3 +47,15 @@ def recall_ci_figure(cis: pd.DataFrame, metric: str = "recall@5"):
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig
+
+
+def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
+    """Figures 2–3: a metric of the linear hybrid against β, one line per pairing."""
+    data = macro.assign(pairing=macro["bm25"].str.replace("_bm25", "") + " BM25 + " + macro["vector"].str.replace("_vector", "") + " vec")
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    sns.lineplot(data=data, x="beta", y=metric, hue="pairing", marker="o", ax=ax)
+    label = metric.replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")
+    ax.set(xlabel="β (BM25 weight)", ylabel=label, title=f"Linear hybrid {label} vs β (selected in-sample)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -440,3 +440,84 @@ class Study:
         from pmrag.bootstrap import BootstrapParams
 
         return BootstrapParams(**self.params.section("bootstrap"))
+
+    # -- stage: hybrid sweep ----------------------------------------------------------------------
+    def hybrid_pairings(self) -> list[tuple[str, str]]:
+        """The configured (BM25, vector) pairings whose vector retriever exists in this study."""
+        available = set(self.retrievers())
+        return [(b, v) for b, v in self.params.data["hybrid"]["pairings"] if b in available and v in available]
+
+    def hybrid_betas(self) -> np.ndarray:
+        step = self.params.data["hybrid"]["beta_step"]
+        return np.round(np.arange(0.0, 1.0 + step / 2, step), 10)
+
+    def _rankings_by_retriever(self) -> dict[str, pd.DataFrame]:
+        return {name: frame for name, frame in self.rankings().groupby("retriever", sort=False)}
+
+    def _evaluable_qrels(self) -> pd.DataFrame:
+        return self.qrels()[lambda q: q["question_id"].isin(self.evaluable_questions()["question_id"])]
+
+    def hybrid_sweep(self) -> pd.DataFrame:
+        """Per-question Recall/MRR/nDCG@5 of every (pairing, beta): bm25, vector, beta, question_id, metrics."""
+        from pmrag.fusion import sweep
+
+        runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
+        frames = []
+        for bm25, vector in self.hybrid_pairings():
+            per_question = sweep(runs[bm25], runs[vector], qrels, betas=self.hybrid_betas(), k=5)
+            frames.append(per_question.assign(bm25=bm25, vector=vector))
+        table = pd.concat(frames, ignore_index=True)
+        return table[["bm25", "vector", "beta", "question_id", "recall@5", "mrr@5", "ndcg@5"]]
+
+    def hybrid_sweep_macro(self, per_question: pd.DataFrame | None = None) -> pd.DataFrame:
+        """One row per (bm25, vector, beta) with macro Recall/MRR/nDCG@5."""
+        per_question = self.hybrid_sweep() if per_question is None else per_question
+        return (per_question.groupby(["bm25", "vector", "beta"], sort=False)[["recall@5", "mrr@5", "ndcg@5"]]
+                .mean().reset_index())
+
+    def best_hybrids(self, macro: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The selected beta of each pairing (max Recall@5; ties: see :func:`pmrag.fusion.select_best`)."""
+        from pmrag.fusion import select_best
+
+        macro = self.hybrid_sweep_macro() if macro is None else macro
+        rows = [select_best(group) for _, group in macro.groupby(["bm25", "vector"], sort=False)]
+        return pd.DataFrame(rows).sort_values("recall@5", ascending=False, kind="stable").reset_index(drop=True)
+
+    @staticmethod
+    def hybrid_name(bm25: str, vector: str, beta: float) -> str:
+        """``hybrid:embedding_text_bm25+embedding_text_vector@0.45`` — pairing and beta readable from the name."""
+        return f"hybrid:{bm25}+{vector}@{beta:.2f}"
+
+    def hybrid_runs(self, best: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Fuse each selected configuration, write its TREC run, and return its per-question metrics rows."""
+        from pmrag import trec
+        from pmrag.fusion import minmax_fuse
+        from pmrag.metrics import per_question_metrics
+
+        best = self.best_hybrids() if best is None else best
+        runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
+        types = self.evaluable_questions().set_index("question_id")["type"]
+        frames = []
+        for row in best.itertuples(index=False):
+            name = self.hybrid_name(row.bm25, row.vector, row.beta)
+            fused = minmax_fuse(runs[row.bm25], runs[row.vector], row.beta)
+            path = self.path("runs", f"hybrid__{row.bm25}+{row.vector}__beta{row.beta:.2f}.trec")
+            trec.write_run(path, fused, tag=name.replace(":", "_"), depth=len(fused), scores="rank")
+            metrics = per_question_metrics(fused, qrels, ks=tuple(self.params.data["retrieval"]["ks"])).reset_index()
+            metrics.insert(0, "retriever", name)
+            metrics.insert(2, "question_type", metrics["question_id"].map(types))
+            frames.append(metrics)
+        return pd.concat(frames, ignore_index=True)
+
+    def candidate_ceilings(self) -> pd.DataFrame:
+        """Macro Recall@depth on primary gold of each component list and of each pair's oracle union (§5.3)."""
+        from pmrag.fusion import candidate_ceiling, oracle_union_ceiling
+
+        runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
+        depth = self.params.data["retrieval"]["depth"]
+        return pd.DataFrame([
+            {"bm25": b, "vector": v, f"bm25 recall@{depth}": candidate_ceiling(runs[b], qrels, depth),
+             f"vector recall@{depth}": candidate_ceiling(runs[v], qrels, depth),
+             "oracle union recall": oracle_union_ceiling(runs[b], runs[v], qrels)}
+            for b, v in self.hybrid_pairings()
+        ])

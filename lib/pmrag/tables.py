@@ -36,3 +36,16 @@ def representation_grid(cis: pd.DataFrame, metric: str = "recall@5") -> pd.DataF
     grid = rows.pivot(index="representation", columns="kind", values="mean")
     order = [r for r in ("raw_text", "summary", "embedding_text") if r in grid.index]
     return grid.reindex(order).rename_axis(None, axis=1)
+
+
+def table4(best: pd.DataFrame, cis: pd.DataFrame, name) -> pd.DataFrame:
+    """Table 4: each pairing's selected β with "mean [low, high]" for Recall/MRR/nDCG@5.
+
+    ``cis`` holds the hybrid runs' intervals (:func:`metric_cis`), ``name(bm25, vector, beta)`` their retriever name.
+    """
+    formatted = table3(cis)
+    rows = []
+    for row in best.itertuples(index=False):
+        cells = formatted.loc[name(row.bm25, row.vector, row.beta)]
+        rows.append({"BM25": row.bm25, "Vector": row.vector, "β": f"{row.beta:.2f}", **cells.to_dict()})
+    return pd.DataFrame(rows)
