@@ -40,7 +40,7 @@ def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "out" / "t"
     committed = [p.name for p in numbered_notebooks(REPO / "notebooks")]
-    assert committed[:4] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid.ipynb"]
+    assert committed[:4] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb"]
     assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
     executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
