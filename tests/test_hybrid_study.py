@@ -1,32 +1,20 @@
 """The Study's hybrid stage: every (pairing, beta) swept, the selected runs written and scored consistently."""
 
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from pmrag import trec
-from pmrag.study import Study
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from conftest import make_tiny_study
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hybrid")
-    (root / "data").mkdir()
-    shutil.copy(FIXTURES / "line_json" / "family.json", root / "data" / "family.json")
-    shutil.copy(FIXTURES / "questions" / "family_questions.json", root / "data" / "questions.json")
-    (root / "p.yaml").write_text(
-        "run: h\noutputs_dir: out\ncache_dir: cache\n"
-        "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
+    return make_tiny_study(
+        tmp_path_factory.mktemp("hybrid"),
         "embedding: {representations: [raw_text]}\nbootstrap: {n_resamples: 100}\n"
         "hybrid: {pairings: [[summary_bm25, raw_text_vector], [raw_text_bm25, raw_text_vector], "
         "[raw_text_bm25, summary_vector]], beta_step: 0.25}\n",
-        encoding="utf-8",
     )
-    return Study.from_params(root / "p.yaml")
 
 
 def test_sweep_covers_every_available_pairing_and_beta(study):

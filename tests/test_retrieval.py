@@ -1,8 +1,6 @@
 """Single-retriever runs: rankings follow the scores and the tie-break, TREC files agree with our metrics."""
 
-import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,10 +10,9 @@ from pmrag import tables, trec
 from pmrag.bm25 import BM25Index
 from pmrag.metrics import per_question_metrics
 from pmrag.retrieval import bm25_rankings, dense_rankings
-from pmrag.study import Study
 from pmrag.tokenizer import tokenize_many
+from conftest import make_tiny_study
 
-FIXTURES = Path(__file__).parent / "fixtures"
 TEXTS = ["カフェでケーキ", "カフェ ミモザ で打ち合わせ", "会議は延期", "ケーキ屋 ミモザ", "延期 延期 会議"]
 CHUNK_IDS = np.array(["c0", "c1", "c2", "c3", "c4"])
 STARTS = np.array(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"], dtype="datetime64[ns]")
@@ -40,17 +37,10 @@ def test_dense_ties_are_broken_by_start_time_then_chunk_id():
 
 @pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    (root / "data").mkdir()
-    shutil.copy(FIXTURES / "line_json" / "family.json", root / "data" / "family.json")
-    shutil.copy(FIXTURES / "questions" / "family_questions.json", root / "data" / "questions.json")
-    (root / "p.yaml").write_text(
-        "run: tiny\noutputs_dir: out\ncache_dir: cache\n"
-        "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
+    return make_tiny_study(
+        tmp_path_factory.mktemp("tiny"),
         "embedding: {representations: [raw_text]}\nretrieval: {ks: [1, 5]}\nbootstrap: {n_resamples: 200}\n",
-        encoding="utf-8",
     )
-    return Study.from_params(root / "p.yaml")
 
 
 def test_study_writes_trec_runs_that_ranx_scores_like_our_metrics(tiny_study):
