@@ -310,9 +310,13 @@ class Study:
 
     def vectors(self, representation: str):
         """``(matrix, chunk_ids)`` of one representation, checked against the texts that were sent."""
+        self.build_vectors()
+        return self._load_vectors(representation)
+
+    def _load_vectors(self, representation: str):
+        """:meth:`vectors` for callers that have just run :meth:`build_vectors` themselves."""
         from pmrag.embed import load_vectors
 
-        self.build_vectors()
         info = store.get_stage(self.engine, f"vectors:{representation}")
         if info is None:
             raise KeyError(f"no vectors for {representation!r}; embedding.representations lists "
@@ -325,14 +329,14 @@ class Study:
         rows = []
         inputs = store.read_table(self.engine, "embedding_inputs")
         for name in self.params.data["embedding"]["representations"]:
-            matrix, chunk_ids = self.vectors(name)
-            sent = inputs[inputs["representation"] == name]["text_sent"].str.len()
-            shortened = inputs[inputs["representation"] == name]
+            matrix, _ = self._load_vectors(name)
+            mine = inputs[inputs["representation"] == name]
+            sent = mine["text_sent"].str.len()
             rows.append({
                 "representation": name, "model": store.get_stage(self.engine, f"vectors:{name}")[1]["model_id"],
                 "rows": matrix.shape[0], "dim": matrix.shape[1], "dtype": str(matrix.dtype),
                 "sent_chars_mean": round(float(sent.mean()), 1), "sent_chars_max": int(sent.max()),
-                "shortened": int((shortened["source_chars"] > shortened["text_sent"].str.len()).sum()),
+                "shortened": int((mine["source_chars"] > sent).sum()),
             })
         return pd.DataFrame(rows)
 
@@ -397,7 +401,7 @@ class Study:
                 if query_matrix is None:
                     vectors, all_qids = self.query_vectors()
                     query_matrix = vectors[[all_qids.index(q) for q in qids]]
-                matrix, order = self.vectors(representation)
+                matrix, order = self._load_vectors(representation)
                 if list(order) != list(chunk_ids):
                     raise RuntimeError(f"vectors of {representation} are not in chunk order; rebuild the vector stage")
                 frames[retriever] = dense_rankings(matrix, query_matrix, qids, chunk_ids, start_times, section["depth"])
