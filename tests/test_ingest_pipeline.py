@@ -1,4 +1,4 @@
-"""Parsing one file ahead in a worker process stores exactly what a sequential loop stores."""
+"""Parsing files ahead in worker processes stores exactly what a sequential loop stores."""
 
 from pathlib import Path
 
@@ -20,15 +20,39 @@ def dump(db):
 
 
 def test_parallel_and_sequential_ingest_store_the_same_rows(tmp_path):
-    for name, parallel in (("par.sqlite", True), ("seq.sqlite", False)):
+    for name, workers in (("par.sqlite", 2), ("one.sqlite", 1), ("seq.sqlite", 0)):
         engine = store.open_store(tmp_path / name)
-        reports = [store.store_batch(engine, batch, batch.path, rows) for batch, rows in read_all(JOBS, parallel=parallel)]
+        reports = [store.store_batch(engine, batch, batch.path, rows) for batch, rows in read_all(JOBS, workers=workers)]
         assert [Path(r.path).name for r in reports] == [p.name for p, _ in JOBS]  # input order kept
-    assert dump(tmp_path / "par.sqlite") == dump(tmp_path / "seq.sqlite")
+    assert dump(tmp_path / "par.sqlite") == dump(tmp_path / "seq.sqlite") == dump(tmp_path / "one.sqlite")
     expected = sum(len(read_source(path, fmt).messages) for path, fmt in JOBS)
     assert len(dump(tmp_path / "par.sqlite")) == expected > 0
 
 
 def test_worker_batches_carry_rows_not_records_and_still_reconcile(tmp_path):
-    for batch, rows in read_all(JOBS, parallel=True):
+    for batch, rows in read_all(JOBS, workers=2):
         assert batch.messages == [] and len(rows) == batch.records_read - len(batch.rejected)
+
+
+def _square_after(delay, x):
+    import time
+
+    time.sleep(delay)
+    return x * x
+
+
+def test_ordered_map_keeps_input_order_whatever_finishes_first():
+    from pmrag._parallel import ordered_map
+
+    calls = [(0.2, 1), (0.0, 2), (0.1, 3), (0.0, 4), (0.0, 5)]
+    assert list(ordered_map(_square_after, calls, 2)) == [1, 4, 9, 16, 25]
+    assert list(ordered_map(_square_after, calls, 0)) == [1, 4, 9, 16, 25]
+
+
+def test_ordered_map_raises_the_workers_error():
+    from pmrag._parallel import ordered_map
+
+    import pytest
+
+    with pytest.raises(TypeError):
+        list(ordered_map(_square_after, [(0.0, 1), (0.0, "x")], 2))

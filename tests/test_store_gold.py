@@ -89,3 +89,53 @@ def test_chunk_messages_is_the_papers_line_chunk_messages(tmp_path):
     second = links[links["chunk_id"] == chunks[1].chunk_id]
     assert second["message_id"].tolist() == [m.message_id for m in messages[36:78]]
     assert len(links) == 42 + 42 + 7
+
+
+def _two_file_store(path):
+    """Two sources, one of them split over two files whose source_order values collide."""
+    engine = store.open_store(path)
+    store.store_batch(engine, batch_of(79), "sha-a")
+    store.store_batch(engine, batch_of(50, source="club"), "sha-b")
+    late = SourceBatch(path="family-2.json", format="line-json")
+    late.messages = [  # same times and source_order as the first file's messages 0..9, other texts
+        MessageRecord(source="family", source_order=i, occurred_at=T0 + timedelta(minutes=i), sender="B", type="text", text=f"n{i}")
+        for i in range(10)
+    ]
+    late.records_read = 10
+    store.store_batch(engine, late, "sha-c")
+    return engine
+
+
+def _chunk_table(engine):
+    return (store.read_table(engine, "chunks", ("chunk_id",)).to_dict("records"),
+            store.read_table(engine, "chunk_messages", ("chunk_id", "position")).to_dict("records"))
+
+
+def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_path):
+    results = {}
+    for workers in (0, 2):
+        engine = _two_file_store(tmp_path / f"w{workers}.sqlite")
+        n = store.rebuild_chunks(engine, workers=workers)
+        results[workers] = _chunk_table(engine)
+        assert n == len(results[workers][0])
+    assert results[0] == results[2]
+    # and it is what chunking the loaded messages gives (tied source_order broken by message ID)
+    engine = _two_file_store(tmp_path / "ref.sqlite")
+    loaded = store.load_chunk_messages(engine)
+    family = loaded["family"]
+    assert [m.source_order for m in family[:4]] == [0, 0, 1, 1]
+    assert family[0].message_id < family[1].message_id
+    store.replace_chunks(engine, [c for src, msgs in loaded.items() for c in chunk_source(src, msgs)])
+    assert _chunk_table(engine) == results[0]
+
+
+def test_rebuild_chunks_replaces_the_old_chunks_and_keeps_the_message_index(tmp_path):
+    from pmrag.chunking import ChunkingParams
+
+    engine = _two_file_store(tmp_path / "s.sqlite")
+    first = store.rebuild_chunks(engine)
+    second = store.rebuild_chunks(engine, ChunkingParams(window_size=10, stride=10))
+    assert second > first and len(store.read_table(engine, "chunks")) == second
+    with sqlite3.connect(tmp_path / "s.sqlite") as con:
+        plan = " ".join(str(r) for r in con.execute("EXPLAIN QUERY PLAN SELECT chunk_id FROM chunk_messages WHERE message_id = 'x'"))
+    assert "ix_chunk_messages_message_id" in plan

@@ -26,7 +26,12 @@ def _digest(*parts: object) -> str:
 
 def message_id(source: str, source_order: int, occurred_at: datetime, sender: str, type_: str, text: str) -> str:
     """Message ID from the source name, ``source_order`` and the message content."""
-    joined = f"{source}{_SEP}{source_order}{_SEP}{timestamp_text(occurred_at)}{_SEP}{sender}{_SEP}{type_}{_SEP}{text}"
+    return message_id_from_text(source, source_order, timestamp_text(occurred_at), sender, type_, text)
+
+
+def message_id_from_text(source: str, source_order: int, occurred_text: str, sender: str, type_: str, text: str) -> str:
+    """:func:`message_id` with ``occurred_at`` already rendered by :func:`timestamp_text`."""
+    joined = f"{source}{_SEP}{source_order}{_SEP}{occurred_text}{_SEP}{sender}{_SEP}{type_}{_SEP}{text}"
     return hashlib.sha1(joined.encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pmrag.ids import message_id
+from pmrag.ids import message_id_from_text, timestamp_text
 
 SYSTEM_SENDER = "SYSTEM"
 DEFAULT_TYPE = "text"
@@ -37,10 +37,13 @@ class MessageRecord:
     native_id: str | None = None
     location: str | None = None
     message_id: str = field(init=False, repr=False, compare=False)
+    occurred_text: str = field(init=False, repr=False, compare=False)  # ``occurred_at`` as the store writes it
 
     def __post_init__(self):
+        occurred_text = timestamp_text(self.occurred_at)
+        object.__setattr__(self, "occurred_text", occurred_text)
         object.__setattr__(
-            self, "message_id", message_id(self.source, self.source_order, self.occurred_at, self.sender, self.type, self.text)
+            self, "message_id", message_id_from_text(self.source, self.source_order, occurred_text, self.sender, self.type, self.text)
         )
 
 

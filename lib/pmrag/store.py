@@ -18,7 +18,8 @@ from sqlalchemy import (
     func, insert, select,
 )
 
-from pmrag.chunking import Chunk, ChunkMessage
+from pmrag._parallel import ordered_map
+from pmrag.chunking import Chunk, ChunkingParams, ChunkMessage, chunk_source
 from pmrag.errors import InputError
 from pmrag.ids import timestamp_text
 from pmrag.records import QuestionRecord, SourceBatch
@@ -78,8 +79,11 @@ chunk_messages = Table(
     "chunk_messages", metadata,
     Column("chunk_id", String(16), primary_key=True),
     Column("position", Integer, primary_key=True),
-    Column("message_id", String(16), nullable=False, index=True),
+    Column("message_id", String(16), nullable=False),
+    Index("ix_chunk_messages_message_id", "message_id"),
+    sqlite_with_rowid=False,
 )
+_chunk_messages_by_message = next(iter(chunk_messages.indexes))
 
 questions = Table(
     "questions", metadata,
@@ -237,7 +241,7 @@ def _bulk_insert(conn, table: Table, rows: list[tuple], prefix: str = "") -> Non
 def message_rows(batch: SourceBatch) -> list[tuple]:
     """Rows in primary-key (message ID) order, so inserts walk the index in order instead of at random."""
     return sorted(
-        (m.message_id, m.source, m.source_order, m.date_order, _sql_datetime(m.occurred_at), m.time_unknown,
+        (m.message_id, m.source, m.source_order, m.date_order, m.occurred_text, m.time_unknown,
          m.sender, m.type, m.text, m.native_id, m.location)
         for m in batch.messages
     )
@@ -308,38 +312,97 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str, rows: list[tupl
     )
 
 
-def load_chunk_messages(engine: Engine) -> dict[str, list[ChunkMessage]]:
-    """All messages grouped by source, in a deterministic order (chunking sorts them again).
+PARALLEL_CHUNKING_MIN_MESSAGES = 50_000  # below this, starting worker processes costs more than it saves
+_MESSAGE_COLUMNS = "message_id, source, source_order, occurred_at, sender, text"
 
-    Read through the driver and parsed with ``datetime.fromisoformat``: at 358k rows SQLAlchemy's
-    per-row result processing took longer than chunking itself.
+
+def _chunk_messages(rows: list[tuple]) -> list[ChunkMessage]:
+    """Rows ``(message_id, source, source_order, occurred_at text, sender, text)`` as chunking input.
+
+    Sorted by ``(source_order, message_id)`` first: that makes chunking's stable sort deterministic even
+    when one source came from several files (two messages may then share a ``source_order``).  Parsed
+    with ``datetime.fromisoformat``: SQLAlchemy's per-row result processing took longer than chunking.
     """
-    sql = (
-        "SELECT message_id, source, source_order, occurred_at, sender, text FROM messages "
-        "ORDER BY source, occurred_at, source_order, message_id"
-    )
-    by_source: dict[str, list[ChunkMessage]] = {}
     parse = datetime.fromisoformat
+    rows.sort(key=lambda r: (r[2], r[0]))
+    return [ChunkMessage(mid, src, order, parse(at), sender, text) for mid, src, order, at, sender, text in rows]
+
+
+def _sources(dbapi_connection) -> list[str]:
+    return [s for (s,) in dbapi_connection.execute("SELECT DISTINCT source FROM messages ORDER BY source")]
+
+
+def load_chunk_messages(engine: Engine) -> dict[str, list[ChunkMessage]]:
+    """All messages grouped by source (sources in name order, messages in ``source_order``)."""
+    grouped: dict[str, list[tuple]] = {}
     with engine.connect() as conn:
-        for mid, source, order, occurred_at, sender, text in conn.exec_driver_sql(sql).fetchall():
-            by_source.setdefault(source, []).append(ChunkMessage(mid, source, order, parse(occurred_at), sender, text))
-    return by_source
+        for row in conn.connection.dbapi_connection.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages"):
+            grouped.setdefault(row[1], []).append(row)
+    return {source: _chunk_messages(grouped[source]) for source in sorted(grouped)}
 
 
-def replace_chunks(engine: Engine, new_chunks: Sequence[Chunk]) -> None:
-    """Replace every chunk (and its message links) with ``new_chunks``."""
+def _chunk_store_rows(new_chunks: Sequence[Chunk]) -> tuple[list[tuple], list[tuple]]:
+    """``chunks`` and ``chunk_messages`` rows in primary-key order (sequential B-tree inserts are ~1.5x faster)."""
+    chunk_rows = sorted(
+        (c.chunk_id, c.source, c.chunk_index, c.session_index, c.window_index, _sql_datetime(c.start_at),
+         _sql_datetime(c.end_at), c.n_messages, c.n_trimmed, c.raw_text)
+        for c in new_chunks
+    )
+    link_rows = sorted((c.chunk_id, i, mid) for c in new_chunks for i, mid in enumerate(c.message_ids))
+    return chunk_rows, link_rows
+
+
+def _chunked_source(database: str, source: str, params: ChunkingParams) -> tuple[list[tuple], list[tuple]]:
+    """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows)``.
+
+    Opens its own read-only connection, so it can run in a worker process: WAL lets it read the
+    committed messages while the parent holds the write transaction that receives the rows.
+    """
+    import sqlite3
+
+    connection = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE source = ?", (source,)).fetchall()
+    finally:
+        connection.close()
+    return _chunk_store_rows(chunk_source(source, _chunk_messages(rows), params))
+
+
+def rebuild_chunks(engine: Engine, params: ChunkingParams = ChunkingParams(), *, workers: int | None = None) -> int:
+    """Chunk every source in the store, replacing all chunks and their message links; returns the count.
+
+    ``workers`` processes read and chunk sources while this process inserts the rows of the ones already
+    done (default: 2 once the store holds ``PARALLEL_CHUNKING_MIN_MESSAGES`` messages, else 0: chunked here).
+    Every path inserts the same rows in the same order: sources are chunked independently and stored in
+    name order.  The ``message_id`` index of ``chunk_messages`` is rebuilt after the inserts (one sort
+    instead of 400k random B-tree inserts).
+    """
+    database = engine.url.database
+    with engine.connect() as conn:
+        sources = _sources(conn.connection.dbapi_connection)
+        if workers is None:
+            workers = 2 if _count(conn, messages) >= PARALLEL_CHUNKING_MIN_MESSAGES else 0
+    n_chunks = 0
     with engine.begin() as conn:
         conn.execute(delete(chunk_messages))
         conn.execute(delete(chunks))
-        # Rows go in primary-key order: sequential B-tree inserts are ~1.5x faster than random ones.
-        _bulk_insert(conn, chunks, sorted(
-            (c.chunk_id, c.source, c.chunk_index, c.session_index, c.window_index, _sql_datetime(c.start_at),
-             _sql_datetime(c.end_at), c.n_messages, c.n_trimmed, c.raw_text)
-            for c in new_chunks
-        ))
-        _bulk_insert(conn, chunk_messages, sorted(
-            (c.chunk_id, i, mid) for c in new_chunks for i, mid in enumerate(c.message_ids)
-        ))
+        _chunk_messages_by_message.drop(conn)
+        for chunk_rows, link_rows in ordered_map(_chunked_source, [(database, s, params) for s in sources], workers):
+            _bulk_insert(conn, chunks, chunk_rows)
+            _bulk_insert(conn, chunk_messages, link_rows)
+            n_chunks += len(chunk_rows)
+        _chunk_messages_by_message.create(conn)
+    return n_chunks
+
+
+def replace_chunks(engine: Engine, new_chunks: Sequence[Chunk]) -> None:
+    """Replace every chunk (and its message links) with ``new_chunks``, chunked elsewhere."""
+    chunk_rows, link_rows = _chunk_store_rows(new_chunks)
+    with engine.begin() as conn:
+        conn.execute(delete(chunk_messages))
+        conn.execute(delete(chunks))
+        _bulk_insert(conn, chunks, chunk_rows)
+        _bulk_insert(conn, chunk_messages, link_rows)
 
 
 def derive_qrels(engine: Engine) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag import store
-from pmrag.chunking import ChunkingParams, chunk_source
+from pmrag.chunking import ChunkingParams
 from pmrag.ingest import IngestOptions
 from pmrag.ingest.pipeline import read_all
 from pmrag.params import Params, load_params
@@ -123,12 +123,9 @@ class Study:
         cached = store.get_stage(self.engine, "chunks")
         if cached and cached[0] == key:
             return cached[1]
-        all_chunks = []
-        for source, source_messages in store.load_chunk_messages(self.engine).items():
-            all_chunks += chunk_source(source, source_messages, chunking)
-        store.replace_chunks(self.engine, all_chunks)
+        n_chunks = store.rebuild_chunks(self.engine, chunking)
         store.derive_qrels(self.engine)
-        info = {"n_chunks": len(all_chunks)}
+        info = {"n_chunks": n_chunks}
         store.set_stage(self.engine, "chunks", key, info)
         return info
 

@@ -68,10 +68,11 @@ def read(path: Path, *, permissive: bool = False, options: IngestOptions | None 
                 problems.report(location, f"expected a message object, got {type(msg).__name__}")
                 continue
             try:
-                raw_time = _string_field(msg, "time")
-                sender = _string_field(msg, "sender")
-                type_ = _string_field(msg, "type")
-                text = _string_field(msg, "text")
+                raw_time, sender, type_, text = msg.get("time"), msg.get("sender"), msg.get("type"), msg.get("text")
+                if not ((raw_time is None or type(raw_time) is str) and (sender is None or type(sender) is str)
+                        and (type_ is None or type(type_) is str) and (text is None or type(text) is str)):
+                    for key in ("time", "sender", "type", "text"):
+                        _string_field(msg, key)
                 time_unknown = _missing(raw_time)
                 if time_unknown:
                     offset = date_order if options.unknown_time_offset == "date_order" else order
