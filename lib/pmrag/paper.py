@@ -42,3 +42,52 @@ def table4() -> pd.DataFrame:
         {"BM25": b, "Vector": v, "β": f"{beta:.2f}", "Recall@5": format_ci(*r), "MRR@5": format_ci(*m), "nDCG@5": format_ci(*n)}
         for b, v, beta, r, m, n in TABLE4
     ])
+
+
+# Tables 5–9 (§6.3, §6.4, §7): bootstrap differences, per-type results and the failure analysis.
+TABLE5 = [
+    ("Best − E-BM25", 0.113, 0.048, 0.184, "Positive conditional difference; selection uncertainty excluded"),
+    ("Best − S-hybrid (β=0.50)", 0.050, -0.013, 0.115, "CI includes 0; inconclusive"),
+]
+TABLE6 = [("named_entity", 0.789, 0.647, 0.912), ("contextual", 0.755, 0.643, 0.857), ("aggregate", 0.345, 0.159, 0.551)]
+TABLE7 = [("named_entity", 34, 6), ("contextual", 49, 8), ("aggregate", 17, 8), ("Overall", 100, 22)]
+TABLE8 = [("other_rule_based_failure", 18), ("aggregate_failure", 9), ("multiple_primary_gold_nonaggregate", 3)]
+TABLE9 = [("BM25 only", 20), ("Vector only", 16), ("Both", 45), ("Neither", 19)]
+AGGREGATE_DETAIL = [
+    ("aggregate questions", 17), ("mean primary-gold chunks per aggregate question", 2.35),
+    ("aggregate questions whose primary gold spans several dates", 9),
+    ("aggregate questions whose primary gold spans several sources", 5),
+    ("aggregate Top-5 failures", 9), ("... of them recovered at Top-10", 2), ("... of them recovered at Top-20", 4),
+]
+
+
+def format_delta_ci(delta: float, low: float, high: float) -> tuple[str, str]:
+    """``("+0.113", "[0.048, 0.184]")``: a signed difference and its interval, the paper's Table 5 format."""
+    return f"{delta:+.3f}", f"[{low:.3f}, {high:.3f}]"
+
+
+def table5() -> pd.DataFrame:
+    return pd.DataFrame([(c, *format_delta_ci(d, lo, hi), i) for c, d, lo, hi, i in TABLE5],
+                        columns=["Comparison", "ΔRecall@5", "95% CI", "Interpretation"])
+
+
+def table6() -> pd.DataFrame:
+    return pd.DataFrame([(t, f"{m:.3f}", f"[{lo:.3f}, {hi:.3f}]") for t, m, lo, hi in TABLE6],
+                        columns=["Question type", "Recall@5", "95% CI"])
+
+
+def table7() -> pd.DataFrame:
+    return pd.DataFrame([(t, n, f, f"{100 * f / n:.1f}%") for t, n, f in TABLE7],
+                        columns=["Question type", "Questions", "Top-5 failures", "Failure rate"])
+
+
+def table8() -> pd.DataFrame:
+    return pd.DataFrame([(label, n, f"{100 * n / 30:.1f}%") for label, n in TABLE8], columns=["Failure type", "Count", "Percentage"])
+
+
+def table9() -> pd.DataFrame:
+    return pd.DataFrame(TABLE9, columns=["Success pattern", "Questions"])
+
+
+def aggregate_detail() -> pd.DataFrame:
+    return pd.DataFrame(AGGREGATE_DETAIL, columns=["Quantity", "Value"], dtype=object)

@@ -93,6 +93,18 @@ def _schema() -> dict:
             "seed": Field(int, 12345, minimum=0),
             "confidence": Field(float, 0.95),
         },
+        "analysis": {
+            "reference_retriever": Field(str, "embedding_text_bm25", "Table 5: the single retriever the best hybrid is compared with"),
+            "diagnostic_hybrid": Field(list, ["summary_bm25", "summary_vector", 0.5],
+                                       "Tables 5 and 8, Figure 6: [bm25, vector, beta] of the paper's summary hybrid"),
+            "failure_k": Field(int, 5, "a question fails when no primary gold is in this Top-K", minimum=1),
+            "recovery_ks": Field(list, [10, 20], "wider cut-offs of the same ranking for Top-K recoverability"),
+            "aggregate_type": Field(str, "aggregate", "the question type labelled aggregate_failure"),
+            "min_primary_gold": Field(int, 3, "non-aggregate failures with this many primary-gold chunks or more",
+                                      minimum=1),
+            "public_question_ids": Field(str, "pseudonym", "question IDs in public/: pseudonym (q_ + SHA-1 prefix) or original",
+                                         choices=("pseudonym", "original")),
+        },
         "chunking": {
             "session_gap_minutes": Field((int, float), 180, minimum=0),
             "window_size": Field(int, 42, minimum=1),
@@ -228,6 +240,16 @@ def load_params(path) -> Params:
                 or not str(pair[1]).endswith("_vector")):
             raise ParamsError(f"{origin}: key 'hybrid.pairings[{index}]' must be [<representation>_bm25, "
                               f"<representation>_vector], got {pair!r}")
+    analysis = data["analysis"]
+    diagnostic = analysis["diagnostic_hybrid"]
+    if (len(diagnostic) != 3 or not str(diagnostic[0]).endswith("_bm25") or not str(diagnostic[1]).endswith("_vector")
+            or isinstance(diagnostic[2], bool) or not isinstance(diagnostic[2], (int, float)) or not 0 <= diagnostic[2] <= 1):
+        raise ParamsError(f"{origin}: key 'analysis.diagnostic_hybrid' must be [<representation>_bm25, "
+                          f"<representation>_vector, beta in [0, 1]], got {diagnostic!r}")
+    ks = data["retrieval"]["ks"]
+    for key, values in (("retrieval.ks", ks), ("analysis.recovery_ks", analysis["recovery_ks"])):
+        if not values or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in values):
+            raise ParamsError(f"{origin}: key '{key}' must be a list of positive integers, got {values!r}")
     chunking = data["chunking"]
     if chunking["stride"] > chunking["window_size"]:
         raise ParamsError(f"{origin}: key 'chunking.stride' must be ≤ chunking.window_size ({chunking['window_size']}), got {chunking['stride']}")

@@ -59,3 +59,45 @@ def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def difference_figure(differences: pd.DataFrame):
+    """Figure 4: paired-bootstrap differences with their 95 % intervals and the zero line."""
+    rows = differences.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.6 * len(rows)))
+    y = range(len(rows))
+    ax.errorbar(rows["delta"], y, xerr=[rows["delta"] - rows["ci_low"], rows["ci_high"] - rows["delta"]],
+                fmt="o", color="#4C72B0", ecolor="black", capsize=4)
+    ax.axvline(0, color="#C44E52", linestyle="--")
+    ax.set_yticks(list(y), rows["comparison"])
+    ax.invert_yaxis()
+    metric = rows["metric"].iloc[0].replace("recall", "Recall")
+    ax.set(xlabel=f"Δ{metric} (paired bootstrap, 95% CI)",
+           title="Selection-conditioned differences (configuration-selection uncertainty not included)")
+    fig.tight_layout()
+    return fig
+
+
+def by_type_figure(by_type: pd.DataFrame, retriever: str, metric: str = "recall@5"):
+    """Figure 5: one retriever's metric overall and per question type, with 95 % intervals."""
+    rows = by_type[by_type["retriever"] == retriever].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.barplot(data=rows, x="question_type", y="mean", color="#55A868", ax=ax)
+    ax.errorbar(x=range(len(rows)), y=rows["mean"], yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
+                fmt="none", ecolor="black", capsize=4)
+    label = metric.replace("recall", "Recall")
+    ax.set(xlabel="", ylabel=label, ylim=(0, 1), title=f"{label} of {retriever} by question type (selection-conditioned)")
+    ax.title.set_fontsize(9)
+    fig.tight_layout()
+    return fig
+
+
+def topk_sensitivity_figure(sensitivity: pd.DataFrame, title: str):
+    """Figure 6: share of questions with primary gold in the Top-K, per question type, for each K."""
+    data = sensitivity.assign(K=sensitivity["k"].map(lambda k: f"Top-{k}"))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sns.barplot(data=data, x="question_type", y="success_rate", hue="K", ax=ax)
+    ax.set(xlabel="", ylabel="questions with primary gold in Top-K", ylim=(0, 1), title=title)
+    ax.title.set_fontsize(9)
+    fig.tight_layout()
+    return fig

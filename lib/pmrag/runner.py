@@ -55,4 +55,9 @@ def run_study(params_path, *, progress: bool = True, kernel_name: str = "python3
                 f"{exc.ename}: {exc.evalue} — executed copy: {target}"
             ) from None
         executed.append(target)
+    from pmrag.report import write_run_readme
+
+    readme = write_run_readme(params.run_dir, f"Study run `{params.run}`: {params.data['description'] or params.path.name}", executed)
+    if progress:
+        print(f"summary: {readme}", file=sys.stderr, flush=True)
     return executed

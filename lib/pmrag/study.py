@@ -427,7 +427,7 @@ class Study:
         types = questions.set_index("question_id")["type"]
         frames = []
         for retriever, frame in rankings.groupby("retriever", sort=False):
-            metrics = per_question_metrics(frame, qrels, ks=tuple(self.params.data["retrieval"]["ks"]))
+            metrics = per_question_metrics(frame, qrels, ks=self.metric_ks())
             metrics = metrics.reset_index()
             metrics.insert(0, "retriever", retriever)
             metrics.insert(2, "question_type", metrics["question_id"].map(types))
@@ -436,6 +436,11 @@ class Study:
         order = {r: i for i, r in enumerate(self.retrievers())}
         table = table.sort_values(["retriever", "question_id"], key=lambda s: s.map(order) if s.name == "retriever" else s)
         return table.reset_index(drop=True)
+
+    def metric_ks(self) -> tuple[int, ...]:
+        """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
+        analysis = self.params.data["analysis"]
+        return tuple(sorted({*self.params.data["retrieval"]["ks"], analysis["failure_k"], *analysis["recovery_ks"]}))
 
     def bootstrap_params(self):
         from pmrag.bootstrap import BootstrapParams
@@ -489,26 +494,82 @@ class Study:
         """``hybrid:embedding_text_bm25+embedding_text_vector@0.45`` — pairing and beta readable from the name."""
         return f"hybrid:{bm25}+{vector}@{beta:.2f}"
 
-    def hybrid_runs(self, best: pd.DataFrame | None = None) -> pd.DataFrame:
-        """Fuse each selected configuration, write its TREC run, and return its per-question metrics rows."""
+    def hybrid_metrics(self, bm25: str, vector: str, beta: float, *, write_run: bool = False) -> pd.DataFrame:
+        """Per-question metrics (every k of ``retrieval.ks``) of one fused configuration, named by
+        :meth:`hybrid_name`; with ``write_run`` its TREC run goes under ``runs/``."""
         from pmrag import trec
         from pmrag.fusion import minmax_fuse
         from pmrag.metrics import per_question_metrics
 
-        best = self.best_hybrids() if best is None else best
-        runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
-        types = self.evaluable_questions().set_index("question_id")["type"]
-        frames = []
-        for row in best.itertuples(index=False):
-            name = self.hybrid_name(row.bm25, row.vector, row.beta)
-            fused = minmax_fuse(runs[row.bm25], runs[row.vector], row.beta)
-            path = self.path("runs", f"hybrid__{row.bm25}+{row.vector}__beta{row.beta:.2f}.trec")
+        runs = self._rankings_by_retriever()
+        missing = [r for r in (bm25, vector) if r not in runs]
+        if missing:
+            raise ValueError(f"hybrid {bm25} + {vector}: no ranking for {', '.join(missing)}; known: {', '.join(runs)}")
+        name = self.hybrid_name(bm25, vector, beta)
+        fused = minmax_fuse(runs[bm25], runs[vector], beta)
+        if write_run:
+            path = self.path("runs", f"hybrid__{bm25}+{vector}__beta{beta:.2f}.trec")
             trec.write_run(path, fused, tag=name.replace(":", "_"), depth=len(fused), scores="rank")
-            metrics = per_question_metrics(fused, qrels, ks=tuple(self.params.data["retrieval"]["ks"])).reset_index()
-            metrics.insert(0, "retriever", name)
-            metrics.insert(2, "question_type", metrics["question_id"].map(types))
-            frames.append(metrics)
+        types = self.evaluable_questions().set_index("question_id")["type"]
+        metrics = per_question_metrics(fused, self._evaluable_qrels(), ks=self.metric_ks())
+        metrics = metrics.reset_index()
+        metrics.insert(0, "retriever", name)
+        metrics.insert(2, "question_type", metrics["question_id"].map(types))
+        return metrics
+
+    def hybrid_runs(self, best: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Fuse each selected configuration, write its TREC run, and return its per-question metrics rows."""
+        best = self.best_hybrids() if best is None else best
+        return pd.concat([self.hybrid_metrics(row.bm25, row.vector, row.beta, write_run=True)
+                          for row in best.itertuples(index=False)], ignore_index=True)
+
+    def selected_hybrid(self, best: pd.DataFrame | None = None) -> pd.Series:
+        """The best hybrid over all pairings: the selected β of each pairing (:meth:`best_hybrids`) ranked by
+        Recall@5, then nDCG@5, then MRR@5 (descending); a remaining tie keeps the configured pairing order.
+
+        It is chosen on the same questions it is evaluated on: every interval about it is conditional on
+        this selection (§4.4, §9.1).
+        """
+        best = self.best_hybrids() if best is None else best
+        order = {tuple(p): i for i, p in enumerate(self.hybrid_pairings())}
+        ranked = best.assign(_order=[order[(b, v)] for b, v in zip(best["bm25"], best["vector"])])
+        ranked = ranked.sort_values(["recall@5", "ndcg@5", "mrr@5", "_order"], ascending=[False, False, False, True],
+                                    kind="stable")
+        return ranked.drop(columns="_order").iloc[0]
+
+    def diagnostic_hybrid(self) -> tuple[str, str, float]:
+        """``(bm25, vector, beta)`` of the paper's auxiliary summary hybrid (params ``analysis.diagnostic_hybrid``)."""
+        bm25, vector, beta = self.params.data["analysis"]["diagnostic_hybrid"]
+        return str(bm25), str(vector), float(beta)
+
+    def question_types(self) -> list[str]:
+        """Question types of the evaluable questions: the paper's three first (when present), then the rest."""
+        present = list(dict.fromkeys(self.evaluable_questions()["type"].astype(str)))
+        paper = [t for t in ("named_entity", "contextual", "aggregate") if t in present]
+        return paper + sorted(t for t in present if t not in paper)
+
+    def analysis_metrics(self) -> pd.DataFrame:
+        """Per-question metrics of every single retriever, every pairing's selected hybrid and the diagnostic
+        hybrid (once, if it is not already one of the selected)."""
+        best = self.best_hybrids()
+        frames = [self.per_question_metrics(), self.hybrid_runs(best)]
+        diagnostic = self.hybrid_name(*self.diagnostic_hybrid())
+        if diagnostic not in set(frames[1]["retriever"]):
+            frames.append(self.hybrid_metrics(*self.diagnostic_hybrid()))
         return pd.concat(frames, ignore_index=True)
+
+    def chunk_speakers(self) -> pd.Series:
+        """``chunk_id → "A, B"``: the distinct senders of each chunk in order of first appearance."""
+        self.build_chunks()
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT cm.chunk_id, m.sender FROM chunk_messages cm JOIN messages m ON m.message_id = cm.message_id "
+                "ORDER BY cm.chunk_id, cm.position"
+            ).fetchall()
+        speakers: dict[str, dict[str, None]] = {}
+        for chunk, sender in rows:
+            speakers.setdefault(chunk, {})[sender] = None
+        return pd.Series({chunk: ", ".join(names) for chunk, names in speakers.items()}, name="speakers")
 
     def candidate_ceilings(self) -> pd.DataFrame:
         """Macro Recall@depth on primary gold of each component list and of each pair's oracle union (§5.3)."""

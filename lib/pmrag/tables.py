@@ -49,3 +49,73 @@ def table4(best: pd.DataFrame, cis: pd.DataFrame, name) -> pd.DataFrame:
         cells = formatted.loc[name(row.bm25, row.vector, row.beta)]
         rows.append({"BM25": row.bm25, "Vector": row.vector, "β": f"{row.beta:.2f}", **cells.to_dict()})
     return pd.DataFrame(rows)
+
+
+def interpretation(low: float, high: float) -> str:
+    """The paper's plain-language reading of a selection-conditioned difference interval (Table 5)."""
+    if low > 0:
+        return "Positive conditional difference; selection uncertainty excluded"
+    if high < 0:
+        return "Negative conditional difference; selection uncertainty excluded"
+    return "CI includes 0; inconclusive"
+
+
+def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "recall@5",
+                       params: BootstrapParams | None = None) -> pd.DataFrame:
+    """Paired bootstrap differences (eq. 7) for ``comparisons`` = ``[(label, method_a, method_b), ...]``.
+
+    ``per_question`` is long with columns ``retriever, question_id, <metric>``.  Columns: comparison,
+    method_a, method_b, metric, delta, ci_low, ci_high, excludes_zero, interpretation.
+    """
+    from pmrag.bootstrap import difference_table
+
+    comparisons = [tuple(c) for c in comparisons]
+    long = per_question.rename(columns={"retriever": "method"})
+    long = long[long["method"].isin({m for _, a, b in comparisons for m in (a, b)})][["method", "question_id", metric]]
+    diff = difference_table(long, [(a, b) for _, a, b in comparisons], metrics=metric, params=params)
+    diff.insert(0, "comparison", [label for label, _, _ in comparisons])
+    diff["excludes_zero"] = (diff["ci_low"] > 0) | (diff["ci_high"] < 0)
+    diff["interpretation"] = [interpretation(lo, hi) for lo, hi in zip(diff["ci_low"], diff["ci_high"])]
+    return diff
+
+
+def table5(differences: pd.DataFrame) -> pd.DataFrame:
+    """Table 5: comparison, ΔRecall@5, 95 % CI, interpretation (formatted as the paper's)."""
+    from pmrag.paper import format_delta_ci
+
+    label = "Δ" + differences["metric"].iloc[0].replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")
+    cells = [format_delta_ci(d, lo, hi) for d, lo, hi in zip(differences["delta"], differences["ci_low"], differences["ci_high"])]
+    return pd.DataFrame({"Comparison": differences["comparison"], label: [c[0] for c in cells],
+                         "95% CI": [c[1] for c in cells], "Interpretation": differences["interpretation"]})
+
+
+def by_type_cis(per_question: pd.DataFrame, metric: str = "recall@5", params: BootstrapParams | None = None,
+                types=None) -> pd.DataFrame:
+    """Mean and CI of ``metric`` per retriever, overall and within each question type.
+
+    Within a type the bootstrap resamples that type's questions only (n = its question count), with the same
+    seed.  Columns: retriever, question_type (``overall`` first, then ``types`` or first-appearance order),
+    questions, mean, ci_low, ci_high.
+    """
+    from pmrag.bootstrap import ci
+
+    order = list(types) if types is not None else list(dict.fromkeys(per_question["question_type"]))
+    rows = []
+    for retriever, frame in per_question.groupby("retriever", sort=False):
+        frame = frame.sort_values("question_id", kind="stable")
+        for question_type in ["overall", *order]:
+            part = frame if question_type == "overall" else frame[frame["question_type"] == question_type]
+            if len(part) == 0:
+                continue
+            mean, low, high = ci(part[metric].to_numpy(), params)
+            rows.append({"retriever": retriever, "question_type": question_type, "questions": len(part),
+                         "mean": mean, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
+
+
+def table6(by_type: pd.DataFrame, retriever: str, metric_label: str = "Recall@5") -> pd.DataFrame:
+    """Table 6: one retriever's metric by question type (and overall) with its 95 % CI."""
+    rows = by_type[by_type["retriever"] == retriever]
+    return pd.DataFrame({"Question type": rows["question_type"].to_numpy(), "Questions": rows["questions"].to_numpy(),
+                         metric_label: [f"{m:.3f}" for m in rows["mean"]],
+                         "95% CI": [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(rows["ci_low"], rows["ci_high"])]})

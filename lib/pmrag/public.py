@@ -1,0 +1,183 @@
+"""A public export of a study (§9.2): aggregates and per-question metrics, nothing that identifies anyone.
+
+``outputs/<run>/public/`` receives:
+
+* ``per_question_metrics.csv``: retriever, question ID, question type and the metric columns, nothing else;
+* the aggregate tables (Tables 3–9, the per-type intervals, Figure 6's data) as CSV;
+* ``README.md`` saying what is in the folder and what was left out.
+
+Left out, as the paper does: message text, question text, chunk text, names (senders), source names and
+timestamps.  Question IDs are pseudonymised by default (``q_`` + the first 12 hex digits of the SHA-1 of
+the ID; params ``analysis.public_question_ids``), because a user's own IDs may embed a source or person
+name; the mapping back stays private in ``tables/public_question_ids.csv``.
+
+The export is checked, not trusted: every string cell must come from the export's own vocabulary
+(retriever names, question types, failure labels, the tables' fixed wording, public IDs) or be a
+formatted number, none may look like a date or time, and none may contain a source name, a sender, a
+question text or a message text of the study; otherwise it raises :class:`PublicExportError` naming the
+table and column, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from pmrag.errors import PmragError
+
+PUBLIC_DIR = "public"
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}\b")
+MIN_CHECKED_TEXT = 4  # shorter message texts ("笑", "ok") are too common to test for meaningfully
+
+
+class PublicExportError(PmragError):
+    """The public export would contain something private."""
+
+
+def pseudonym(question_id: str) -> str:
+    """``q_`` + the first 12 hex digits of SHA-1(question ID): stable across runs.
+
+    Unsalted on purpose (the same question gets the same public ID in every export), so it hides an ID
+    from a reader but does not keep secret an ID that someone can guess and hash.
+    """
+    return "q_" + hashlib.sha1(str(question_id).encode("utf-8")).hexdigest()[:12]
+
+
+def public_per_question(per_question: pd.DataFrame, mode: str = "pseudonym") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(public rows, id map)``: only retriever, question ID, question type and ``metric@k`` columns."""
+    if mode not in ("pseudonym", "original"):
+        raise ValueError(f"mode must be 'pseudonym' or 'original', got {mode!r}")
+    metric_columns = [c for c in per_question.columns if re.fullmatch(r"(recall|mrr|ndcg)@\d+", str(c))]
+    public = per_question[["retriever", "question_id", "question_type", *metric_columns]].copy()
+    ids = pd.unique(public["question_id"])
+    mapping = pd.DataFrame({"question_id": ids, "public_id": [pseudonym(q) if mode == "pseudonym" else q for q in ids]})
+    public["question_id"] = public["question_id"].map(dict(zip(mapping["question_id"], mapping["public_id"])))
+    return public, mapping
+
+
+def private_strings(study) -> dict[str, set[str]]:
+    """What must never appear in the public folder: sources, senders, question and message texts."""
+    messages, questions = study.messages(), study.questions()
+    texts = {t for t in messages["text"].astype(str) if len(t.strip()) >= MIN_CHECKED_TEXT}
+    return {
+        "source name": set(messages["source"].astype(str)) | set(study.chunks()["source"].astype(str)),
+        "sender": set(messages["sender"].astype(str)) - {"SYSTEM"},
+        "question text": set(questions["text"].astype(str)),
+        "message text": texts,
+    }
+
+
+def find_private(value: str, private: Mapping[str, set[str]]) -> str | None:
+    """The kind of the first private string found in ``value``, else ``None``.
+
+    Names (sources, senders) match as whole words, so a sender called ``A`` is not found inside
+    ``BM25 only``; texts match anywhere.
+    """
+    for kind, strings in private.items():
+        whole_word = kind in ("source name", "sender")
+        for secret in strings:
+            if not secret:
+                continue
+            if whole_word:
+                if re.search(rf"(?<![0-9A-Za-z_]){re.escape(secret)}(?![0-9A-Za-z_])", value):
+                    return kind
+            elif secret in value:
+                return kind
+    return None
+
+
+def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]]) -> None:
+    """Raise :class:`PublicExportError` for a string cell (or column name) that is outside ``vocabulary``
+    and not a formatted number, that holds a date or time, or that contains a private string."""
+    for name, frame in tables.items():
+        for column in frame.columns:
+            cells = [(None, str(column))] + [(row, v) for row, v in enumerate(frame[column].tolist()) if isinstance(v, str)]
+            for row, value in cells:
+                # the offending value is never echoed: it may be the private text itself
+                where = f"public table {name!r}, column {column!r}" + ("" if row is None else f", row {row}")
+                if row is not None and value not in vocabulary and not _is_number_text(value):
+                    raise PublicExportError(f"{where}: a value outside the export's vocabulary; nothing written")
+                if _TIMESTAMP.search(value):
+                    raise PublicExportError(f"{where}: a value that looks like a date or time; nothing written")
+                kind = find_private(value, private)
+                if kind:
+                    raise PublicExportError(f"{where}: a value containing a {kind} of the study; nothing written")
+
+
+def _is_number_text(value: str) -> bool:
+    """Formatted numbers the tables hold: ``0.427``, ``+0.113``, ``[0.048, 0.184]``, ``17.6%``, ``–``."""
+    return bool(re.fullmatch(r"[\s\d.,+\-−%\[\]–]*", value))
+
+
+def export_tables(study, per_question: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
+                  vocabulary: Iterable[str], mode: str | None = None) -> list[str]:
+    """Check, then write ``public/per_question_metrics.csv``, each of ``tables`` and ``public/README.md``.
+
+    A ``question_id`` column of any table is replaced by the public IDs.  ``vocabulary`` lists the
+    strings the tables may hold besides numbers (fixed wording, labels); retriever names, question types
+    and the public IDs are allowed here.  Returns the written paths relative to the run directory.
+    """
+    mode = mode or study.params.data["analysis"]["public_question_ids"]
+    public_rows, mapping = public_per_question(per_question, mode)
+    to_public = dict(zip(mapping["question_id"], mapping["public_id"]))
+    everything = {"per_question_metrics": public_rows}
+    for name, frame in tables.items():
+        if "question_id" in frame.columns:
+            frame = frame.assign(question_id=[to_public.get(q) or (pseudonym(q) if mode == "pseudonym" else q)
+                                              for q in frame["question_id"]])
+        everything[name] = frame
+    allowed = (set(vocabulary) | set(mapping["public_id"]) | set(public_rows["retriever"])
+               | set(public_rows["question_type"].astype(str)))
+    check_tables(everything, allowed, private_strings(study))
+    folder = study.run_dir / PUBLIC_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in everything.items():
+        path = folder / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        written.append(str(path.relative_to(study.run_dir)))
+    study.save_table(mapping, "public_question_ids")
+    readme = folder / "README.md"
+    readme.write_text(_readme(study, list(everything), mode), encoding="utf-8")
+    written.append(str(readme.relative_to(study.run_dir)))
+    return written
+
+
+def _readme(study, names: list[str], mode: str) -> str:
+    ids = ("pseudonymised (`q_` + 12 hex digits of SHA-1 of the ID; the private map is `../tables/public_question_ids.csv`)"
+           if mode == "pseudonym" else "the study's own question IDs")
+    lines = [
+        f"# Public results of run `{study.params.run}`",
+        "",
+        "Aggregates and per-question metrics only (paper §9.2). Not included: message text, question text, chunk",
+        "text, sender names, source names, timestamps. Question IDs are " + ids + ".",
+        "Every string in these files was checked against the study's sources, senders, question texts and message",
+        "texts before writing. This does not formally guarantee that re-identification is impossible.",
+        "",
+        "Intervals are percentile-bootstrap 95 % CIs over questions, conditional on the configurations selected",
+        "on the same questions (selection uncertainty is not included).",
+        "",
+        "| file | |",
+        "|---|---|",
+    ]
+    lines += [f"| `{name}.csv` | {DESCRIPTIONS.get(name, '')} |" for name in names]
+    return "\n".join(lines) + "\n"
+
+
+DESCRIPTIONS = {
+    "per_question_metrics": "Recall/MRR/nDCG at every cut-off, per retriever and question",
+    "bootstrap_cis": "mean and 95 % CI of Recall/MRR/nDCG@5 for every retriever and hybrid",
+    "table5_differences": "paired bootstrap differences (Table 5)",
+    "recall_by_type_cis": "Recall@5 with CI per retriever, overall and per question type",
+    "table6_best_hybrid_by_type": "the selected best hybrid by question type (Table 6)",
+    "table7_top5_failures": "Top-K failures of the selected best hybrid by type (Table 7)",
+    "table8_failure_labels": "rule-based failure labels of the diagnostic hybrid (Table 8)",
+    "aggregate_detail": "aggregate-question detail and Top-K recoverability (§7.3)",
+    "topk_sensitivity": "share of questions with primary gold in the Top-K, per type (Figure 6)",
+    "table9_success_overlap": "Top-K success overlap of the best hybrid's two components (Table 9)",
+    "failure_labels": "per failed question: public ID, type, primary-gold count, label",
+}

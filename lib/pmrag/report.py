@@ -1,0 +1,82 @@
+"""``outputs/<run>/README.md``: one page listing what a study run produced, with its headline numbers.
+
+Written by ``pmrag study`` after the last notebook, from the CSV tables the notebooks saved, so every number
+on the page is one a notebook computed and a file holds.  A table that a run did not produce is skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from pmrag.paper import format_ci
+
+
+def _read(run_dir: Path, name: str) -> pd.DataFrame | None:
+    path = run_dir / "tables" / f"{name}.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def headline(run_dir) -> list[str]:
+    """Markdown bullet lines with the run's headline numbers (dataset, best retrievers, Table 5, failures)."""
+    run_dir = Path(run_dir)
+    lines = []
+    dataset = _read(run_dir, "table1_dataset")
+    if dataset is not None:
+        values = dict(zip(dataset["Item"].str.strip(), dataset["Value"]))
+        parts = [f"{values[k]} {k.lower()}" for k in ("Messages", "Sources", "Chunks", "Evaluation questions") if k in values]
+        lines.append("- Dataset: " + ", ".join(parts))
+    cis = _read(run_dir, "bootstrap_cis")
+    if cis is not None:
+        recall = cis[cis["metric"] == "recall@5"]
+        single = recall[~recall["retriever"].str.startswith("hybrid:")]
+        if len(single):
+            top = single.loc[single["mean"].idxmax()]
+            lines.append(f"- Best single retriever by Recall@5: `{top['retriever']}` {format_ci(top['mean'], top['ci_low'], top['ci_high'])}")
+    differences = _read(run_dir, "table5_differences")
+    if differences is not None and cis is not None:
+        best = differences["method_a"].iloc[0]
+        row = cis[(cis["retriever"] == best) & (cis["metric"] == "recall@5")]
+        if len(row):
+            row = row.iloc[0]
+            lines.append(f"- Selected best hybrid: `{best}`, Recall@5 {format_ci(row['mean'], row['ci_low'], row['ci_high'])} "
+                         "(selected on the same questions; the interval is conditional on that selection)")
+        for r in differences.itertuples(index=False):
+            lines.append(f"- {r.comparison}: ΔRecall@5 {r.delta:+.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {r.interpretation}")
+    by_type = _read(run_dir, "table6_best_hybrid_by_type")
+    if by_type is not None:
+        cells = [f"{t} {m} {c}" for t, m, c in zip(by_type["Question type"], by_type["Recall@5"], by_type["95% CI"])]
+        lines.append("- Best hybrid Recall@5 by question type: " + "; ".join(cells))
+    failures = _read(run_dir, "table7_top5_failures")
+    if failures is not None:
+        overall = failures[failures["Question type"] == "Overall"].iloc[0]
+        failed = [c for c in failures.columns if c.startswith("Top-")][0]
+        worst = failures[failures["Question type"] != "Overall"]
+        lines.append(f"- {failed} of the best hybrid: {overall[failed]} of {overall['Questions']} ({overall['Failure rate']}); by type: "
+                     + ", ".join(f"{t} {f}/{n}" for t, f, n in zip(worst["Question type"], worst[failed], worst["Questions"])))
+    return lines
+
+
+def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None) -> Path:
+    """Write ``run_dir/README.md``: headline numbers, then every notebook, table, figure and public file."""
+    run_dir = Path(run_dir)
+    sections = [f"# {title}", "", "Produced by `pmrag study`. Every number below comes from a table in `tables/`.", ""]
+    numbers = headline(run_dir)
+    if numbers:
+        sections += ["## Headline numbers", "", *numbers, ""]
+    listing = [
+        ("Executed notebooks", sorted((run_dir / "notebooks").glob("*.ipynb")) if notebooks is None else notebooks),
+        ("Tables (CSV)", sorted((run_dir / "tables").glob("*.csv"))),
+        ("Figures (PNG)", sorted((run_dir / "figures").glob("*.png"))),
+        ("Public export (aggregates only, §9.2)", sorted((run_dir / "public").glob("*"))),
+        ("TREC runs and qrels", sorted((run_dir / "runs").glob("*.trec")) + sorted(run_dir.glob("*.trec"))),
+    ]
+    for heading, paths in listing:
+        if paths:
+            sections += [f"## {heading}", ""]
+            sections += [f"- [`{p.relative_to(run_dir)}`]({p.relative_to(run_dir).as_posix()})" for p in paths]
+            sections.append("")
+    target = run_dir / "README.md"
+    target.write_text("\n".join(sections), encoding="utf-8")
+    return target
