@@ -64,7 +64,7 @@ def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
 def difference_figure(differences: pd.DataFrame):
     """Figure 4: paired-bootstrap differences with their 95 % intervals and the zero line."""
     rows = differences.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.6 * len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.6 * len(rows)))
     y = range(len(rows))
     ax.errorbar(rows["delta"], y, xerr=[rows["delta"] - rows["ci_low"], rows["ci_high"] - rows["delta"]],
                 fmt="o", color="#4C72B0", ecolor="black", capsize=4)
@@ -73,7 +73,8 @@ def difference_figure(differences: pd.DataFrame):
     ax.invert_yaxis()
     metric = rows["metric"].iloc[0].replace("recall", "Recall")
     ax.set(xlabel=f"Δ{metric} (paired bootstrap, 95% CI)",
-           title="Selection-conditioned differences (configuration-selection uncertainty not included)")
+           title="Selection-conditioned paired differences\n(configuration-selection uncertainty not included)")
+    ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
 

@@ -13,18 +13,21 @@ import pandas as pd
 from pmrag.paper import format_ci
 
 
-def _read(run_dir: Path, name: str) -> pd.DataFrame | None:
+def _read(run_dir: Path, name: str, text: bool = False) -> pd.DataFrame | None:
+    """A saved table; ``text`` keeps every cell as written (formatted tables: ``0.510`` stays ``0.510``)."""
     path = run_dir / "tables" / f"{name}.csv"
-    return pd.read_csv(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    return pd.read_csv(path, dtype=str, keep_default_na=False) if text else pd.read_csv(path)
 
 
 def headline(run_dir) -> list[str]:
     """Markdown bullet lines with the run's headline numbers (dataset, best retrievers, Table 5, failures)."""
     run_dir = Path(run_dir)
     lines = []
-    dataset = _read(run_dir, "table1_dataset")
+    dataset = _read(run_dir, "table1_dataset", text=True)
     if dataset is not None:
-        values = dict(zip(dataset["Item"].str.strip(), dataset["Value"]))
+        values = {item.strip(): (f"{int(v):,}" if v.isdigit() else v) for item, v in zip(dataset["Item"], dataset["Value"])}
         parts = [f"{values[k]} {k.lower()}" for k in ("Messages", "Sources", "Chunks", "Evaluation questions") if k in values]
         lines.append("- Dataset: " + ", ".join(parts))
     cis = _read(run_dir, "bootstrap_cis")
@@ -44,11 +47,11 @@ def headline(run_dir) -> list[str]:
                          "(selected on the same questions; the interval is conditional on that selection)")
         for r in differences.itertuples(index=False):
             lines.append(f"- {r.comparison}: ΔRecall@5 {r.delta:+.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {r.interpretation}")
-    by_type = _read(run_dir, "table6_best_hybrid_by_type")
+    by_type = _read(run_dir, "table6_best_hybrid_by_type", text=True)
     if by_type is not None:
         cells = [f"{t} {m} {c}" for t, m, c in zip(by_type["Question type"], by_type["Recall@5"], by_type["95% CI"])]
         lines.append("- Best hybrid Recall@5 by question type: " + "; ".join(cells))
-    failures = _read(run_dir, "table7_top5_failures")
+    failures = _read(run_dir, "table7_top5_failures", text=True)
     if failures is not None:
         overall = failures[failures["Question type"] == "Overall"].iloc[0]
         failed = [c for c in failures.columns if c.startswith("Top-")][0]
