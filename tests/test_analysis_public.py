@@ -176,3 +176,14 @@ def test_bad_analysis_params_name_the_key(tmp_path, analysis_yaml, message):
     path.write_text(f"run: x\ndataset: {{synthetic: {{enabled: true}}}}\nanalysis: {analysis_yaml}\n", encoding="utf-8")
     with pytest.raises(ParamsError, match=re.escape(message)):
         load_params(path)
+
+
+def test_private_index_finds_texts_and_whole_word_names_only():
+    index = public.PrivateIndex({"sender": {"A", "さき"}, "source name": {"dm_saki"},
+                                 "message text": {"市営のコート取れました"}, "question text": {"Where did we go?"}})
+    assert index.find("BM25 only") is None                      # the sender "A" is no word of it
+    assert index.find("A") == "sender" and index.find("x さき y") == "sender"
+    assert index.find("dm_saki") == "source name" and index.find("dm_saki2") is None
+    assert index.find("note: 市営のコート取れましたw") == "message text"
+    assert index.find("Where did we go? (q1)") == "question text"
+    assert index.find("hybrid:raw_text_bm25+summary_vector@0.50") is None

@@ -71,39 +71,73 @@ def private_strings(study) -> dict[str, set[str]]:
     }
 
 
-def find_private(value: str, private: Mapping[str, set[str]]) -> str | None:
-    """The kind of the first private string found in ``value``, else ``None``.
+class PrivateIndex:
+    """Finds any private string inside a (short) public cell without scanning every private string.
 
-    Names (sources, senders) match as whole words, so a sender called ``A`` is not found inside
-    ``BM25 only``; texts match anywhere.
+    Names (sources, senders) match as whole words through one regex per kind, so a sender called ``A`` is
+    not found inside ``BM25 only``.  Texts (messages, questions) are found by looking up every substring
+    of the cell in a set: a cell of length L costs at most L²/2 lookups, whatever the corpus size.
     """
-    for kind, strings in private.items():
-        whole_word = kind in ("source name", "sender")
-        for secret in strings:
-            if not secret:
+
+    NAME_KINDS = ("source name", "sender")
+
+    def __init__(self, private: Mapping[str, set[str]]):
+        self.names = []
+        self.texts: dict[str, str] = {}
+        for kind, strings in private.items():
+            strings = sorted((s for s in strings if s), key=len, reverse=True)
+            if not strings:
                 continue
-            if whole_word:
-                if re.search(rf"(?<![0-9A-Za-z_]){re.escape(secret)}(?![0-9A-Za-z_])", value):
-                    return kind
-            elif secret in value:
+            if kind in self.NAME_KINDS:
+                words = "|".join(re.escape(s) for s in strings)
+                self.names.append((kind, re.compile(rf"(?<![0-9A-Za-z_])(?:{words})(?![0-9A-Za-z_])")))
+            else:
+                self.texts.update((s, kind) for s in strings if s not in self.texts)
+        self.shortest = min(map(len, self.texts), default=0)
+        self.longest = max(map(len, self.texts), default=0)
+
+    def find(self, value: str) -> str | None:
+        """The kind of the first private string found in ``value``, else ``None``."""
+        for kind, pattern in self.names:
+            if pattern.search(value):
                 return kind
-    return None
+        if self.texts:
+            n = len(value)
+            for start in range(n):
+                for end in range(start + self.shortest, min(n, start + self.longest) + 1):
+                    kind = self.texts.get(value[start:end])
+                    if kind:
+                        return kind
+        return None
+
+
+def find_private(value: str, private: Mapping[str, set[str]]) -> str | None:
+    """The kind of the first private string found in ``value``, else ``None`` (see :class:`PrivateIndex`)."""
+    return PrivateIndex(private).find(value)
 
 
 def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]]) -> None:
     """Raise :class:`PublicExportError` for a string cell (or column name) that is outside ``vocabulary``
-    and not a formatted number, that holds a date or time, or that contains a private string."""
+    and not a formatted number, that holds a date or time, or that contains a private string.
+
+    Each distinct string is checked once; the error names the first table, column and row holding it.
+    """
+    index = PrivateIndex(private)
+    checked: set[tuple[str, bool]] = set()
     for name, frame in tables.items():
         for column in frame.columns:
             cells = [(None, str(column))] + [(row, v) for row, v in enumerate(frame[column].tolist()) if isinstance(v, str)]
             for row, value in cells:
+                if (value, row is None) in checked:
+                    continue
+                checked.add((value, row is None))
                 # the offending value is never echoed: it may be the private text itself
                 where = f"public table {name!r}, column {column!r}" + ("" if row is None else f", row {row}")
                 if row is not None and value not in vocabulary and not _is_number_text(value):
                     raise PublicExportError(f"{where}: a value outside the export's vocabulary; nothing written")
                 if _TIMESTAMP.search(value):
                     raise PublicExportError(f"{where}: a value that looks like a date or time; nothing written")
-                kind = find_private(value, private)
+                kind = index.find(value)
                 if kind:
                     raise PublicExportError(f"{where}: a value containing a {kind} of the study; nothing written")
 
