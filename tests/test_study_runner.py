@@ -40,7 +40,8 @@ def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = tmp_path / "out" / "t"
     committed = [p.name for p in numbered_notebooks(REPO / "notebooks")]
-    assert committed[:4] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb"]
+    assert committed[:6] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb",
+                             "05_bootstrap.ipynb", "06_failure_analysis.ipynb"]
     assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
     executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
@@ -54,6 +55,14 @@ def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path)
     assert f"[1/{n}] 01_chunking.ipynb" in result.stderr and f"[{n}/{n}] {committed[-1]}" in result.stderr
     assert (run_dir / "tables" / "hybrid_sweep.csv").is_file() and (run_dir / "tables" / "table4_hybrids.csv").is_file()
     assert (run_dir / "runs" / "embedding_text_vector.trec").is_file() and (run_dir / "qrels.trec").is_file()
+    for table in ["bootstrap_cis", "table5_differences", "table6_best_hybrid_by_type", "table7_top5_failures",
+                  "table8_failure_labels", "table9_success_overlap", "aggregate_detail", "topk_sensitivity"]:
+        assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0
+    for figure in ["figure4_differences", "figure5_best_hybrid_by_type", "figure6_topk_sensitivity"]:
+        assert (run_dir / "figures" / f"{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (run_dir / "public" / "per_question_metrics.csv").is_file()
+    readme = (run_dir / "README.md").read_text(encoding="utf-8")
+    assert "Selected best hybrid" in readme and "(figures/figure6_topk_sensitivity.png)" in readme
 
 
 def test_failing_notebook_is_named_with_its_cell_and_exit_status(tmp_path):
