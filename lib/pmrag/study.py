@@ -495,33 +495,38 @@ class Study:
         return f"hybrid:{bm25}+{vector}@{beta:.2f}"
 
     def hybrid_metrics(self, bm25: str, vector: str, beta: float, *, write_run: bool = False) -> pd.DataFrame:
-        """Per-question metrics (every k of ``retrieval.ks``) of one fused configuration, named by
+        """Per-question metrics (every k of :meth:`metric_ks`) of one fused configuration, named by
         :meth:`hybrid_name`; with ``write_run`` its TREC run goes under ``runs/``."""
+        return self._fused_metrics([(bm25, vector, beta)], write_run=write_run)
+
+    def _fused_metrics(self, configurations, *, write_run: bool) -> pd.DataFrame:
+        """:meth:`hybrid_metrics` of several ``(bm25, vector, beta)``, reading rankings and qrels once."""
         from pmrag import trec
         from pmrag.fusion import minmax_fuse
         from pmrag.metrics import per_question_metrics
 
-        runs = self._rankings_by_retriever()
-        missing = [r for r in (bm25, vector) if r not in runs]
-        if missing:
-            raise ValueError(f"hybrid {bm25} + {vector}: no ranking for {', '.join(missing)}; known: {', '.join(runs)}")
-        name = self.hybrid_name(bm25, vector, beta)
-        fused = minmax_fuse(runs[bm25], runs[vector], beta)
-        if write_run:
-            path = self.path("runs", f"hybrid__{bm25}+{vector}__beta{beta:.2f}.trec")
-            trec.write_run(path, fused, tag=name.replace(":", "_"), depth=len(fused), scores="rank")
+        runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
         types = self.evaluable_questions().set_index("question_id")["type"]
-        metrics = per_question_metrics(fused, self._evaluable_qrels(), ks=self.metric_ks())
-        metrics = metrics.reset_index()
-        metrics.insert(0, "retriever", name)
-        metrics.insert(2, "question_type", metrics["question_id"].map(types))
-        return metrics
+        frames = []
+        for bm25, vector, beta in configurations:
+            missing = [r for r in (bm25, vector) if r not in runs]
+            if missing:
+                raise ValueError(f"hybrid {bm25} + {vector}: no ranking for {', '.join(missing)}; known: {', '.join(runs)}")
+            name = self.hybrid_name(bm25, vector, beta)
+            fused = minmax_fuse(runs[bm25], runs[vector], beta)
+            if write_run:
+                path = self.path("runs", f"hybrid__{bm25}+{vector}__beta{beta:.2f}.trec")
+                trec.write_run(path, fused, tag=name.replace(":", "_"), depth=len(fused), scores="rank")
+            metrics = per_question_metrics(fused, qrels, ks=self.metric_ks()).reset_index()
+            metrics.insert(0, "retriever", name)
+            metrics.insert(2, "question_type", metrics["question_id"].map(types))
+            frames.append(metrics)
+        return pd.concat(frames, ignore_index=True)
 
     def hybrid_runs(self, best: pd.DataFrame | None = None) -> pd.DataFrame:
         """Fuse each selected configuration, write its TREC run, and return its per-question metrics rows."""
         best = self.best_hybrids() if best is None else best
-        return pd.concat([self.hybrid_metrics(row.bm25, row.vector, row.beta, write_run=True)
-                          for row in best.itertuples(index=False)], ignore_index=True)
+        return self._fused_metrics([(r.bm25, r.vector, r.beta) for r in best.itertuples(index=False)], write_run=True)
 
     def selected_hybrid(self, best: pd.DataFrame | None = None) -> pd.Series:
         """The best hybrid over all pairings: the selected β of each pairing (:meth:`best_hybrids`) ranked by
