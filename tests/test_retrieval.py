@@ -8,7 +8,6 @@ import pytest
 
 from pmrag import tables, trec
 from pmrag.bm25 import BM25Index
-from pmrag.metrics import per_question_metrics
 from pmrag.retrieval import bm25_rankings, dense_rankings
 from pmrag.tokenizer import tokenize_many
 from conftest import make_tiny_study

@@ -1,12 +1,10 @@
 """`pmrag study` executes the numbered notebooks with papermill and reports failures by notebook and cell."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from pmrag.runner import numbered_notebooks
 

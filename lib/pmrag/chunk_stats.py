@@ -72,7 +72,7 @@ def session_window_stats(messages: pd.DataFrame, chunks: pd.DataFrame, chunk_mes
         ("Messages trimmed off window ends", int(chunks["n_trimmed"].sum())),
         ("Messages in no chunk", len(messages) - covered),
         (f"Chunks over {max_chars:,} characters", len(over)),
-        (f"  of which single-message chunks", int((over["n_messages"] == 1).sum())),
+        ("  of which single-message chunks", int((over["n_messages"] == 1).sum())),
     ]
     return pd.DataFrame(rows, columns=["Item", "Value"], dtype=object)
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pmrag.frames import require_columns
 from pmrag.metrics import PRIMARY
 
 LABELS = ("aggregate_failure", "multiple_primary_gold_nonaggregate", "other_rule_based_failure")
@@ -30,7 +31,7 @@ OVERLAP_PATTERNS = ("BM25 only", "Vector only", "Both", "Neither")
 
 def successes(per_question: pd.DataFrame, k: int) -> pd.Series:
     """``question_id → bool``: at least one primary-gold chunk in the Top-``k`` (``recall@k > 0``)."""
-    _require(per_question, ["question_id", f"recall@{k}"])
+    require_columns(per_question, ["question_id", f"recall@{k}"], "per-question rows")
     return pd.Series(per_question[f"recall@{k}"].to_numpy() > 0, index=per_question["question_id"].to_numpy(),
                      name=f"success@{k}")
 
@@ -46,7 +47,7 @@ def failure_table(per_question: pd.DataFrame, k: int = 5, types: Sequence[str] |
 
     ``types`` fixes the row order (default: order of first appearance).
     """
-    _require(per_question, ["question_type"])
+    require_columns(per_question, ["question_type"], "per-question rows")
     failed = ~successes(per_question, k).to_numpy()
     frame = pd.DataFrame({"type": per_question["question_type"].to_numpy(), "failed": failed})
     order = list(types) if types is not None else list(dict.fromkeys(frame["type"]))
@@ -64,7 +65,7 @@ def rule_labels(per_question: pd.DataFrame, qrels: pd.DataFrame, k: int = 5, agg
     Rules in the paper's order: type == ``aggregate_type`` → ``aggregate_failure``; else ``n_primary ≥
     min_primary`` → ``multiple_primary_gold_nonaggregate``; else ``other_rule_based_failure``.
     """
-    _require(per_question, ["question_id", "question_type"])
+    require_columns(per_question, ["question_id", "question_type"], "per-question rows")
     failed = per_question.loc[~successes(per_question, k).to_numpy(), ["question_id", "question_type"]]
     failed = failed.sort_values("question_id", kind="stable").reset_index(drop=True)
     n_primary = failed["question_id"].map(primary_gold_counts(qrels)).fillna(0).astype(int)
@@ -160,9 +161,3 @@ def success_overlap(bm25: pd.DataFrame, vector: pd.DataFrame, k: int = 5) -> pd.
     b = b.reindex(a.index)
     counts = [int((a & ~b).sum()), int((~a & b).sum()), int((a & b).sum()), int((~a & ~b).sum())]
     return pd.DataFrame({"Success pattern": OVERLAP_PATTERNS, "Questions": counts})
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"per-question rows lack column(s) {', '.join(missing)}; have {', '.join(map(str, frame.columns))}")

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pmrag.frames import require_columns
 from pmrag.metrics import macro, ndcg, per_question_metrics, recall, reciprocal_rank, relevance_matrix, run_frame
 
 BETAS = np.round(np.arange(0.0, 1.0001, 0.05), 2)
@@ -177,11 +178,7 @@ def _validated_beta(beta) -> float:
 
 
 def _require(ranking: pd.DataFrame, what: str) -> pd.DataFrame:
-    if not isinstance(ranking, pd.DataFrame):
-        raise TypeError(f"{what} ranking must be a DataFrame, got {type(ranking).__name__}")
-    missing = [c for c in RANKING_COLUMNS if c not in ranking.columns]
-    if missing:
-        raise ValueError(f"{what} ranking lacks column(s) {', '.join(missing)}")
+    require_columns(ranking, RANKING_COLUMNS, f"{what} ranking")
     if ranking["score"].isna().any():
         raise ValueError(f"{what} ranking has missing scores")
     return ranking

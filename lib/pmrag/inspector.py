@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from pmrag.frames import require_columns
 from pmrag.fusion import minmax_fuse
 from pmrag.tokenizer import tokenize
 
@@ -79,16 +80,6 @@ def preview(text, n_chars: int = PREVIEW_CHARS) -> str:
         return ""
     text = str(text)
     return text if len(text) <= n_chars else text[:n_chars] + "…"
-
-
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> pd.DataFrame:
-    """``frame`` itself; a ``TypeError`` if it is no DataFrame, a ``ValueError`` naming missing columns."""
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"{what} must be a DataFrame, got {type(frame).__name__}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}")
-    return frame
 
 
 def compute_per_question(rankings: Mapping[str, pd.DataFrame], qrels: pd.DataFrame,

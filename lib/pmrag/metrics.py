@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pmrag.frames import require_columns
+
 METRICS = ("recall", "mrr", "ndcg")
 GRADES = (0, 1, 2)
 PRIMARY = 2
@@ -156,7 +158,7 @@ def run_frame(run: RunLike) -> pd.DataFrame:
     """``run`` as a validated DataFrame ``question_id, chunk_id, rank`` (ranks unique positive integers,
     no chunk twice in one question's list)."""
     if isinstance(run, pd.DataFrame):
-        _require_columns(run, RUN_COLUMNS, "run")
+        require_columns(run, RUN_COLUMNS, "run")
         frame = run.loc[:, list(RUN_COLUMNS)].reset_index(drop=True)
     elif isinstance(run, Mapping):
         lists = [list(chunks) for chunks in run.values()]
@@ -181,7 +183,7 @@ def run_frame(run: RunLike) -> pd.DataFrame:
 def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(qrels, pd.DataFrame):
         raise TypeError(f"qrels must be a DataFrame, got {type(qrels).__name__}")
-    _require_columns(qrels, QRELS_COLUMNS, "qrels")
+    require_columns(qrels, QRELS_COLUMNS, "qrels")
     judged = qrels.loc[:, list(QRELS_COLUMNS)].reset_index(drop=True)
     if judged[["question_id", "chunk_id"]].isna().any().any():
         raise ValueError("qrels has missing question or chunk ids")
@@ -207,12 +209,6 @@ def _validated_metrics(metrics: Iterable[str]) -> list[str]:
     if not metrics or unknown or len(set(metrics)) != len(metrics):
         raise ValueError(f"metrics must be distinct names from {METRICS}, got {metrics!r}")
     return metrics
-
-
-def _require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; it needs {', '.join(columns)}")
 
 
 def _no_duplicates(frame: pd.DataFrame, keys: list[str], what: str, entity: str) -> None:

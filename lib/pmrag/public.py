@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 import pandas as pd
 

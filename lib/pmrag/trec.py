@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.errors import InputError
+from pmrag.frames import require_columns
 
 RUN_COLUMNS = ("question_id", "chunk_id", "rank", "score", "tag")
 QRELS_COLUMNS = ("question_id", "chunk_id", "relevance")
@@ -159,11 +160,7 @@ def read_qrels(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def _columns(frame: pd.DataFrame, needed: list[str], what: str) -> pd.DataFrame:
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"{what} must be a DataFrame, got {type(frame).__name__}")
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; it needs {', '.join(needed)}")
+    require_columns(frame, needed, what)
     if frame[needed].isna().any().any():
         raise ValueError(f"{what} has missing values in {', '.join(needed)}")
     return frame.loc[:, needed].reset_index(drop=True)
