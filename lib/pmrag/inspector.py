@@ -494,10 +494,7 @@ class FailureInspector:
         ``Study.hybrid_name``); per-question metrics are computed from those rankings."""
         questions = study.evaluable_questions()
         chunks = study.chunks()
-        speakers = study.chunk_speakers()
-        if isinstance(speakers, pd.DataFrame):
-            speakers = speakers.set_index("chunk_id")["speakers"]
-        chunks = chunks.assign(speakers=chunks["chunk_id"].map(speakers).fillna(""))
+        chunks = chunks.assign(speakers=chunks["chunk_id"].map(study.chunk_speakers()).fillna(""))
         qrels = study.qrels()
         qrels = qrels[qrels["question_id"].isin(questions["question_id"])]
         rankings = {name: frame.drop(columns="retriever").reset_index(drop=True)

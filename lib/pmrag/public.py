@@ -110,11 +110,6 @@ class PrivateIndex:
         return None
 
 
-def find_private(value: str, private: Mapping[str, set[str]]) -> str | None:
-    """The kind of the first private string found in ``value``, else ``None`` (see :class:`PrivateIndex`)."""
-    return PrivateIndex(private).find(value)
-
-
 def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]]) -> None:
     """Raise :class:`PublicExportError` for a string cell (or column name) that is outside ``vocabulary``
     and not a formatted number, that holds a date or time, or that contains a private string.
