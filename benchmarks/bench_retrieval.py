@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 from pathlib import Path
 
-from pmrag.bm25 import BM25Index, Ranker
-from pmrag.tokenizer import default_spec, tokenize_many
+from pmrag.retrieve.bm25 import BM25Index, Ranker
+from pmrag.retrieve.tokenizer import default_spec, tokenize_many
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -239,7 +239,7 @@ def demo_paper_scale(n_messages: int):
 
 def dense_queries(n_docs: int, n_queries: int, top: int, seed: int) -> float:
     """Seconds for 3 dense retrievers × n_queries: cosine over every chunk, then the tie-broken top-k."""
-    from pmrag.retrieval import dense_rankings
+    from pmrag.retrieve.retrieval import dense_rankings
 
     rng = np.random.default_rng(seed)
     ids = np.array([f"{i:016x}" for i in range(n_docs)])

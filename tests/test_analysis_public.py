@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 from conftest import make_tiny_study
-from pmrag import analysis, public, report
-from pmrag.errors import ParamsError
-from pmrag.params import load_params
+from pmrag.evaluate import analysis
+from pmrag.present import public, report
+from pmrag.core.errors import ParamsError
+from pmrag.study.params import load_params
 
 TINY = (
     "embedding: {representations: [raw_text]}\nbootstrap: {n_resamples: 200}\n"
@@ -141,7 +142,7 @@ def test_demo_public_export_leaks_no_corpus_text_names_or_sources():
 
 
 def test_inspector_from_study_shows_the_gold_of_the_chosen_question(study, results):
-    from pmrag.inspector import FailureInspector
+    from pmrag.present.inspector import FailureInspector
 
     _, _, found = results
     inspector = FailureInspector.from_study(study, labels=found["labels"], focus=analysis.selection(study).best)

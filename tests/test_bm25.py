@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from bm25s.tokenization import Tokenized
 
-from pmrag.bm25 import BM25Index, BM25Params, idf, rank
-from pmrag.tokenizer import tokenize, tokenize_many
+from pmrag.retrieve.bm25 import BM25Index, BM25Params, idf, rank
+from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
     "2024-05-03 14:05 ゆい: 来週の京都旅行、新幹線のチケット取った？",

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pmrag.bootstrap import (
+from pmrag.evaluate.bootstrap import (
     BootstrapParams, ci, ci_table, difference_table, paired_difference, resample_counts, resample_indices,
     resample_means,
 )

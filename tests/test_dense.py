@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pmrag.dense import cosine_scores, l2_normalise
+from pmrag.retrieve.dense import cosine_scores, l2_normalise
 
 
 def test_scores_equal_cosine_similarity_computed_directly():

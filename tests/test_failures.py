@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pmrag import failures
-from pmrag.metrics import per_question_metrics
+from pmrag.evaluate import failures
+from pmrag.evaluate.metrics import per_question_metrics
 
 
 def rows(types, r5, r10=None, r20=None):

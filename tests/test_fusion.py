@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from ranx import Run, fuse
 
-from pmrag.fusion import (
+from pmrag.retrieve.fusion import (
     BETAS, candidate_ceiling, minmax_fuse, oracle_union_ceiling, rrf_fuse, select_best, sweep, sweep_macro,
 )
-from pmrag.metrics import per_question_metrics
+from pmrag.evaluate.metrics import per_question_metrics
 
 
 def ranking(lists: dict[str, dict[str, float]]) -> pd.DataFrame:

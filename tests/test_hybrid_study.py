@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pmrag import trec
+from pmrag.evaluate import trec
 from conftest import make_tiny_study
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.errors import InputError
-from pmrag.ids import message_id
+from pmrag.core.errors import InputError
+from pmrag.core.ids import message_id
 from pmrag.ingest import IngestOptions, detect_format, read_source
 from pmrag.ingest.line_json import read
-from pmrag.records import SYSTEM_SENDER
+from pmrag.core.records import SYSTEM_SENDER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "line_json"
 

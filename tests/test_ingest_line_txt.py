@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import IngestOptions, read_source
 from pmrag.ingest.line_txt import read
-from pmrag.records import SYSTEM_SENDER
+from pmrag.core.records import SYSTEM_SENDER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "line_txt"
 

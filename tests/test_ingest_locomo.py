@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import detect_format, read_source
 from pmrag.ingest.locomo import parse_session_datetime, read
 

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from pmrag import store
+from pmrag.core import store
+from pmrag.ingest import store as ingest_store
 from pmrag.ingest import read_source
 from pmrag.ingest.pipeline import read_all
 
@@ -22,7 +23,7 @@ def dump(db):
 def test_parallel_and_sequential_ingest_store_the_same_rows(tmp_path):
     for name, workers in (("par.sqlite", 2), ("one.sqlite", 1), ("seq.sqlite", 0)):
         engine = store.open_store(tmp_path / name)
-        reports = [store.store_batch(engine, batch, batch.path, rows) for batch, rows in read_all(JOBS, workers=workers)]
+        reports = [ingest_store.store_batch(engine, batch, batch.path, rows) for batch, rows in read_all(JOBS, workers=workers)]
         assert [Path(r.path).name for r in reports] == [p.name for p, _ in JOBS]  # input order kept
     assert dump(tmp_path / "par.sqlite") == dump(tmp_path / "seq.sqlite") == dump(tmp_path / "one.sqlite")
     expected = sum(len(read_source(path, fmt).messages) for path, fmt in JOBS)
@@ -42,7 +43,7 @@ def _square_after(delay, x):
 
 
 def test_ordered_map_keeps_input_order_whatever_finishes_first():
-    from pmrag._parallel import ordered_map
+    from pmrag.core.parallel import ordered_map
 
     calls = [(0.2, 1), (0.0, 2), (0.1, 3), (0.0, 4), (0.0, 5)]
     assert list(ordered_map(_square_after, calls, 2)) == [1, 4, 9, 16, 25]
@@ -50,7 +51,7 @@ def test_ordered_map_keeps_input_order_whatever_finishes_first():
 
 
 def test_ordered_map_raises_the_workers_error():
-    from pmrag._parallel import ordered_map
+    from pmrag.core.parallel import ordered_map
 
     import pytest
 

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from pmrag.inspector import FailureInspector, InspectorData, highlight
+from pmrag.present.inspector import FailureInspector, InspectorData, highlight
 
 BM25, VEC = "raw_text_bm25", "raw_text_vector"
 HYBRID = "hybrid:raw_text_bm25+raw_text_vector@0.45"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from pmrag.metrics import macro, per_question_metrics, relevance_matrix
+from pmrag.evaluate.metrics import macro, per_question_metrics, relevance_matrix
 
 COLUMNS = ["recall@5", "mrr@5", "ndcg@5"]
 

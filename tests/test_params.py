@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.errors import ParamsError
-from pmrag.params import load_params
+from pmrag.core.errors import ParamsError
+from pmrag.study.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
 

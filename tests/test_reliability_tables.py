@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pmrag import tables
-from pmrag.bootstrap import BootstrapParams, ci, paired_difference
+from pmrag.present import tables
+from pmrag.evaluate.bootstrap import BootstrapParams, ci, paired_difference
 
 
 def long_table(seed=3, n=60):

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from pmrag.representations import (
+from pmrag.represent.representations import (
     EmbeddingTextTemplate, build_representations, length_table, read_prompt, summary_input,
 )
 

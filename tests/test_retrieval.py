@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pmrag import tables, trec
-from pmrag.bm25 import BM25Index
-from pmrag.retrieval import bm25_rankings, dense_rankings
-from pmrag.tokenizer import tokenize_many
+from pmrag.present import tables
+from pmrag.evaluate import trec
+from pmrag.retrieve.bm25 import BM25Index
+from pmrag.retrieve.retrieval import bm25_rankings, dense_rankings
+from pmrag.retrieve.tokenizer import tokenize_many
 from conftest import make_tiny_study
 
 TEXTS = ["カフェでケーキ", "カフェ ミモザ で打ち合わせ", "会議は延期", "ケーキ屋 ミモザ", "延期 延期 会議"]

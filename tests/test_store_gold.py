@@ -5,10 +5,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pmrag import store
-from pmrag.chunking import chunk_source
-from pmrag.errors import InputError
-from pmrag.records import Evidence, MessageRecord, QuestionRecord, SourceBatch
+from pmrag.core import store
+from pmrag.ingest import store as ingest_store
+from pmrag.chunking import store as chunk_store
+from pmrag.chunking.windows import chunk_source
+from pmrag.core.errors import InputError
+from pmrag.core.records import Evidence, MessageRecord, QuestionRecord, SourceBatch
 
 T0 = datetime(2024, 4, 10, 9, 0)
 
@@ -26,12 +28,12 @@ def batch_of(n, source="family"):
 def chunked_store(tmp_path, n=79, questions=()):
     engine = store.open_store(tmp_path / "s.sqlite")
     messages = batch_of(n)
-    store.store_batch(engine, messages, "sha-messages")
+    ingest_store.store_batch(engine, messages, "sha-messages")
     qbatch = SourceBatch(path="questions.json", format="questions-json", questions=list(questions), questions_read=len(questions))
-    store.store_batch(engine, qbatch, "sha-questions")
-    chunks = [c for src, msgs in store.load_chunk_messages(engine).items() for c in chunk_source(src, msgs)]
-    store.replace_chunks(engine, chunks)
-    store.derive_qrels(engine)
+    ingest_store.store_batch(engine, qbatch, "sha-questions")
+    chunks = [c for src, msgs in chunk_store.load_chunk_messages(engine).items() for c in chunk_source(src, msgs)]
+    chunk_store.replace_chunks(engine, chunks)
+    chunk_store.derive_qrels(engine)
     return engine, messages.messages, chunks
 
 
@@ -61,22 +63,22 @@ def test_supporting_only_chunk_gets_1_and_primary_wins_in_a_shared_chunk(tmp_pat
 def test_evidence_by_message_id_resolves_and_unknown_ids_are_errors(tmp_path):
     engine = store.open_store(tmp_path / "s.sqlite")
     messages = batch_of(3)
-    store.store_batch(engine, messages, "sha")
+    ingest_store.store_batch(engine, messages, "sha")
     known = messages.messages[1].message_id
     ok = SourceBatch(path="q.json", format="questions-json", questions_read=1,
                      questions=[QuestionRecord("q", "?", "named_entity", (Evidence(relevance=2, message_id=known),))])
-    store.store_batch(engine, ok, "sha-q")
+    ingest_store.store_batch(engine, ok, "sha-q")
     assert store.read_table(engine, "question_evidence")[["message_id", "relevance"]].values.tolist() == [[known, 2]]
     bad = SourceBatch(path="q.json", format="questions-json", questions_read=1,
                       questions=[QuestionRecord("q9", "?", "named_entity", (Evidence(relevance=2, source="family", source_order=7),))])
     with pytest.raises(InputError, match=r"q\.json, question 'q9', evidence\[0\]: source 'family' source_order 7 matches no message"):
-        store.store_batch(engine, bad, "sha-q2")
+        ingest_store.store_batch(engine, bad, "sha-q2")
 
 
 def test_storing_the_same_batch_twice_adds_nothing_and_reports_it(tmp_path):
     engine = store.open_store(tmp_path / "s.sqlite")
-    first = store.store_batch(engine, batch_of(10), "sha")
-    second = store.store_batch(engine, batch_of(10), "sha")
+    first = ingest_store.store_batch(engine, batch_of(10), "sha")
+    second = ingest_store.store_batch(engine, batch_of(10), "sha")
     assert (first.stored, first.already_present) == (10, 0)
     assert (second.stored, second.already_present) == (0, 10)
     with sqlite3.connect(tmp_path / "s.sqlite") as conn:
@@ -94,15 +96,15 @@ def test_chunk_messages_is_the_papers_line_chunk_messages(tmp_path):
 def _two_file_store(path):
     """Two sources, one of them split over two files whose source_order values collide."""
     engine = store.open_store(path)
-    store.store_batch(engine, batch_of(79), "sha-a")
-    store.store_batch(engine, batch_of(50, source="club"), "sha-b")
+    ingest_store.store_batch(engine, batch_of(79), "sha-a")
+    ingest_store.store_batch(engine, batch_of(50, source="club"), "sha-b")
     late = SourceBatch(path="family-2.json", format="line-json")
     late.messages = [  # same times and source_order as the first file's messages 0..9, other texts
         MessageRecord(source="family", source_order=i, occurred_at=T0 + timedelta(minutes=i), sender="B", type="text", text=f"n{i}")
         for i in range(10)
     ]
     late.records_read = 10
-    store.store_batch(engine, late, "sha-c")
+    ingest_store.store_batch(engine, late, "sha-c")
     return engine
 
 
@@ -115,26 +117,26 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
     results = {}
     for workers in (0, 2):
         engine = _two_file_store(tmp_path / f"w{workers}.sqlite")
-        n = store.rebuild_chunks(engine, workers=workers)
+        n = chunk_store.rebuild_chunks(engine, workers=workers)
         results[workers] = _chunk_table(engine)
         assert n == len(results[workers][0])
     assert results[0] == results[2]
     # and it is what chunking the loaded messages gives (tied source_order broken by message ID)
     engine = _two_file_store(tmp_path / "ref.sqlite")
-    loaded = store.load_chunk_messages(engine)
+    loaded = chunk_store.load_chunk_messages(engine)
     family = loaded["family"]
     assert [m.source_order for m in family[:4]] == [0, 0, 1, 1]
     assert family[0].message_id < family[1].message_id
-    store.replace_chunks(engine, [c for src, msgs in loaded.items() for c in chunk_source(src, msgs)])
+    chunk_store.replace_chunks(engine, [c for src, msgs in loaded.items() for c in chunk_source(src, msgs)])
     assert _chunk_table(engine) == results[0]
 
 
 def test_rebuild_chunks_replaces_the_old_chunks_and_keeps_the_message_index(tmp_path):
-    from pmrag.chunking import ChunkingParams
+    from pmrag.chunking.windows import ChunkingParams
 
     engine = _two_file_store(tmp_path / "s.sqlite")
-    first = store.rebuild_chunks(engine)
-    second = store.rebuild_chunks(engine, ChunkingParams(window_size=10, stride=10))
+    first = chunk_store.rebuild_chunks(engine)
+    second = chunk_store.rebuild_chunks(engine, ChunkingParams(window_size=10, stride=10))
     assert second > first and len(store.read_table(engine, "chunks")) == second
     with sqlite3.connect(tmp_path / "s.sqlite") as con:
         plan = " ".join(str(r) for r in con.execute("EXPLAIN QUERY PLAN SELECT chunk_id FROM chunk_messages WHERE message_id = 'x'"))

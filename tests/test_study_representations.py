@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pmrag import privacy, store
-from pmrag.embed import shorten_for_embedding
+from pmrag.represent import privacy
+from pmrag.core import store
+from pmrag.represent.embed import shorten_for_embedding
 from pmrag.study import Study
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -71,13 +72,13 @@ def test_vectors_are_stored_per_representation_with_the_text_sent(tmp_path):
 
 
 def test_a_second_study_on_the_same_cache_embeds_nothing(tmp_path, monkeypatch):
-    import pmrag.embed
+    import pmrag.represent.embed
 
     make_study(tmp_path).build_vectors()
     shutil.rmtree(tmp_path / "out")  # a fresh run directory; only the shared cache is left
     calls = []
-    original = pmrag.embed.E5LocalEmbedder.embed
-    monkeypatch.setattr(pmrag.embed.E5LocalEmbedder, "embed",
+    original = pmrag.represent.embed.E5LocalEmbedder.embed
+    monkeypatch.setattr(pmrag.represent.embed.E5LocalEmbedder, "embed",
                         lambda self, texts, kind: calls.append(len(texts)) or original(self, texts, kind))
     study = make_study(tmp_path)
     study.build_vectors()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from pmrag.runner import numbered_notebooks
+from pmrag.study.runner import numbered_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import openai
 import pytest
 
-from pmrag import privacy
+from pmrag.represent import privacy
 from sqlalchemy import select
 
-from pmrag.store import open_store, read_table, summaries, summary_runs
-from pmrag.summarize import (
+from pmrag.core.store import open_store, read_table, summaries, summary_runs
+from pmrag.represent.summarize import (
     EXTRACTIVE_MODEL, ExtractiveSummarizer, OpenAISummarizer, SummarizationStopped, SummarizerParams, load_prompts,
     make_summarizer, summarize_chunks, summary_provenance,
 )
@@ -222,8 +222,8 @@ def test_resume_after_a_failure_completes_only_the_missing_chunks(server, engine
 
 KILLED_SCRIPT = """
 import json, sys
-from pmrag.store import open_store
-from pmrag.summarize import SummarizerParams, make_summarizer, summarize_chunks
+from pmrag.core.store import open_store
+from pmrag.represent.summarize import SummarizerParams, make_summarizer, summarize_chunks
 db, url, chunks_path = sys.argv[1:4]
 chunks = [tuple(c) for c in json.loads(open(chunks_path, encoding="utf-8").read())]
 params = SummarizerParams(base_url=url, interval_s=0.0)

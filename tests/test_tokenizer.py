@@ -2,7 +2,7 @@
 
 import pytest
 
-from pmrag.tokenizer import (
+from pmrag.retrieve.tokenizer import (
     DEFAULT_SPEC_PATH,
     TokenizerSpec,
     default_spec,

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from pmrag.errors import InputError
-from pmrag.metrics import per_question_metrics
-from pmrag.trec import read_qrels, read_run, write_qrels, write_run
+from pmrag.core.errors import InputError
+from pmrag.evaluate.metrics import per_question_metrics
+from pmrag.evaluate.trec import read_qrels, read_run, write_qrels, write_run
 
 
 def rankings_frame(seed=0, n_questions=6, n_docs=40, depth=30):

@@ -10,11 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from pmrag.errors import PmragError
+from pmrag.core.errors import PmragError
 
 
 def _study(args) -> int:
-    from pmrag.runner import run_study
+    from pmrag.study.runner import run_study
 
     executed = run_study(args.params, progress=not args.quiet)
     print(f"study done: {len(executed)} notebook(s) executed into {executed[0].parent}" if executed else "no notebooks")
@@ -22,13 +22,14 @@ def _study(args) -> int:
 
 
 def _ingest(args) -> int:
-    from pmrag import store
+    from pmrag.core import store
+    from pmrag.ingest import store as ingest_store
     from pmrag.ingest import read_source
 
     engine = store.open_store(args.db)
     for path in args.paths:
         batch = read_source(Path(path), args.format, permissive=args.permissive)
-        report = store.store_batch(engine, batch, store.file_sha256(path))
+        report = ingest_store.store_batch(engine, batch, store.file_sha256(path))
         print(report.line())
         for rejected in batch.rejected:
             print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pmrag.errors import InputError
-from pmrag.records import SourceBatch
+from pmrag.core.errors import InputError
+from pmrag.core.records import SourceBatch
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from functools import lru_cache
 from datetime import date, datetime, time
 from pathlib import Path
 
-from pmrag.errors import InputError
-from pmrag.records import Rejected, SourceBatch
+from pmrag.core.errors import InputError
+from pmrag.core.records import Rejected, SourceBatch
 
 
 def load_json(path: Path):

@@ -18,10 +18,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import IngestOptions
 from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date
-from pmrag.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
+from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
 
 
 def _missing(value) -> bool:

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import IngestOptions
-from pmrag.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, Rejected, SourceBatch
+from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, Rejected, SourceBatch
 
 FORMAT = "line-txt"
 

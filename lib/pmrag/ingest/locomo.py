@@ -18,10 +18,10 @@ import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import IngestOptions
 from pmrag.ingest._common import Problems, load_json
-from pmrag.records import DEFAULT_TYPE, Evidence, MessageRecord, QuestionRecord, Rejected, SourceBatch
+from pmrag.core.records import DEFAULT_TYPE, Evidence, MessageRecord, QuestionRecord, Rejected, SourceBatch
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")

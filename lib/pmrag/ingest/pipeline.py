@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pmrag._parallel import ordered_map
+from pmrag.core.parallel import ordered_map
 from pmrag.ingest import IngestOptions, read_source
-from pmrag.records import SourceBatch
+from pmrag.core.records import SourceBatch
 
 
 def read_rows(path, fmt: str, permissive: bool, options: IngestOptions) -> tuple[SourceBatch, list[tuple]]:
     """Read one file and turn its messages into store rows; the returned batch keeps no message records."""
-    from pmrag.store import message_rows
+    from pmrag.ingest.store import message_rows
 
     batch = read_source(path, fmt, permissive=permissive, options=options)
     rows = message_rows(batch)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pmrag.errors import InputError
+from pmrag.core.errors import InputError
 from pmrag.ingest import IngestOptions
 from pmrag.ingest._common import Problems, load_json
-from pmrag.records import Evidence, QuestionRecord, SourceBatch
+from pmrag.core.records import Evidence, QuestionRecord, SourceBatch
 
 
 def _evidence(item, where: str) -> Evidence:

@@ -63,7 +63,7 @@ class BootstrapParams:
     @classmethod
     def from_dict(cls, values: dict) -> "BootstrapParams":
         """From a params-file mapping; an unknown key is a ``ValueError``."""
-        from pmrag.params import dataclass_from_mapping
+        from pmrag.study.params import dataclass_from_mapping
 
         return dataclass_from_mapping(cls, values, "bootstrap")
 

@@ -52,9 +52,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pandas as pd
 from sqlalchemy import Engine, insert, select, update
 
-from pmrag import privacy
-from pmrag.errors import PmragError
-from pmrag.store import summaries, summary_runs
+from pmrag.represent import privacy
+from pmrag.core.errors import PmragError
+from pmrag.core.store import summaries, summary_runs
 
 BACKENDS = ("openai", "extractive")
 FAILURE_POLICIES = ("stop_on_first_error", "retry")
@@ -138,7 +138,7 @@ class SummarizerParams:
     @classmethod
     def from_dict(cls, values: dict) -> "SummarizerParams":
         """From a params-file mapping; an unknown key is a ``ValueError``."""
-        from pmrag.params import dataclass_from_mapping
+        from pmrag.study.params import dataclass_from_mapping
 
         return dataclass_from_mapping(cls, values, "summarizer")
 
@@ -174,7 +174,7 @@ def load_prompts(lang_or_dir: str | Path = "ja") -> Prompts:
     puts the blank line back between the template and the input.
     """
     if isinstance(lang_or_dir, str) and lang_or_dir in ("ja", "en"):
-        base = resources.files("pmrag") / "prompts" / lang_or_dir
+        base = resources.files("pmrag.represent") / "prompts" / lang_or_dir
     else:
         base = Path(lang_or_dir)
         if not base.is_dir():
@@ -548,7 +548,7 @@ def _now() -> str:
 
 def load_chunk_texts(engine: Engine) -> list[tuple[str, str]]:
     """``(chunk_id, raw_text)`` for every chunk in the store, in source and chunk order."""
-    from pmrag.store import chunks
+    from pmrag.core.store import chunks
 
     with engine.connect() as conn:
         rows = conn.execute(select(chunks.c.chunk_id, chunks.c.raw_text).order_by(chunks.c.source, chunks.c.chunk_index))

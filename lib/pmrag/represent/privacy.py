@@ -11,7 +11,7 @@ import ipaddress
 import os
 from urllib.parse import urlsplit
 
-from pmrag.errors import PmragError
+from pmrag.core.errors import PmragError
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 LOCAL_PLACEHOLDER_KEY = "not-needed"

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from pmrag.errors import PmragError
+from pmrag.core.errors import PmragError
 
 PUBLIC_DIR = "public"
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}\b")

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.frames import require_columns
-from pmrag.fusion import minmax_fuse
-from pmrag.tokenizer import tokenize
+from pmrag.core.frames import require_columns
+from pmrag.retrieve.fusion import minmax_fuse
+from pmrag.retrieve.tokenizer import tokenize
 
 QUESTION_COLUMNS = ("question_id", "text", "type")
 CHUNK_COLUMNS = ("chunk_id", "source", "start_at", "raw_text", "speakers")
@@ -87,7 +87,7 @@ def compute_per_question(rankings: Mapping[str, pd.DataFrame], qrels: pd.DataFra
                          ks: Sequence[int] = METRIC_KS) -> pd.DataFrame:
     """``retriever, question_id, question_type, recall@k, mrr@k, ndcg@k …`` of every ranking, scored on the
     questions with at least one primary-gold chunk (the others cannot be scored, see :mod:`pmrag.metrics`)."""
-    from pmrag.metrics import PRIMARY, per_question_metrics
+    from pmrag.evaluate.metrics import PRIMARY, per_question_metrics
 
     scorable = set(qrels.loc[qrels["relevance"] == PRIMARY, "question_id"])
     qrels = qrels[qrels["question_id"].isin(scorable)]

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 import numpy as np
 from sqlalchemy import Engine, delete, insert, select
 
-from pmrag import privacy
-from pmrag.errors import ParamsError, PmragError
+from pmrag.represent import privacy
+from pmrag.core.errors import ParamsError, PmragError
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
@@ -426,7 +426,7 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
     transaction); a sidecar ``.json`` records the row order, the model ID and checksums that
     :func:`load_vectors` verifies.
     """
-    from pmrag.store import embedding_inputs
+    from pmrag.core.store import embedding_inputs
 
     chunks = list(chunks)
     if not chunks:
@@ -479,7 +479,7 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
     belong together (a missing file, a changed row, a changed text, another model): rerun the embedding
     stage.
     """
-    from pmrag.store import embedding_inputs
+    from pmrag.core.store import embedding_inputs
 
     name = matrix_name(representation, model_id)
     npy, meta_path = Path(out_dir) / f"{name}.npy", Path(out_dir) / f"{name}.json"

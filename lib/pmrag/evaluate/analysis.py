@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from pmrag import failures, tables
+from pmrag.evaluate import failures
+from pmrag.present import tables
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def failure_analysis(study, per_question: pd.DataFrame | None = None) -> dict[st
 
 def public_export(study, per_question: pd.DataFrame, reliability_tables: dict, failure_tables: dict) -> list[str]:
     """Write ``outputs/<run>/public/`` (:mod:`pmrag.public`): per-question metrics and the aggregate tables."""
-    from pmrag import public
+    from pmrag.present import public
 
     tables_out = {
         "bootstrap_cis": reliability_tables["cis"],

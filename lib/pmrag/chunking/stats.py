@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pmrag.chunking import ChunkingParams
+from pmrag.chunking.windows import ChunkingParams
 
 LENGTH_THRESHOLDS = (4000, 5000, 7000)
 

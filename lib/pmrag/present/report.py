@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pmrag.paper import format_ci
+from pmrag.present.paper import format_ci
 
 
 def _read(run_dir: Path, name: str, text: bool = False) -> pd.DataFrame | None:

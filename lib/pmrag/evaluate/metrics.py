@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pmrag.frames import require_columns
+from pmrag.core.frames import require_columns
 
 METRICS = ("recall", "mrr", "ndcg")
 GRADES = (0, 1, 2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pmrag.ids import message_id_from_text, timestamp_text
+from pmrag.core.ids import message_id_from_text, timestamp_text
 
 SYSTEM_SENDER = "SYSTEM"
 DEFAULT_TYPE = "text"

@@ -1,7 +1,7 @@
 """Single retrievers over one representation: BM25 (§5.1) and dense vectors (§5.2), as ranked lists.
 
 A ranking is a DataFrame ``question_id, chunk_id, rank, score`` holding the top ``depth`` chunks of every
-question, in the tie-broken order of :class:`pmrag.bm25.Ranker` (score ↓, chunk start time ↓, chunk ID ↓),
+question, in the tie-broken order of :class:`pmrag.retrieve.bm25.Ranker` (score ↓, chunk start time ↓, chunk ID ↓),
 which is also the order the TREC run files keep.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.bm25 import BM25Index, Ranker
-from pmrag.dense import cosine_scores
-from pmrag.tokenizer import tokenize_many
+from pmrag.retrieve.bm25 import BM25Index, Ranker
+from pmrag.retrieve.dense import cosine_scores
+from pmrag.retrieve.tokenizer import tokenize_many
 
 REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 KINDS = ("bm25", "vector")

@@ -6,8 +6,8 @@ import re
 import sys
 from pathlib import Path
 
-from pmrag.errors import PmragError
-from pmrag.params import load_params
+from pmrag.core.errors import PmragError
+from pmrag.study.params import load_params
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
 
@@ -55,7 +55,7 @@ def run_study(params_path, *, progress: bool = True, kernel_name: str = "python3
                 f"{exc.ename}: {exc.evalue} — executed copy: {target}"
             ) from None
         executed.append(target)
-    from pmrag.report import write_run_readme
+    from pmrag.present.report import write_run_readme
 
     readme = write_run_readme(params.run_dir, f"Study run `{params.run}`: {params.data['description'] or params.path.name}", executed)
     if progress:

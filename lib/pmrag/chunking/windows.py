@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from pmrag.ids import chunk_id
+from pmrag.core.ids import chunk_id
 
 
 @dataclass(frozen=True)

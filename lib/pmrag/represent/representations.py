@@ -74,7 +74,7 @@ def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, templat
 
 def length_table(representations: pd.DataFrame, thresholds=(4000, 7000)) -> pd.DataFrame:
     """Mean / p95 / max length of each representation and chunks over each threshold (paper §3.3)."""
-    from pmrag.chunk_stats import length_stats
+    from pmrag.chunking.stats import length_stats
 
     return pd.DataFrame(
         {name: length_stats(representations[name].str.len(), thresholds) for name in REPRESENTATIONS}

@@ -15,13 +15,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pmrag import store
-from pmrag.chunking import ChunkingParams
+from pmrag.core import store
+from pmrag.chunking import store as chunk_store
+from pmrag.ingest import store as ingest_store
+from pmrag.chunking.windows import ChunkingParams
 from pmrag.ingest import IngestOptions
 from pmrag.ingest.pipeline import read_all
-from pmrag.params import Params, load_params
+from pmrag.study.params import Params, load_params
 
 SYNTHETIC_DIR = "data"
+
+
+def get_stage(engine, name: str):
+    import json
+    with engine.connect() as conn:
+        row = conn.execute(store.select(store.stages.c.key, store.stages.c.info).where(store.stages.c.name == name)).first()
+    return None if row is None else (row.key, json.loads(row.info))
+
+
+def set_stage(engine, name: str, key: str, info: dict) -> None:
+    import json
+    with engine.begin() as conn:
+        conn.execute(store.insert(store.stages).prefix_with("OR REPLACE"), [{"name": name, "key": key, "info": json.dumps(info, sort_keys=True)}])
 
 
 def _hash(payload) -> str:
@@ -68,11 +83,11 @@ class Study:
         code = sorted(Path(pmrag.demo.__file__).parent.glob("*.py"))
         key = _hash({"args": wanted, "code": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in code}})
         manifest_path = corpus_dir / "manifest.json"
-        cached = store.get_stage(self.engine, "synthetic")
+        cached = get_stage(self.engine, "synthetic")
         if cached and cached[0] == key and manifest_path.is_file():
             return json.loads(manifest_path.read_text(encoding="utf-8"))
         manifest = generate_corpus(corpus_dir, **wanted)
-        store.set_stage(self.engine, "synthetic", key, {})
+        set_stage(self.engine, "synthetic", key, {})
         return manifest
 
     # -- stage: ingest --------------------------------------------------------------------------
@@ -83,18 +98,18 @@ class Study:
         hashes = {str(p): store.file_sha256(p) for p in files + ([questions] if questions else [])}
         options = IngestOptions(unknown_time_offset=dataset["unknown_time_offset"])
         key = _hash({"files": hashes, "format": dataset["format"], "permissive": dataset["permissive"], "options": asdict(options)})
-        cached = store.get_stage(self.engine, "ingest")
+        cached = get_stage(self.engine, "ingest")
         if cached and cached[0] == key:
             return pd.DataFrame(cached[1]["reports"])
         self._clear(store.messages, store.questions, store.question_evidence, store.files, store.rejections)
         jobs = [(path, dataset["format"]) for path in files] + ([(questions, "questions-json")] if questions else [])
         reports = []
         for batch, rows in read_all(jobs, permissive=dataset["permissive"], options=options):
-            reports.append(asdict(store.store_batch(self.engine, batch, hashes[batch.path], rows)))
+            reports.append(asdict(ingest_store.store_batch(self.engine, batch, hashes[batch.path], rows)))
         for report in reports:
             report["path"] = self._display_path(report["path"])
-        store.set_stage(self.engine, "ingest", key, {"reports": reports})
-        store.set_stage(self.engine, "chunks", "", {})
+        set_stage(self.engine, "ingest", key, {"reports": reports})
+        set_stage(self.engine, "chunks", "", {})
         return pd.DataFrame(reports)
 
     def _display_path(self, path: str) -> str:
@@ -119,14 +134,14 @@ class Study:
         """Chunk every source and derive chunk-level gold (once per ingest + chunking params)."""
         self.ingest()
         chunking = self.chunking_params()
-        key = _hash({"ingest": store.get_stage(self.engine, "ingest")[0], "chunking": asdict(chunking)})
-        cached = store.get_stage(self.engine, "chunks")
+        key = _hash({"ingest": get_stage(self.engine, "ingest")[0], "chunking": asdict(chunking)})
+        cached = get_stage(self.engine, "chunks")
         if cached and cached[0] == key:
             return cached[1]
-        n_chunks = store.rebuild_chunks(self.engine, chunking)
-        store.derive_qrels(self.engine)
+        n_chunks = chunk_store.rebuild_chunks(self.engine, chunking)
+        chunk_store.derive_qrels(self.engine)
         info = {"n_chunks": n_chunks}
-        store.set_stage(self.engine, "chunks", key, info)
+        set_stage(self.engine, "chunks", key, info)
         return info
 
     # -- tables ---------------------------------------------------------------------------------
@@ -160,13 +175,13 @@ class Study:
 
     def session_sizes(self) -> list[int]:
         """Messages per session, every source, in source then time order."""
-        from pmrag.chunking import sort_messages, split_sessions
+        from pmrag.chunking.windows import sort_messages, split_sessions
 
         gap = self.chunking_params().session_gap_minutes
         self.ingest()
         return [
             len(session)
-            for _, msgs in sorted(store.load_chunk_messages(self.engine).items())
+            for _, msgs in sorted(chunk_store.load_chunk_messages(self.engine).items())
             for session in split_sessions(sort_messages(msgs), gap)
         ]
 
@@ -184,7 +199,7 @@ class Study:
 
     # -- stage: summaries and representations ---------------------------------------------------
     def summarizer_params(self):
-        from pmrag.summarize import SummarizerParams
+        from pmrag.represent.summarize import SummarizerParams
 
         return SummarizerParams.from_dict({
             **self.params.section("summarizer"),
@@ -205,20 +220,20 @@ class Study:
         prompt texts); when it changes the old summaries are cleared, otherwise a rerun only fills gaps.
         Returns the run report, or None when every chunk already had its summary.
         """
-        from pmrag.summarize import load_chunk_texts, load_prompts, make_summarizer, summarize_chunks
+        from pmrag.represent.summarize import load_chunk_texts, load_prompts, make_summarizer, summarize_chunks
 
         self.build_chunks()
         params = self.summarizer_params()
         prompts = load_prompts(params.prompts)
         key = _hash({
-            "chunks": store.get_stage(self.engine, "chunks")[0], "backend": params.backend, "model": params.model,
+            "chunks": get_stage(self.engine, "chunks")[0], "backend": params.backend, "model": params.model,
             "max_output_tokens": params.max_output_tokens, "max_input_chars": params.max_input_chars,
             "prompts": prompts.sha256(),
         })
-        cached = store.get_stage(self.engine, "summaries")
+        cached = get_stage(self.engine, "summaries")
         if not cached or cached[0] != key:
             self._clear(store.summaries)
-            store.set_stage(self.engine, "summaries", key, {})
+            set_stage(self.engine, "summaries", key, {})
         texts = load_chunk_texts(self.engine)
         with self.engine.connect() as conn:
             n_ok = conn.execute(
@@ -233,25 +248,25 @@ class Study:
         return store.read_table(self.engine, "summaries", ("chunk_id",))
 
     def summary_provenance(self) -> pd.DataFrame:
-        from pmrag.summarize import summary_provenance
+        from pmrag.represent.summarize import summary_provenance
 
         self.build_summaries()
         return summary_provenance(self.engine)
 
     def embedding_template(self):
-        from pmrag.representations import EmbeddingTextTemplate
+        from pmrag.represent.representations import EmbeddingTextTemplate
 
         section = self.params.section("representations")
         return EmbeddingTextTemplate.from_prompts(section["prompts"], section["excerpt_chars"])
 
     def representations(self) -> pd.DataFrame:
         """chunk_id, raw_text, summary, summary_status, embedding_text for every chunk (in chunk order)."""
-        from pmrag.representations import build_representations
+        from pmrag.represent.representations import build_representations
 
         return build_representations(self.chunks(), self.summaries(), self.embedding_template())
 
     def representation_lengths(self) -> pd.DataFrame:
-        from pmrag.representations import length_table
+        from pmrag.represent.representations import length_table
 
         return length_table(self.representations())
 
@@ -264,13 +279,13 @@ class Study:
 
     # -- stage: vectors -------------------------------------------------------------------------
     def embedding_params(self):
-        from pmrag.embed import EmbeddingParams
+        from pmrag.represent.embed import EmbeddingParams
 
         return EmbeddingParams.from_section(self.params.section("embedding"), allow_remote=self.params.data["allow_remote"])
 
     def embedding_cache(self):
         """The content-addressed vector cache shared by every run (``cache_dir``)."""
-        from pmrag.embed import EmbeddingCache
+        from pmrag.represent.embed import EmbeddingCache
 
         folder = Path(self.params.data["cache_dir"])
         folder.mkdir(parents=True, exist_ok=True)
@@ -282,7 +297,7 @@ class Study:
         Every text goes through the cache, so a rerun embeds nothing; the stage key skips even the lookups
         when neither the texts nor the embedding params changed.
         """
-        from pmrag.embed import embed_representation, make_embedder
+        from pmrag.represent.embed import embed_representation, make_embedder
 
         params = self.embedding_params()
         reps = self.representations()
@@ -294,14 +309,14 @@ class Study:
             texts = list(zip(reps["chunk_id"], reps[name]))
             key = _hash({"texts": hashlib.sha256("\x1e".join(f"{c}\x1f{t}" for c, t in texts).encode()).hexdigest(),
                          "params": asdict(params)})
-            cached = store.get_stage(self.engine, f"vectors:{name}")
+            cached = get_stage(self.engine, f"vectors:{name}")
             if cached and cached[0] == key and Path(cached[1]["path"]).is_file():
                 paths[name] = cached[1]["path"]
                 continue
             embedder = embedder or make_embedder(params)
             with self.embedding_cache() as cache:
                 path = embed_representation(self.engine, cache, embedder, name, texts, out_dir, params, progress=progress)
-            store.set_stage(self.engine, f"vectors:{name}", key, {"path": str(path), "model_id": embedder.model_id})
+            set_stage(self.engine, f"vectors:{name}", key, {"path": str(path), "model_id": embedder.model_id})
             paths[name] = str(path)
         return paths
 
@@ -312,9 +327,9 @@ class Study:
 
     def _load_vectors(self, representation: str):
         """:meth:`vectors` for callers that have just run :meth:`build_vectors` themselves."""
-        from pmrag.embed import load_vectors
+        from pmrag.represent.embed import load_vectors
 
-        info = store.get_stage(self.engine, f"vectors:{representation}")
+        info = get_stage(self.engine, f"vectors:{representation}")
         if info is None:
             raise KeyError(f"no vectors for {representation!r}; embedding.representations lists "
                            f"{self.params.data['embedding']['representations']}")
@@ -330,7 +345,7 @@ class Study:
             mine = inputs[inputs["representation"] == name]
             sent = mine["text_sent"].str.len()
             rows.append({
-                "representation": name, "model": store.get_stage(self.engine, f"vectors:{name}")[1]["model_id"],
+                "representation": name, "model": get_stage(self.engine, f"vectors:{name}")[1]["model_id"],
                 "rows": matrix.shape[0], "dim": matrix.shape[1], "dtype": str(matrix.dtype),
                 "sent_chars_mean": round(float(sent.mean()), 1), "sent_chars_max": int(sent.max()),
                 "shortened": int((mine["source_chars"] > sent).sum()),
@@ -339,7 +354,7 @@ class Study:
 
     def query_vectors(self, *, progress: bool = False) -> tuple[np.ndarray, list[str]]:
         """Question vectors, embedded verbatim as e5/OpenAI queries (§5.2), cached by (text, model)."""
-        from pmrag.embed import embed_with_cache, make_embedder
+        from pmrag.represent.embed import embed_with_cache, make_embedder
 
         questions = self.questions()
         with self.embedding_cache() as cache:
@@ -350,7 +365,7 @@ class Study:
     # -- stage: single-retriever runs and metrics -----------------------------------------------
     def retrievers(self) -> list[str]:
         """BM25 over every representation, vectors over every embedded one (the paper's names)."""
-        from pmrag.retrieval import REPRESENTATIONS, retriever_name
+        from pmrag.retrieve.retrieval import REPRESENTATIONS, retriever_name
 
         embedded = self.params.data["embedding"]["representations"]
         return ([retriever_name(r, "bm25") for r in REPRESENTATIONS]
@@ -358,15 +373,15 @@ class Study:
 
     def evaluable_questions(self) -> pd.DataFrame:
         """Questions with at least one primary-gold chunk (the paper's retention rule), in ID order."""
-        from pmrag.chunk_stats import primary_gold_questions
+        from pmrag.chunking.stats import primary_gold_questions
 
         questions = self.questions()
         return questions[questions["question_id"].isin(primary_gold_questions(self.qrels()))].reset_index(drop=True)
 
     def build_runs(self) -> dict[str, str]:
         """Rank every chunk for every evaluable question with each single retriever; TREC files under runs/."""
-        from pmrag import trec
-        from pmrag.retrieval import bm25_rankings, dense_rankings
+        from pmrag.evaluate import trec
+        from pmrag.retrieve.retrieval import bm25_rankings, dense_rankings
 
         section = self.params.section("retrieval")
         reps = self.representations()
@@ -376,11 +391,11 @@ class Study:
         embedded = self.params.data["embedding"]["representations"]
         key = _hash({
             "texts": hashlib.sha256("\x1e".join(reps["embedding_text"] + "\x1f" + reps["summary"]).encode()).hexdigest(),
-            "chunks": store.get_stage(self.engine, "chunks")[0], "questions": questions[["question_id", "text"]].values.tolist(),
-            "vectors": {r: store.get_stage(self.engine, f"vectors:{r}")[0] for r in embedded},
+            "chunks": get_stage(self.engine, "chunks")[0], "questions": questions[["question_id", "text"]].values.tolist(),
+            "vectors": {r: get_stage(self.engine, f"vectors:{r}")[0] for r in embedded},
             "embedding": asdict(self.embedding_params()), "retrieval": section,
         })
-        cached = store.get_stage(self.engine, "runs")
+        cached = get_stage(self.engine, "runs")
         run_dir = self.run_dir / "runs"
         if cached and cached[0] == key and all(Path(p).is_file() for p in cached[1]["files"].values()):
             return cached[1]["files"]
@@ -411,7 +426,7 @@ class Study:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 trec.write_run(files[retriever], frame, tag=retriever, depth=section["depth"], scores="rank")
         trec.write_qrels(self.run_dir / "qrels.trec", self.qrels()[lambda q: q["question_id"].isin(qids)])
-        store.set_stage(self.engine, "runs", key, {"files": files})
+        set_stage(self.engine, "runs", key, {"files": files})
         return files
 
     def rankings(self) -> pd.DataFrame:
@@ -420,7 +435,7 @@ class Study:
 
     def per_question_metrics(self) -> pd.DataFrame:
         """One row per (retriever, question): Recall/MRR/nDCG at every k of ``retrieval.ks``."""
-        from pmrag.metrics import per_question_metrics
+        from pmrag.evaluate.metrics import per_question_metrics
 
         rankings, questions = self.rankings(), self.evaluable_questions()
         qrels = self.qrels()[lambda q: q["question_id"].isin(questions["question_id"])]
@@ -443,7 +458,7 @@ class Study:
         return tuple(sorted({*self.params.data["retrieval"]["ks"], analysis["failure_k"], *analysis["recovery_ks"]}))
 
     def bootstrap_params(self):
-        from pmrag.bootstrap import BootstrapParams
+        from pmrag.evaluate.bootstrap import BootstrapParams
 
         return BootstrapParams(**self.params.section("bootstrap"))
 
@@ -465,7 +480,7 @@ class Study:
 
     def hybrid_sweep(self) -> pd.DataFrame:
         """Per-question Recall/MRR/nDCG@5 of every (pairing, beta): bm25, vector, beta, question_id, metrics."""
-        from pmrag.fusion import sweep
+        from pmrag.retrieve.fusion import sweep
 
         runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
         frames = []
@@ -483,7 +498,7 @@ class Study:
 
     def best_hybrids(self, macro: pd.DataFrame | None = None) -> pd.DataFrame:
         """The selected beta of each pairing (max Recall@5; ties: see :func:`pmrag.fusion.select_best`)."""
-        from pmrag.fusion import select_best
+        from pmrag.retrieve.fusion import select_best
 
         macro = self.hybrid_sweep_macro() if macro is None else macro
         rows = [select_best(group) for _, group in macro.groupby(["bm25", "vector"], sort=False)]
@@ -501,9 +516,9 @@ class Study:
 
     def _fused_metrics(self, configurations, *, write_run: bool) -> pd.DataFrame:
         """:meth:`hybrid_metrics` of several ``(bm25, vector, beta)``, reading rankings and qrels once."""
-        from pmrag import trec
-        from pmrag.fusion import minmax_fuse
-        from pmrag.metrics import per_question_metrics
+        from pmrag.evaluate import trec
+        from pmrag.retrieve.fusion import minmax_fuse
+        from pmrag.evaluate.metrics import per_question_metrics
 
         runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
         types = self.evaluable_questions().set_index("question_id")["type"]
@@ -578,7 +593,7 @@ class Study:
 
     def candidate_ceilings(self) -> pd.DataFrame:
         """Macro Recall@depth on primary gold of each component list and of each pair's oracle union (§5.3)."""
-        from pmrag.fusion import candidate_ceiling, oracle_union_ceiling
+        from pmrag.retrieve.fusion import candidate_ceiling, oracle_union_ceiling
 
         runs, qrels = self._rankings_by_retriever(), self._evaluable_qrels()
         depth = self.params.data["retrieval"]["depth"]

@@ -23,8 +23,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from pmrag.errors import InputError
-from pmrag.frames import require_columns
+from pmrag.core.errors import InputError
+from pmrag.core.frames import require_columns
 
 RUN_COLUMNS = ("question_id", "chunk_id", "rank", "score", "tag")
 QRELS_COLUMNS = ("question_id", "chunk_id", "relevance")

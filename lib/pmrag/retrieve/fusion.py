@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.frames import require_columns
-from pmrag.metrics import macro, ndcg, per_question_metrics, recall, reciprocal_rank, relevance_matrix, run_frame
+from pmrag.core.frames import require_columns
+from pmrag.evaluate.metrics import macro, ndcg, per_question_metrics, recall, reciprocal_rank, relevance_matrix, run_frame
 
 BETAS = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 RANKING_COLUMNS = ("question_id", "chunk_id", "rank", "score")

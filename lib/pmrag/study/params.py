@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pmrag.errors import ParamsError
+from pmrag.core.errors import ParamsError
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pmrag.bootstrap import BootstrapParams, ci_table
-from pmrag.paper import format_ci
+from pmrag.evaluate.bootstrap import BootstrapParams, ci_table
+from pmrag.present.paper import format_ci
 
 METRIC_LABELS = {"recall": "Recall", "mrr": "MRR", "ndcg": "nDCG"}
 
@@ -67,7 +67,7 @@ def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "r
     ``per_question`` is long with columns ``retriever, question_id, <metric>``.  Columns: comparison,
     method_a, method_b, metric, delta, ci_low, ci_high, excludes_zero, interpretation.
     """
-    from pmrag.bootstrap import difference_table
+    from pmrag.evaluate.bootstrap import difference_table
 
     comparisons = [tuple(c) for c in comparisons]
     long = per_question.rename(columns={"retriever": "method"})
@@ -81,7 +81,7 @@ def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "r
 
 def table5(differences: pd.DataFrame) -> pd.DataFrame:
     """Table 5: comparison, ΔRecall@5, 95 % CI, interpretation (formatted as the paper's)."""
-    from pmrag.paper import format_delta_ci
+    from pmrag.present.paper import format_delta_ci
 
     label = "Δ" + differences["metric"].iloc[0].replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")
     cells = [format_delta_ci(d, lo, hi) for d, lo, hi in zip(differences["delta"], differences["ci_low"], differences["ci_high"])]
@@ -97,7 +97,7 @@ def by_type_cis(per_question: pd.DataFrame, metric: str = "recall@5", params: Bo
     seed.  Columns: retriever, question_type (``overall`` first, then ``types`` or first-appearance order),
     questions, mean, ci_low, ci_high.
     """
-    from pmrag.bootstrap import ci
+    from pmrag.evaluate.bootstrap import ci
 
     order = list(types) if types is not None else list(dict.fromkeys(per_question["question_type"]))
     rows = []

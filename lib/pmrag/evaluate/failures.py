@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.frames import require_columns
-from pmrag.metrics import PRIMARY
+from pmrag.core.frames import require_columns
+from pmrag.evaluate.metrics import PRIMARY
 
 LABELS = ("aggregate_failure", "multiple_primary_gold_nonaggregate", "other_rule_based_failure")
 OVERLAP_PATTERNS = ("BM25 only", "Vector only", "Both", "Neither")
