@@ -28,7 +28,7 @@ from pathlib import Path
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
 from pmrag.chunking import store as chunk_store
-from pmrag.chunking.windows import ChunkingParams
+from pmrag.core.params import ChunkingSection
 from pmrag.ingest.pipeline import read_all
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def run_once(files: list[Path], questions: Path, db: Path) -> tuple[float, float
     for batch, rows in read_all(jobs):
         n_messages += ingest_store.store_batch(engine, batch, store.file_sha256(batch.path), rows).stored
     ingested = time.perf_counter()
-    n_chunks = chunk_store.rebuild_chunks(engine, ChunkingParams())
+    n_chunks = chunk_store.rebuild_chunks(engine, ChunkingSection())
     chunk_store.derive_qrels(engine)
     finished = time.perf_counter()
     engine.dispose()

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from bm25s.tokenization import Tokenized
 
-from pmrag.retrieve.bm25 import BM25Index, BM25Params, idf, rank
+from pmrag.core.params import BM25Section
+from pmrag.retrieve.bm25 import BM25Index, idf
+from pmrag.retrieve.ranking import rank
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
@@ -87,7 +89,7 @@ def small_docs():
 
 @pytest.mark.parametrize("k1, b", [(1.2, 0.75), (0.0, 0.75), (2.0, 0.0), (1.2, 1.0)])
 def test_scores_equal_direct_equations(small_docs, k1, b):
-    index = BM25Index.fit(small_docs, k1=k1, b=b)
+    index = BM25Index.fit(small_docs, BM25Section(k1=k1, b=b))
     for query in QUERIES:
         np.testing.assert_allclose(index.scores(query), direct_bm25(small_docs, query, k1, b), rtol=1e-12, atol=1e-12)
 
@@ -270,17 +272,6 @@ def test_datetime64_and_integer_nanoseconds_agree():
     assert list(rank(scores, times.astype("datetime64[s]"), ids, 2)) == [0, 1]
 
 
-def test_top_k_method(small_docs):
-    index = BM25Index.fit(small_docs)
-    n = index.n_docs
-    times = np.arange(n, dtype=np.int64)
-    ids = np.array([f"c{i:02d}" for i in range(n)])
-    scores = index.scores(["京都"])
-    assert list(index.top_k(scores, 3, (times, ids))) == list(rank(scores, times, ids, 3))
-    with pytest.raises(ValueError, match="entries"):
-        index.top_k(scores[:-1], 3, (times[:-1], ids[:-1]))
-
-
 @pytest.mark.parametrize(
     "kwargs, error",
     [
@@ -313,15 +304,13 @@ def test_rank_validation(kwargs, error):
 )
 def test_k1_b_validation(k1, b):
     with pytest.raises(ValueError):
-        BM25Params(k1=k1, b=b)
-    with pytest.raises(ValueError):
-        BM25Index.fit([["x"]], k1=k1, b=b)
+        BM25Section(k1=k1, b=b)
 
 
 def test_paper_defaults():
-    assert BM25Params() == BM25Params(k1=1.2, b=0.75)
-    assert BM25Index.fit([["x"]]).params == BM25Params(1.2, 0.75)
-    assert BM25Params(k1=0, b=1).k1 == 0
+    assert BM25Section() == BM25Section(k1=1.2, b=0.75)
+    assert BM25Index.fit([["x"]]).params == BM25Section(k1=1.2, b=0.75)
+    assert BM25Section(k1=0, b=1).k1 == 0
 
 
 def test_fit_input_validation():

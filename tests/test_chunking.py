@@ -5,9 +5,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from pmrag.chunking.windows import (
-    ChunkingParams, ChunkMessage, chunk_source, render_line, sort_messages, split_sessions, window_bounds,
+    ChunkMessage, chunk_source, render_line, sort_messages, split_sessions, window_bounds,
 )
 from pmrag.core.ids import chunk_id
+from pmrag.core.params import ChunkingSection
 
 T0 = datetime(2024, 4, 10, 20, 0, 0)
 
@@ -20,7 +21,7 @@ def make_messages(n, *, source="s", gap=timedelta(minutes=1), text="hi", start=T
 
 
 def windows(n, **params):
-    return [(s, e) for s, e, _ in window_bounds([5] * n, ChunkingParams(**params))]
+    return [(s, e) for s, e, _ in window_bounds([5] * n, ChunkingSection(**params))]
 
 
 @pytest.mark.parametrize(
@@ -83,9 +84,9 @@ def test_trimming_drops_messages_from_the_end_until_the_summary_input_fits():
 
 
 def test_trimming_boundary_is_inclusive_at_the_limit():
-    params = ChunkingParams(max_summary_input_chars=2 * 10 + 1)
+    params = ChunkingSection(max_summary_input_chars=2 * 10 + 1)
     assert window_bounds([10, 10], params) == [(0, 2, 0)]
-    params = ChunkingParams(max_summary_input_chars=2 * 10)
+    params = ChunkingSection(max_summary_input_chars=2 * 10)
     assert window_bounds([10, 10], params) == [(0, 1, 1)]
 
 
@@ -99,11 +100,11 @@ def test_a_window_never_shrinks_below_one_message():
 
 def test_fixed_stride_leaves_trimmed_messages_out_and_resume_keeps_them():
     lengths = [100] * 30 + [3000] + [100] * 49  # 80 messages; window 0 must drop the long one and all after it
-    fixed = window_bounds(lengths, ChunkingParams())
+    fixed = window_bounds(lengths, ChunkingSection())
     assert fixed == [(0, 30, 12), (36, 78, 0), (72, 80, 0)]
     covered = {i for s, e, _ in fixed for i in range(s, e)}
     assert covered == set(range(80)) - set(range(30, 36))
-    resume = window_bounds(lengths, ChunkingParams(trim_policy="resume"))
+    resume = window_bounds(lengths, ChunkingSection(trim_policy="resume"))
     assert resume[1][0] == 30 - 6
     covered = {i for s, e, _ in resume for i in range(s, e)}
     assert covered == set(range(80))
@@ -128,4 +129,4 @@ def test_raw_text_is_one_line_per_message_in_chunk_order():
                                  dict(min_window_messages=0)])
 def test_invalid_params_are_rejected_up_front(bad):
     with pytest.raises(ValueError):
-        ChunkingParams(**bad)
+        ChunkingSection(**bad)

@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 from ranx import Run, fuse
 
-from pmrag.retrieve.fusion import (
-    BETAS, candidate_ceiling, minmax_fuse, oracle_union_ceiling, rrf_fuse, select_best, sweep, sweep_macro,
-)
+from pmrag.core.params import HybridSection
 from pmrag.evaluate.metrics import per_question_metrics
+from pmrag.evaluate.sweep import candidate_ceiling, oracle_union_ceiling, select_best, sweep, sweep_macro
+from pmrag.retrieve.fusion import minmax_fuse, rrf_fuse
+
+BETAS = HybridSection().betas()  # the paper's grid: 0, 0.05, …, 1
 
 
 def ranking(lists: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -107,7 +109,7 @@ def test_union_has_at_most_400_candidates():
 @pytest.mark.parametrize("ties", [False, True])
 def test_sweep_equals_per_question_metrics_of_fused_runs(ties):
     bm25, vec, qrels = random_pair(1, ties=ties)
-    result = sweep(bm25, vec, qrels, k=5)
+    result = sweep(bm25, vec, qrels, BETAS, k=5)
     assert len(result) == len(BETAS) * 12
     for beta in (0.0, 0.05, 0.45, 0.5, 1.0):
         expected = per_question_metrics(minmax_fuse(bm25, vec, beta), qrels, ks=(5,))
@@ -184,7 +186,7 @@ def test_select_best_treats_summation_noise_as_a_tie():
 
 def test_sweep_macro_feeds_select_best():
     bm25, vec, qrels = random_pair(3)
-    table = sweep_macro(sweep(bm25, vec, qrels), bm25="e_bm25", vector="e_vec")
+    table = sweep_macro(sweep(bm25, vec, qrels, BETAS), bm25="e_bm25", vector="e_vec")
     assert list(table.columns) == ["bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"]
     assert len(table) == 21
     best = select_best(table)

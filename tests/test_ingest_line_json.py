@@ -14,7 +14,8 @@ import pytest
 
 from pmrag.core.errors import InputError
 from pmrag.core.ids import message_id
-from pmrag.ingest import IngestOptions, detect_format, read_source
+from pmrag.core.params import DatasetSection
+from pmrag.ingest import detect_format, read_source
 from pmrag.ingest.line_json import read
 from pmrag.core.records import SYSTEM_SENDER
 
@@ -70,7 +71,7 @@ def test_missing_time_is_date_midnight_plus_date_order_seconds_by_default():
 
 
 def test_missing_time_with_source_order_offset_counts_file_wide():
-    messages = load("family.json", options=IngestOptions(unknown_time_offset="source_order")).messages
+    messages = load("family.json", options=DatasetSection(unknown_time_offset="source_order")).messages
     assert messages[2].occurred_at == datetime(2024, 4, 9, 0, 0, 2)
     assert messages[5].occurred_at == datetime(2024, 4, 10, 0, 0, 5)
     assert messages[6].occurred_at == datetime(2024, 4, 10, 0, 0, 6)
@@ -81,7 +82,7 @@ def test_missing_time_with_source_order_offset_counts_file_wide():
 
 def test_unknown_time_offset_option_is_validated():
     with pytest.raises(ValueError, match="unknown_time_offset"):
-        IngestOptions(unknown_time_offset="file_order")
+        DatasetSection(unknown_time_offset="file_order")
 
 
 def test_missing_sender_type_and_text_get_the_paper_defaults():

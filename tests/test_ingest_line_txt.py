@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pmrag.core.errors import InputError
-from pmrag.ingest import IngestOptions, read_source
+from pmrag.core.params import DatasetSection
+from pmrag.ingest import read_source
 from pmrag.ingest.line_txt import read
 from pmrag.core.records import SYSTEM_SENDER
 
@@ -249,7 +250,7 @@ def test_message_ids_are_stable_across_reads():
 
 def test_options_are_accepted_and_read_source_dispatches_here():
     plain = load("en_tab.txt")
-    with_options = load("en_tab.txt", options=IngestOptions(unknown_time_offset="source_order"))
+    with_options = load("en_tab.txt", options=DatasetSection(unknown_time_offset="source_order"))
     assert [summary(r) for r in with_options.messages] == [summary(r) for r in plain.messages]
     dispatched = read_source(FIXTURES / "en_tab.txt")
     assert dispatched.format == "line-txt"

@@ -5,8 +5,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from pmrag.core.params import BootstrapSection
+from pmrag.evaluate import reliability
+from pmrag.evaluate.bootstrap import ci, paired_difference
 from pmrag.present import tables
-from pmrag.evaluate.bootstrap import BootstrapParams, ci, paired_difference
 
 
 def long_table(seed=3, n=60):
@@ -26,12 +28,12 @@ def long_table(seed=3, n=60):
     (0.0, 0.2, "CI includes 0; inconclusive"),     # touching 0 does not exclude it
 ])
 def test_interpretation_reads_the_interval_as_the_paper_does(low, high, expected):
-    assert tables.interpretation(low, high) == expected
+    assert reliability.interpretation(low, high) == expected
 
 
 def test_paired_differences_match_the_bootstrap_kernel_on_the_same_resamples():
-    frame, params = long_table(), BootstrapParams(n_resamples=2000, seed=12345)
-    diff = tables.paired_differences(frame, [("Best − ref", "best", "ref"), ("Best − diag", "best", "diag")], "recall@5", params)
+    frame, params = long_table(), BootstrapSection(n_resamples=2000, seed=12345)
+    diff = reliability.paired_differences(frame, [("Best − ref", "best", "ref"), ("Best − diag", "best", "diag")], "recall@5", params)
     value = {m: frame[frame["retriever"] == m].sort_values("question_id")["recall@5"].to_numpy() for m in ("best", "ref", "diag")}
     for row, other in zip(diff.itertuples(), ("ref", "diag")):
         expected = paired_difference(value["best"], value[other], params)
@@ -43,8 +45,8 @@ def test_paired_differences_match_the_bootstrap_kernel_on_the_same_resamples():
 
 
 def test_by_type_intervals_resample_within_each_type_and_agree_with_scipy():
-    frame, params = long_table(n=90), BootstrapParams(n_resamples=5000, seed=12345)
-    table = tables.by_type_cis(frame, "recall@5", params, types=["named_entity", "contextual", "aggregate"])
+    frame, params = long_table(n=90), BootstrapSection(n_resamples=5000, seed=12345)
+    table = reliability.by_type_cis(frame, "recall@5", params, types=["named_entity", "contextual", "aggregate"])
     best = table[table["retriever"] == "best"].set_index("question_type")
     assert best.index.tolist() == ["overall", "named_entity", "contextual", "aggregate"]
     rows = frame[frame["retriever"] == "best"].sort_values("question_id")

@@ -132,11 +132,11 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
 
 
 def test_rebuild_chunks_replaces_the_old_chunks_and_keeps_the_message_index(tmp_path):
-    from pmrag.chunking.windows import ChunkingParams
+    from pmrag.core.params import ChunkingSection
 
     engine = _two_file_store(tmp_path / "s.sqlite")
     first = chunk_store.rebuild_chunks(engine)
-    second = chunk_store.rebuild_chunks(engine, ChunkingParams(window_size=10, stride=10))
+    second = chunk_store.rebuild_chunks(engine, ChunkingSection(window_size=10, stride=10))
     assert second > first and len(store.read_table(engine, "chunks")) == second
     with sqlite3.connect(tmp_path / "s.sqlite") as con:
         plan = " ".join(str(r) for r in con.execute("EXPLAIN QUERY PLAN SELECT chunk_id FROM chunk_messages WHERE message_id = 'x'"))

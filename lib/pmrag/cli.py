@@ -1,4 +1,5 @@
-"""The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``.
+"""The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag ingest PATH... --db FILE``,
+``pmrag demo OUT_DIR``.
 
 Bad input (a params file, a malformed export) exits with status 2 and one line naming the file and the
 line or key; no traceback.
@@ -16,8 +17,15 @@ from pmrag.core.errors import PmragError
 def _study(args) -> int:
     from pmrag.study.runner import run_study
 
-    executed = run_study(args.params, progress=not args.quiet)
-    print(f"study done: {len(executed)} notebook(s) executed into {executed[0].parent}" if executed else "no notebooks")
+    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs)
+    print(f"study done: {len(run.notebooks)} notebook(s) executed into {run.notebooks[0].parent}")
+    return 0
+
+
+def _status(args) -> int:
+    from pmrag.study.runner import status_lines
+
+    print("\n".join(status_lines(args.params)))
     return 0
 
 
@@ -46,13 +54,22 @@ def _demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pmrag.core.params import SyntheticSection
+
     parser = argparse.ArgumentParser(prog="pmrag", description="Personal Memory RAG retrieval workbench")
     sub = parser.add_subparsers(dest="command", required=True)
 
     study = sub.add_parser("study", help="execute the numbered notebooks on a params file")
     study.add_argument("params", help="params YAML, e.g. params/demo.yaml")
     study.add_argument("--quiet", action="store_true", help="no progress display")
+    study.add_argument("--fresh", action="store_true",
+                       help="recompute every stage (the content-addressed embedding cache is kept)")
+    study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: min(2, cores))")
     study.set_defaults(func=_study)
+
+    status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")
+    status.add_argument("params", help="params YAML, e.g. params/demo.yaml")
+    status.set_defaults(func=_status)
 
     ingest = sub.add_parser("ingest", help="store chat histories (and LoCoMo questions) in a SQLite database")
     ingest.add_argument("paths", nargs="+", metavar="PATH")
@@ -63,9 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="write the embedded synthetic corpus (paper JSON format + questions)")
     demo.add_argument("out_dir")
-    demo.add_argument("--seed", type=int, default=20240410)
-    demo.add_argument("--n-messages", type=int, default=12000)
-    demo.add_argument("--n-questions", type=int, default=100)
+    synthetic = SyntheticSection()
+    demo.add_argument("--seed", type=int, default=synthetic.seed)
+    demo.add_argument("--n-messages", type=int, default=synthetic.n_messages)
+    demo.add_argument("--n-questions", type=int, default=synthetic.n_questions)
     demo.set_defaults(func=_demo)
     return parser
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pmrag.chunking.windows import ChunkingParams
+from pmrag.core.params import ChunkingSection
 
 LENGTH_THRESHOLDS = (4000, 5000, 7000)
 
@@ -54,7 +54,7 @@ def length_stats(lengths: pd.Series, thresholds=LENGTH_THRESHOLDS) -> pd.Series:
 
 
 def session_window_stats(messages: pd.DataFrame, chunks: pd.DataFrame, chunk_messages: pd.DataFrame,
-                         params: ChunkingParams) -> pd.DataFrame:
+                         params: ChunkingSection) -> pd.DataFrame:
     """Sessions, windows per session, messages per chunk, trimming, and messages left in no chunk."""
     sessions = chunks.groupby(["source", "session_index"]).size()
     covered = chunk_messages["message_id"].nunique()
@@ -100,3 +100,23 @@ def message_inventory(messages: pd.DataFrame) -> pd.DataFrame:
         ("empty text", int((messages["text"] == "").sum())),
     ]
     return pd.DataFrame(rows, columns=["Item", "Messages"])
+
+
+def session_sizes(messages: pd.DataFrame, gap_minutes: float) -> list[int]:
+    """Messages per session (§3.2's rule: a gap strictly longer than ``gap_minutes``), sources in name order,
+    sessions in time order."""
+    gap = pd.Timedelta(minutes=gap_minutes).to_timedelta64()
+    sizes: list[int] = []
+    for _, frame in messages.groupby("source", sort=True):
+        times = np.sort(pd.to_datetime(frame["occurred_at"]).to_numpy())
+        cuts = np.flatnonzero(np.diff(times) > gap) + 1
+        sizes += np.diff(np.concatenate([[0], cuts, [len(times)]])).tolist()
+    return sizes
+
+
+def chunk_speakers(chunk_messages: pd.DataFrame, messages: pd.DataFrame) -> pd.Series:
+    """``chunk_id → "A, B"``: the distinct senders of each chunk in order of first appearance."""
+    rows = chunk_messages.sort_values(["chunk_id", "position"]).merge(
+        messages[["message_id", "sender"]], on="message_id", how="left", sort=False)
+    first = rows.drop_duplicates(["chunk_id", "sender"])
+    return first.groupby("chunk_id", sort=True)["sender"].agg(", ".join).rename("speakers")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine, delete, func, select
 
-from pmrag.chunking.windows import Chunk, ChunkingParams, ChunkMessage, chunk_source
+from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_source
+from pmrag.core.params import ChunkingSection
 from pmrag.core.parallel import ordered_map
 from pmrag.core.store import (
     _chunk_messages_by_message, bulk_insert, chunk_messages, chunks, count_rows, messages, qrels, question_evidence,
@@ -57,7 +58,7 @@ def _chunk_store_rows(new_chunks: Sequence[Chunk]) -> tuple[list[tuple], list[tu
     return chunk_rows, link_rows
 
 
-def _chunked_source(database: str, source: str, params: ChunkingParams) -> tuple[list[tuple], list[tuple]]:
+def _chunked_source(database: str, source: str, params: ChunkingSection) -> tuple[list[tuple], list[tuple]]:
     """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows)``.
 
     Opens its own read-only connection, so it can run in a worker process: WAL lets it read the
@@ -73,15 +74,16 @@ def _chunked_source(database: str, source: str, params: ChunkingParams) -> tuple
     return _chunk_store_rows(chunk_source(source, _chunk_messages(rows), params))
 
 
-def rebuild_chunks(engine: Engine, params: ChunkingParams = ChunkingParams(), *, workers: int | None = None) -> int:
+def rebuild_chunks(engine: Engine, params: ChunkingSection | None = None, *, workers: int | None = None) -> int:
     """Chunk every source in the store, replacing all chunks and their message links; returns the count.
 
     ``workers`` processes read and chunk sources while this process inserts the rows of the ones already
     done (default: 2 once the store holds ``PARALLEL_CHUNKING_MIN_MESSAGES`` messages, else 0: chunked here).
     Every path inserts the same rows in the same order: sources are chunked independently and stored in
     name order.  The ``message_id`` index of ``chunk_messages`` is rebuilt after the inserts (one sort
-    instead of 400k random B-tree inserts).
+    instead of 400k random B-tree inserts).  ``params`` default to the paper's.
     """
+    params = ChunkingSection() if params is None else params
     database = engine.url.database
     with engine.connect() as conn:
         sources = _sources(conn.connection.dbapi_connection)

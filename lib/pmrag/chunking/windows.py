@@ -33,30 +33,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from pmrag.core.ids import chunk_id
-
-
-@dataclass(frozen=True)
-class ChunkingParams:
-    session_gap_minutes: float = 180
-    window_size: int = 42
-    stride: int = 36
-    max_summary_input_chars: int = 5000
-    min_window_messages: int = 1
-    trim_policy: str = "fixed"
-
-    def __post_init__(self):
-        if self.window_size < 1:
-            raise ValueError(f"window_size must be ≥ 1, got {self.window_size}")
-        if not 1 <= self.stride <= self.window_size:
-            raise ValueError(f"stride must be between 1 and window_size ({self.window_size}), got {self.stride}")
-        if not 1 <= self.min_window_messages <= self.window_size:
-            raise ValueError(f"min_window_messages must be between 1 and window_size, got {self.min_window_messages}")
-        if self.session_gap_minutes < 0:
-            raise ValueError(f"session_gap_minutes must be ≥ 0, got {self.session_gap_minutes}")
-        if self.max_summary_input_chars < 1:
-            raise ValueError(f"max_summary_input_chars must be ≥ 1, got {self.max_summary_input_chars}")
-        if self.trim_policy not in ("fixed", "resume"):
-            raise ValueError(f"trim_policy must be 'fixed' or 'resume', got {self.trim_policy!r}")
+from pmrag.core.params import ChunkingSection
 
 
 class ChunkMessage(NamedTuple):
@@ -113,7 +90,7 @@ def split_sessions(messages: Sequence[ChunkMessage], gap_minutes: float) -> list
     return sessions
 
 
-def window_bounds(line_lengths: Sequence[int], params: ChunkingParams) -> list[tuple[int, int, int]]:
+def window_bounds(line_lengths: Sequence[int], params: ChunkingSection) -> list[tuple[int, int, int]]:
     """Windows over one session as ``(start, end, n_trimmed)``, end exclusive.
 
     ``line_lengths[i]`` is the length of message i's rendered line; a window's rendered length is the
@@ -142,8 +119,9 @@ def window_bounds(line_lengths: Sequence[int], params: ChunkingParams) -> list[t
     return bounds
 
 
-def chunk_source(source: str, messages: Iterable[ChunkMessage], params: ChunkingParams = ChunkingParams()) -> list[Chunk]:
-    """Chunk one source's messages (any order in; sorted here)."""
+def chunk_source(source: str, messages: Iterable[ChunkMessage], params: ChunkingSection | None = None) -> list[Chunk]:
+    """Chunk one source's messages (any order in; sorted here); ``params`` default to the paper's."""
+    params = ChunkingSection() if params is None else params
     ordered = sort_messages(messages)
     chunks: list[Chunk] = []
     for session_index, session in enumerate(split_sessions(ordered, params.session_gap_minutes)):

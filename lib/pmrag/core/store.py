@@ -157,11 +157,19 @@ rankings = Table(
     Column("score", Float, nullable=False),
 )
 
-stages = Table(
+stages = Table(                                          # one row per study stage: its key and manifest
     "stages", metadata,
     Column("name", String, primary_key=True),
     Column("key", String(64), nullable=False),
     Column("info", Text, nullable=False),
+)
+
+file_fingerprints = Table(                               # content hash of an input file, by size + mtime
+    "file_fingerprints", metadata,
+    Column("path", Text, primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("mtime_ns", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
 )
 
 

@@ -1,111 +1,117 @@
-"""The statistics (§6.3–6.4) and failure analysis (§7) of a study, as tables computed from its stages.
+"""The statistics (§6.3–6.4) and failure analysis (§7) of a study, from typed inputs.
 
-Notebooks 05 and 06 display these; :mod:`pmrag.public` exports their aggregate parts.  Everything is
-computed from the study's stored rankings and qrels, so each notebook runs on its own.
+Both take the per-question metric rows of every method (single retrievers and fused configurations,
+``retriever, question_id, question_type, <metric>@k``) and a :class:`Selection` saying which of them the
+analysis is about.  The study's stages call them; so can anyone holding such rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from pmrag.evaluate import failures
-from pmrag.present import tables
+from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.params import AnalysisSection, BootstrapSection
+from pmrag.evaluate import failures, reliability
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The configurations the analysis is about: the selected best hybrid, its components, the reference
-    single retriever and the diagnostic (summary) hybrid, by their run names."""
+    """What the analysis compares: the selected best hybrid, the reference single retriever (Table 5) and the
+    diagnostic (summary) hybrid of Tables 5 and 8 and Figure 6."""
 
-    best: str
-    best_bm25: str
-    best_vector: str
-    best_beta: float
-    reference: str
-    diagnostic: str
-    diagnostic_beta: float
+    best: HybridId
+    reference: RetrieverId
+    diagnostic: HybridId
 
 
-def selection(study) -> Selection:
-    best = study.selected_hybrid()
-    bm25, vector, beta = study.diagnostic_hybrid()
-    return Selection(
-        best=study.hybrid_name(best["bm25"], best["vector"], best["beta"]), best_bm25=best["bm25"],
-        best_vector=best["vector"], best_beta=float(best["beta"]),
-        reference=study.params.data["analysis"]["reference_retriever"],
-        diagnostic=study.hybrid_name(bm25, vector, beta), diagnostic_beta=beta,
+@dataclass(frozen=True)
+class Reliability:
+    """Bootstrap results: ``cis`` (every method × Recall/MRR/nDCG@5), ``differences`` (Table 5's comparisons)
+    and ``by_type`` (Recall@5 of every method, overall and per question type)."""
+
+    cis: pd.DataFrame
+    differences: pd.DataFrame
+    by_type: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class FailureAnalysis:
+    """§7: ``table7`` (Top-K failures of the best hybrid by type), ``labels`` (rule-based labels of the
+    diagnostic hybrid's failures), ``table8``, ``aggregate`` (§7.3 detail), ``sensitivity`` (Figure 6's data)
+    and ``table9`` (success overlap of the best hybrid's two components)."""
+
+    table7: pd.DataFrame
+    labels: pd.DataFrame
+    table8: pd.DataFrame
+    aggregate: pd.DataFrame
+    sensitivity: pd.DataFrame
+    table9: pd.DataFrame
+
+
+def question_types(questions: pd.DataFrame) -> list[str]:
+    """Question types present: the paper's three first (when present), then the rest in name order."""
+    present = list(dict.fromkeys(questions["type"].astype(str)))
+    paper = [t for t in ("named_entity", "contextual", "aggregate") if t in present]
+    return paper + sorted(t for t in present if t not in paper)
+
+
+def _rows_of(per_question: pd.DataFrame, method) -> pd.DataFrame:
+    rows = per_question[per_question["retriever"] == str(method)]
+    if rows.empty:
+        raise ValueError(f"{method} has no per-question rows (methods: {', '.join(pd.unique(per_question['retriever']))})")
+    return rows
+
+
+def reliability_tables(per_question: pd.DataFrame, selection: Selection, bootstrap: BootstrapSection,
+                       types: Sequence[str]) -> Reliability:
+    """Intervals of every method, Table 5's paired differences and Recall@5 by question type.
+
+    Parameters
+    ----------
+    per_question : rows of every method (single retrievers and fused configurations)
+    selection : the best hybrid, the reference retriever and the diagnostic hybrid
+    bootstrap : B, seed and confidence
+    types : question types in display order
+    """
+    for method in (selection.best, selection.reference, selection.diagnostic):
+        _rows_of(per_question, method)
+    comparisons = [
+        (f"Best − {selection.reference}", str(selection.best), str(selection.reference)),
+        (f"Best − diagnostic hybrid ({str(selection.diagnostic).removeprefix('hybrid:')})", str(selection.best),
+         str(selection.diagnostic)),
+    ]
+    return Reliability(
+        cis=reliability.metric_cis(per_question, k=5, params=bootstrap),
+        differences=reliability.paired_differences(per_question, comparisons, "recall@5", bootstrap),
+        by_type=reliability.by_type_cis(per_question, "recall@5", bootstrap, types),
     )
 
 
-def reliability(study, per_question: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
-    """Bootstrap results: ``cis`` (every method × Recall/MRR/nDCG@5), ``differences`` (Table 5's
-    comparisons), ``by_type`` (Recall@5 of every method per question type) and the formatted ``table5``,
-    ``table6`` (the selected best hybrid by type)."""
-    per_question = study.analysis_metrics() if per_question is None else per_question
-    chosen = selection(study)
-    if chosen.reference not in set(per_question["retriever"]):
-        raise ValueError(f"analysis.reference_retriever {chosen.reference!r} is not a retriever of this study")
-    params = study.bootstrap_params()
-    comparisons = [
-        (f"Best − {chosen.reference}", chosen.best, chosen.reference),
-        (f"Best − diagnostic hybrid ({chosen.diagnostic.removeprefix('hybrid:')})", chosen.best, chosen.diagnostic),
-    ]
-    differences = tables.paired_differences(per_question, comparisons, "recall@5", params)
-    by_type = tables.by_type_cis(per_question, "recall@5", params, study.question_types())
-    return {
-        "cis": tables.metric_cis(per_question, k=5, params=params),
-        "differences": differences,
-        "table5": tables.table5(differences),
-        "by_type": by_type,
-        "table6": tables.table6(by_type, chosen.best),
-    }
+def failure_tables(per_question: pd.DataFrame, selection: Selection, qrels: pd.DataFrame, chunks: pd.DataFrame,
+                   settings: AnalysisSection, types: Sequence[str]) -> FailureAnalysis:
+    """§7's tables (see :class:`FailureAnalysis`).
 
-
-def failure_analysis(study, per_question: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
-    """§7: ``table7`` (Top-K failures of the best hybrid by type), ``labels`` (rule-based labels of the
-    diagnostic hybrid's failures, one row per failed question), ``table8``, ``aggregate`` (§7.3 detail),
-    ``sensitivity`` (Figure 6's data) and ``table9`` (success overlap of the best hybrid's components)."""
-    per_question = study.analysis_metrics() if per_question is None else per_question
-    chosen = selection(study)
-    settings = study.params.data["analysis"]
-    k, wider, aggregate_type = settings["failure_k"], settings["recovery_ks"], settings["aggregate_type"]
-    types = study.question_types()
-    rows = {name: frame for name, frame in per_question.groupby("retriever", sort=False)}
-    qrels = study.qrels()
-    diagnostic = rows[chosen.diagnostic]
-    labels = failures.rule_labels(diagnostic, qrels, k, aggregate_type, settings["min_primary_gold"])
-    return {
-        "table7": failures.failure_table(rows[chosen.best], k, types),
-        "labels": labels,
-        "table8": failures.label_table(labels),
-        "aggregate": failures.aggregate_summary(diagnostic, qrels, study.chunks(), k, wider, aggregate_type),
-        "sensitivity": failures.topk_sensitivity(diagnostic, [k, *wider], types),
-        "table9": failures.success_overlap(rows[chosen.best_bm25], rows[chosen.best_vector], k),
-    }
-
-
-def public_export(study, per_question: pd.DataFrame, reliability_tables: dict, failure_tables: dict) -> list[str]:
-    """Write ``outputs/<run>/public/`` (:mod:`pmrag.public`): per-question metrics and the aggregate tables."""
-    from pmrag.present import public
-
-    tables_out = {
-        "bootstrap_cis": reliability_tables["cis"],
-        "table5_differences": reliability_tables["differences"],
-        "recall_by_type_cis": reliability_tables["by_type"],
-        "table6_best_hybrid_by_type": reliability_tables["table6"],
-        "table7_top5_failures": failure_tables["table7"],
-        "failure_labels": failure_tables["labels"],
-        "table8_failure_labels": failure_tables["table8"],
-        "aggregate_detail": failure_tables["aggregate"],
-        "topk_sensitivity": failure_tables["sensitivity"],
-        "table9_success_overlap": failure_tables["table9"],
-    }
-    differences = reliability_tables["differences"]
-    vocabulary = {
-        "overall", "Overall", "all", *failures.LABELS, *failures.OVERLAP_PATTERNS,
-        *differences["comparison"], *differences["interpretation"], *differences["metric"],
-        *reliability_tables["cis"]["metric"], *failure_tables["aggregate"]["Quantity"],
-    }
-    return public.export_tables(study, per_question, tables_out, vocabulary)
+    Parameters
+    ----------
+    per_question : rows of every method, with every cut-off of ``settings`` scored
+    selection : the best hybrid (Tables 7 and 9) and the diagnostic hybrid (Table 8, aggregate detail, Figure 6)
+    qrels : the evaluable questions' qrels
+    chunks : the chunks (``chunk_id, source, start_at``) for the aggregate detail
+    settings : failure and recovery cut-offs, the aggregate type, the multiple-gold threshold
+    types : question types in display order
+    """
+    k, wider, aggregate_type = settings.failure_k, list(settings.recovery_ks), settings.aggregate_type
+    diagnostic = _rows_of(per_question, selection.diagnostic)
+    labels = failures.rule_labels(diagnostic, qrels, k, aggregate_type, settings.min_primary_gold)
+    return FailureAnalysis(
+        table7=failures.failure_table(_rows_of(per_question, selection.best), k, types),
+        labels=labels,
+        table8=failures.label_table(labels),
+        aggregate=failures.aggregate_summary(diagnostic, qrels, chunks, k, wider, aggregate_type),
+        sensitivity=failures.topk_sensitivity(diagnostic, [k, *wider], types),
+        table9=failures.success_overlap(_rows_of(per_question, selection.best.first),
+                                        _rows_of(per_question, selection.best.second), k),
+    )

@@ -25,55 +25,19 @@ uncertainty of having selected the best hybrid on the same questions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
-TABLE_COLUMNS = ("method", "metric", "mean", "ci_low", "ci_high")
-DIFFERENCE_COLUMNS = ("method_a", "method_b", "metric", "delta", "ci_low", "ci_high")
+from pmrag.core.params import BootstrapSection
+
+def percentiles(params: BootstrapSection) -> tuple[float, float]:
+    """The lower and upper percentiles (0–100): ``50·(1 − confidence)`` and ``50·(1 + confidence)``."""
+    return 50.0 * (1.0 - params.confidence), 50.0 * (1.0 + params.confidence)
 
 
-@dataclass(frozen=True)
-class BootstrapParams:
-    """Bootstrap settings, validated on construction (a bad value is a ``ValueError`` naming the field).
-
-    ``n_resamples``: B ≥ 1; ``seed``: the integer seed of ``numpy.random.default_rng``; ``confidence``: the
-    central coverage of the interval, in (0, 1).
-    """
-
-    n_resamples: int = 5000
-    seed: int = 12345
-    confidence: float = 0.95
-
-    def __post_init__(self):
-        for name in ("n_resamples", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        if self.n_resamples < 1:
-            raise ValueError(f"n_resamples must be ≥ 1, got {self.n_resamples!r}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be ≥ 0, got {self.seed!r}")
-        c = self.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.floating)) or not 0 < c < 1:
-            raise ValueError(f"confidence must be a number in (0, 1), got {c!r}")
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "BootstrapParams":
-        """From a params-file mapping; an unknown key is a ``ValueError``."""
-        from pmrag.study.params import dataclass_from_mapping
-
-        return dataclass_from_mapping(cls, values, "bootstrap")
-
-    @property
-    def percentiles(self) -> tuple[float, float]:
-        """The lower and upper percentiles (0–100): ``50·(1 − confidence)`` and ``50·(1 + confidence)``."""
-        return 50.0 * (1.0 - self.confidence), 50.0 * (1.0 + self.confidence)
-
-
-def resample_indices(n_questions: int, params: BootstrapParams | None = None) -> np.ndarray:
+def resample_indices(n_questions: int, params: BootstrapSection | None = None) -> np.ndarray:
     """``(B, n)`` int64 question indices, drawn with replacement from ``default_rng(seed)`` in one call."""
     params = _params(params)
     if isinstance(n_questions, bool) or not isinstance(n_questions, (int, np.integer)) or n_questions < 1:
@@ -82,7 +46,7 @@ def resample_indices(n_questions: int, params: BootstrapParams | None = None) ->
     return rng.integers(0, n_questions, size=(params.n_resamples, n_questions), dtype=np.int64)
 
 
-def resample_counts(n_questions: int, params: BootstrapParams | None = None) -> np.ndarray:
+def resample_counts(n_questions: int, params: BootstrapSection | None = None) -> np.ndarray:
     """``(B, n)`` float64 matrix ``c_bq``: how often resample b of :func:`resample_indices` draws question q.
 
     Cached per ``(n_questions, params)`` and read-only: every caller sees the same resamples.
@@ -96,7 +60,7 @@ def clear_resample_cache() -> None:
 
 
 @lru_cache(maxsize=16)
-def _counts(n: int, params: BootstrapParams) -> np.ndarray:
+def _counts(n: int, params: BootstrapSection) -> np.ndarray:
     indices = resample_indices(n, params)
     b = indices.shape[0]
     flat = (indices + n * np.arange(b, dtype=np.int64)[:, None]).ravel()
@@ -105,14 +69,14 @@ def _counts(n: int, params: BootstrapParams) -> np.ndarray:
     return counts
 
 
-def resample_means(values, params: BootstrapParams | None = None) -> np.ndarray:
+def resample_means(values, params: BootstrapSection | None = None) -> np.ndarray:
     """The B resample means: ``(B,)`` for ``(n,)`` values, ``(B, m)`` for ``(m, n)`` values."""
     x = _values(values)
     counts = resample_counts(x.shape[-1], params)
     return counts @ x.T / x.shape[-1]
 
 
-def ci(values, params: BootstrapParams | None = None):
+def ci(values, params: BootstrapSection | None = None):
     """``(mean, low, high)``: the mean over questions and its percentile-bootstrap interval.
 
     ``values`` is ``(n,)`` (floats come back) or ``(m, n)``, one row per method (``(m,)`` arrays come back,
@@ -120,14 +84,14 @@ def ci(values, params: BootstrapParams | None = None):
     """
     params = _params(params)
     x = _values(values)
-    low, high = np.percentile(resample_means(x, params), params.percentiles, axis=0)
+    low, high = np.percentile(resample_means(x, params), percentiles(params), axis=0)
     mean = x.mean(axis=-1)
     if x.ndim == 1:
         return float(mean), float(low), float(high)
     return mean, low, high
 
 
-def paired_difference(a, b, params: BootstrapParams | None = None):
+def paired_difference(a, b, params: BootstrapSection | None = None):
     """``(delta, low, high)``: Δ̂ = mean(a − b) (eq. 7) and its paired percentile interval.
 
     ``a`` and ``b`` are per-question values in the same question order, ``(n,)`` or ``(m, n)``.
@@ -139,7 +103,7 @@ def paired_difference(a, b, params: BootstrapParams | None = None):
 
 
 def ci_table(
-    per_question: pd.DataFrame, metrics: str | Sequence[str] | None = None, params: BootstrapParams | None = None
+    per_question: pd.DataFrame, metrics: str | Sequence[str] | None = None, params: BootstrapSection | None = None
 ) -> pd.DataFrame:
     """Mean and interval of every method × metric: columns ``method, metric, mean, ci_low, ci_high``.
 
@@ -161,7 +125,7 @@ def difference_table(
     per_question: pd.DataFrame,
     pairs: Iterable[tuple[str, str]],
     metrics: str | Sequence[str] | None = None,
-    params: BootstrapParams | None = None,
+    params: BootstrapSection | None = None,
 ) -> pd.DataFrame:
     """Paired differences a − b for each ``(a, b)`` in ``pairs`` and each metric:
     columns ``method_a, method_b, metric, delta, ci_low, ci_high`` (``per_question`` as in :func:`ci_table`)."""
@@ -242,11 +206,11 @@ def _names(metrics) -> list:
     return [metrics] if isinstance(metrics, str) else list(metrics)
 
 
-def _params(params: BootstrapParams | None) -> BootstrapParams:
+def _params(params: BootstrapSection | None) -> BootstrapSection:
     if params is None:
-        return BootstrapParams()
-    if not isinstance(params, BootstrapParams):
-        raise TypeError(f"params must be a BootstrapParams, got {type(params).__name__}")
+        return BootstrapSection()
+    if not isinstance(params, BootstrapSection):
+        raise TypeError(f"params must be a BootstrapSection, got {type(params).__name__}")
     return params
 
 

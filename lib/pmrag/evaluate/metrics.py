@@ -22,21 +22,18 @@ one slice.  The numbers agree with ranx's ``recall@k-l2``, ``mrr@k-l2`` and ``nd
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from pmrag.core.frames import require_columns
+from pmrag.core.frames import RUN_COLUMNS, RunLike, no_duplicates, require_columns, run_frame
 
 METRICS = ("recall", "mrr", "ndcg")
 GRADES = (0, 1, 2)
 PRIMARY = 2
 QRELS_COLUMNS = ("question_id", "chunk_id", "relevance")
-RUN_COLUMNS = ("question_id", "chunk_id", "rank")
-
-RunLike = Mapping[str, Sequence[str]] | pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -107,6 +104,15 @@ def per_question_metrics(
     return pd.DataFrame(columns, index=matrix.question_ids)
 
 
+def per_question_rows(run: RunLike, name: str, qrels: pd.DataFrame, types: pd.Series, ks: Iterable[int]) -> pd.DataFrame:
+    """:func:`per_question_metrics` as long rows of one method: ``retriever`` (= ``name``), ``question_id``,
+    ``question_type`` (from ``types``: question_id → type), then the metric columns."""
+    metrics = per_question_metrics(run, qrels, ks=ks).reset_index()
+    metrics.insert(0, "retriever", name)
+    metrics.insert(2, "question_type", metrics["question_id"].map(types))
+    return metrics
+
+
 def macro(per_question: pd.DataFrame) -> pd.Series:
     """Macro average: the mean of each metric column over questions (``question_id`` is not averaged)."""
     values = per_question.drop(columns=["question_id"], errors="ignore")
@@ -133,7 +139,7 @@ def relevance_matrix(run: RunLike, qrels: pd.DataFrame, depth: int) -> Relevance
         raise ValueError(
             f"{len(missing)} question(s) have no relevance-{PRIMARY} (primary-gold) chunk, so Recall and MRR are "
             f"undefined (paper §4.4 requires |G2(q)| > 0): {shown}; score only primary-gold questions "
-            "(pmrag.chunk_stats.primary_gold_questions)"
+            "(pmrag.chunking.stats.primary_gold_questions)"
         )
 
     ranked = np.zeros((len(questions), depth), dtype=np.int8)
@@ -154,32 +160,6 @@ def relevance_matrix(run: RunLike, qrels: pd.DataFrame, depth: int) -> Relevance
     return RelevanceMatrix(questions, ranked, ideal, n_primary)
 
 
-def run_frame(run: RunLike) -> pd.DataFrame:
-    """``run`` as a validated DataFrame ``question_id, chunk_id, rank`` (ranks unique positive integers,
-    no chunk twice in one question's list)."""
-    if isinstance(run, pd.DataFrame):
-        require_columns(run, RUN_COLUMNS, "run")
-        frame = run.loc[:, list(RUN_COLUMNS)].reset_index(drop=True)
-    elif isinstance(run, Mapping):
-        lists = [list(chunks) for chunks in run.values()]
-        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        starts = np.cumsum(lengths) - lengths
-        frame = pd.DataFrame({
-            "question_id": np.repeat(np.array(list(run.keys()), dtype=object), lengths),
-            "chunk_id": np.array([c for chunks in lists for c in chunks], dtype=object),
-            "rank": np.arange(lengths.sum()) - np.repeat(starts, lengths) + 1,
-        })
-    else:
-        raise TypeError(f"run must be a mapping question_id -> ranked chunk ids or a DataFrame, got {type(run).__name__}")
-    if frame[["question_id", "chunk_id"]].isna().any().any():
-        raise ValueError("run has missing question or chunk ids")
-    if not pd.api.types.is_integer_dtype(frame["rank"]) or (len(frame) and frame["rank"].min() < 1):
-        raise ValueError("run ranks must be integers ≥ 1")
-    _no_duplicates(frame, ["question_id", "rank"], "run", "rank")
-    _no_duplicates(frame, ["question_id", "chunk_id"], "run", "chunk")
-    return frame.astype({"rank": np.int64})
-
-
 def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(qrels, pd.DataFrame):
         raise TypeError(f"qrels must be a DataFrame, got {type(qrels).__name__}")
@@ -190,7 +170,7 @@ def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
     if not pd.api.types.is_integer_dtype(judged["relevance"]) or not judged["relevance"].isin(GRADES).all():
         bad = judged.loc[~judged["relevance"].isin(GRADES), "relevance"].unique()[:5]
         raise ValueError(f"qrels relevance must be one of {GRADES} (integers); found {list(bad)}")
-    _no_duplicates(judged, ["question_id", "chunk_id"], "qrels", "judgment")
+    no_duplicates(judged, ["question_id", "chunk_id"], "qrels", "judgment")
     return judged.astype({"relevance": np.int8})
 
 
@@ -209,10 +189,3 @@ def _validated_metrics(metrics: Iterable[str]) -> list[str]:
     if not metrics or unknown or len(set(metrics)) != len(metrics):
         raise ValueError(f"metrics must be distinct names from {METRICS}, got {metrics!r}")
     return metrics
-
-
-def _no_duplicates(frame: pd.DataFrame, keys: list[str], what: str, entity: str) -> None:
-    duplicated = frame.duplicated(keys)
-    if duplicated.any():
-        first = frame.loc[duplicated.idxmax(), keys].tolist()
-        raise ValueError(f"{what} has a duplicate {entity}: {dict(zip(keys, first))}")

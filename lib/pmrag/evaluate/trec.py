@@ -17,6 +17,7 @@ and if the scores are written exactly.  :func:`write_run` therefore checks the s
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Literal
 
@@ -95,7 +96,8 @@ def write_run(
 
     lines = [
         f"{q} Q0 {d} {r} {s} {tag}\n"
-        for q, d, r, s in zip(frame["question_id"], frame["chunk_id"].astype(str), frame["rank"].tolist(), score_text)
+        for q, d, r, s in zip(frame["question_id"].tolist(), frame["chunk_id"].astype(str).tolist(), frame["rank"].tolist(),
+                              score_text)
     ]
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.writelines(lines)
@@ -166,12 +168,14 @@ def _columns(frame: pd.DataFrame, needed: list[str], what: str) -> pd.DataFrame:
     return frame.loc[:, needed].reset_index(drop=True)
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def _check_ids(ids: Iterable[str], what: str) -> None:
-    """Ids are single TREC fields: non-empty and without whitespace."""
-    ids = pd.Series(list(ids), dtype=object).astype(str)
-    bad = ids.str.contains(r"\s", regex=True) | (ids.str.len() == 0)
-    if bad.any():
-        raise ValueError(f"{what} {ids[bad].iloc[0]!r} cannot be written to a TREC file: it is empty or contains whitespace")
+    """Ids are single TREC fields: non-empty and without whitespace (each distinct id checked once)."""
+    for value in pd.unique(pd.Series(list(ids) if not isinstance(ids, pd.Series) else ids, dtype=object).astype(str)):
+        if not value or _WHITESPACE.search(value):
+            raise ValueError(f"{what} {value!r} cannot be written to a TREC file: it is empty or contains whitespace")
 
 
 def _fields(path, n: int, layout: str) -> list[list]:

@@ -1,6 +1,11 @@
 """Pluggable source adapters.  Each turns one file into a :class:`~pmrag.records.SourceBatch`.
 
-Adapter signature: ``read(path: Path, *, permissive: bool = False, options: IngestOptions) -> SourceBatch``.
+Adapter signature: ``read(path: Path, *, permissive: bool = False, options: DatasetSection) -> SourceBatch``; the
+adapters read ``options.unknown_time_offset``, the choice the paper leaves open: a message without a time is
+placed at its date 00:00:00 plus N seconds, N being its ``date_order`` (position within the date; default)
+or its file-wide ``source_order``.  The paper says "source_order seconds"; counted file-wide, that would push
+an untimed message of a busy file hours or days past its own date, so the default counts within the date,
+which is the paper's rule whenever source_order restarts per date.
 In strict mode (the default) malformed input raises :class:`~pmrag.errors.InputError` naming the file
 and the line or key; in permissive mode the bad record is added to ``batch.rejected`` and skipped.
 """
@@ -8,31 +13,11 @@ and the line or key; in permissive mode the bad record is added to ``batch.rejec
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from pmrag.core.errors import InputError
+from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """Choices the paper leaves open.
-
-    ``unknown_time_offset``: a message without a time is placed at its date 00:00:00 plus N seconds,
-    N being its ``date_order`` (position within the date; default) or its file-wide ``source_order``.
-    The paper says "source_order seconds"; counted file-wide, that would push an untimed message of a
-    busy file hours or days past its own date, so the default counts within the date, which is the
-    paper's rule whenever source_order restarts per date.
-    """
-
-    unknown_time_offset: str = "date_order"
-
-    def __post_init__(self):
-        if self.unknown_time_offset not in ("date_order", "source_order"):
-            raise ValueError(
-                f"unknown_time_offset must be 'date_order' or 'source_order', got {self.unknown_time_offset!r}"
-            )
 
 
 Adapter = Callable[..., SourceBatch]
@@ -72,12 +57,12 @@ def detect_format(path: Path) -> str:
     raise InputError(path, "line 1", "expected a JSON object (LINE JSON export) or a JSON list (LoCoMo)")
 
 
-def read_source(path, fmt: str = "auto", *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+def read_source(path, fmt: str = "auto", *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:
     """Read one file with the adapter for ``fmt`` (``auto`` detects it) and check its counts reconcile."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, None, "file not found")
     fmt = detect_format(path) if fmt == "auto" else fmt
-    batch = get_adapter(fmt)(path, permissive=permissive, options=options or IngestOptions())
+    batch = get_adapter(fmt)(path, permissive=permissive, options=options or DatasetSection())
     batch.check_reconciled()
     return batch

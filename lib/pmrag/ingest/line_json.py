@@ -6,7 +6,7 @@ Rules, as the paper states them:
 
 * ``source_order`` is the record's position in the file (document order across all dates);
 * times are naive Japanese local time; a missing time becomes the date at 00:00:00 plus N seconds and is
-  flagged ``time_unknown`` (N: see :class:`~pmrag.ingest.IngestOptions`);
+  flagged ``time_unknown`` (N: see :mod:`pmrag.ingest`);
 * a missing sender becomes ``SYSTEM``, a missing type ``text``; a missing text is kept as ``""``;
 * no deduplication, no exclusion of media or system events, empty texts retained.
 
@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from pmrag.core.errors import InputError
-from pmrag.ingest import IngestOptions
+from pmrag.core.params import DatasetSection
 from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date
 from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
 
@@ -35,8 +35,8 @@ def _string_field(msg: dict, key: str):
     raise ValueError(f"'{key}' must be a string, got {type(value).__name__}")
 
 
-def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
-    options = options or IngestOptions()
+def read(path: Path, *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:
+    options = options or DatasetSection()
     path = Path(path)
     batch = SourceBatch(path=str(path), format="line-json", encoding="utf-8", dialect="paper JSON (date → messages)")
     problems = Problems(batch, permissive)

@@ -34,7 +34,7 @@ from datetime import date, datetime, time
 from pathlib import Path
 
 from pmrag.core.errors import InputError
-from pmrag.ingest import IngestOptions
+from pmrag.core.params import DatasetSection
 from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, Rejected, SourceBatch
 
 FORMAT = "line-txt"
@@ -152,7 +152,7 @@ class _State:
     per_date: dict[date, int] = field(default_factory=dict)
 
 
-def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+def read(path: Path, *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:
     """Read one LINE ``.txt`` export into a :class:`~pmrag.records.SourceBatch`.
 
     Strict mode raises :class:`~pmrag.errors.InputError` at the first line that matches no rule;

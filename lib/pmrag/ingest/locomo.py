@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from pmrag.core.errors import InputError
-from pmrag.ingest import IngestOptions
+from pmrag.core.params import DatasetSection
 from pmrag.ingest._common import Problems, load_json
 from pmrag.core.records import DEFAULT_TYPE, Evidence, MessageRecord, QuestionRecord, Rejected, SourceBatch
 
@@ -120,7 +120,7 @@ def _read_questions(batch: SourceBatch, problems: Problems, sample_id: str, qa: 
         )
 
 
-def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+def read(path: Path, *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:
     path = Path(path)
     batch = SourceBatch(path=str(path), format="locomo", encoding="utf-8", dialect="LoCoMo samples")
     problems = Problems(batch, permissive)

@@ -12,11 +12,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pmrag.core.parallel import ordered_map
-from pmrag.ingest import IngestOptions, read_source
+from pmrag.core.params import DatasetSection
+from pmrag.ingest import read_source
 from pmrag.core.records import SourceBatch
 
 
-def read_rows(path, fmt: str, permissive: bool, options: IngestOptions) -> tuple[SourceBatch, list[tuple]]:
+def read_rows(path, fmt: str, permissive: bool, options: DatasetSection) -> tuple[SourceBatch, list[tuple]]:
     """Read one file and turn its messages into store rows; the returned batch keeps no message records."""
     from pmrag.ingest.store import message_rows
 
@@ -26,11 +27,11 @@ def read_rows(path, fmt: str, permissive: bool, options: IngestOptions) -> tuple
     return batch, rows
 
 
-def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: IngestOptions | None = None,
+def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: DatasetSection | None = None,
              workers: int = 2) -> Iterator[tuple[SourceBatch, list[tuple]]]:
     """``(batch, rows)`` for each ``(path, format)`` job, in input order, parsed ahead in ``workers`` processes.
 
     ``workers=0`` parses in this process, one file at a time.
     """
-    options = options or IngestOptions()
+    options = options or DatasetSection()
     yield from ordered_map(read_rows, [(path, fmt, permissive, options) for path, fmt in jobs], workers)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pmrag.core.errors import InputError
-from pmrag.ingest import IngestOptions
+from pmrag.core.params import DatasetSection
 from pmrag.ingest._common import Problems, load_json
 from pmrag.core.records import Evidence, QuestionRecord, SourceBatch
 
@@ -50,7 +50,7 @@ def _question(item, where: str) -> QuestionRecord:
     )
 
 
-def read(path: Path, *, permissive: bool = False, options: IngestOptions | None = None) -> SourceBatch:
+def read(path: Path, *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:
     path = Path(path)
     batch = SourceBatch(path=str(path), format="questions-json", dialect="pmrag questions")
     problems = Problems(batch, permissive)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core.frames import require_columns
+from pmrag.core.names import HybridId, RetrieverId, is_hybrid
 from pmrag.retrieve.fusion import minmax_fuse
 from pmrag.retrieve.tokenizer import tokenize
 
@@ -39,7 +40,6 @@ RECOVERED_AT = 20
 PER_QUESTION_COLUMNS = ("retriever", "question_id", f"recall@{FAILED_AT}", f"recall@{RECOVERED_AT}")
 METRIC_KS = (5, 10, 20)
 NO_LABEL = "none"
-HYBRID_PREFIX = "hybrid:"
 DEFAULT_BETA = 0.5
 PREVIEW_CHARS = 200
 TOP_K_COLUMNS = ("rank", "chunk_id", "score", "relevance", "start_at", "speakers", "preview")
@@ -106,9 +106,9 @@ def compute_per_question(rankings: Mapping[str, pd.DataFrame], qrels: pd.DataFra
 
 
 def default_focus(per_question: pd.DataFrame) -> str | None:
-    """The first hybrid retriever (name starting ``hybrid:``) of ``per_question``, else its first retriever."""
+    """The first hybrid (a :class:`~pmrag.core.names.HybridId` name) of ``per_question``, else its first retriever."""
     names = list(dict.fromkeys(per_question["retriever"]))
-    hybrids = [n for n in names if str(n).startswith(HYBRID_PREFIX)]
+    hybrids = [n for n in names if is_hybrid(n)]
     return hybrids[0] if hybrids else (names[0] if names else None)
 
 
@@ -487,22 +487,22 @@ class FailureInspector:
         self.refresh_questions()
 
     @classmethod
-    def from_study(cls, study, labels: pd.DataFrame | None = None, focus: str | None = None,
-                   k: int = 5) -> "FailureInspector":
-        """An inspector over a :class:`pmrag.study.Study`: its evaluable questions, chunks (with speakers),
-        qrels, single-retriever rankings, plus each pairing's fused run at its selected β (named like
-        ``Study.hybrid_name``); per-question metrics are computed from those rankings."""
-        questions = study.evaluable_questions()
-        chunks = study.chunks()
-        chunks = chunks.assign(speakers=chunks["chunk_id"].map(study.chunk_speakers()).fillna(""))
-        qrels = study.qrels()
-        qrels = qrels[qrels["question_id"].isin(questions["question_id"])]
-        rankings = {name: frame.drop(columns="retriever").reset_index(drop=True)
-                    for name, frame in study.rankings().groupby("retriever", sort=False)}
-        betas = {(row.bm25, row.vector): float(row.beta) for row in study.best_hybrids().itertuples(index=False)}
-        pairings = [tuple(p) for p in study.hybrid_pairings()]
-        for (bm25, vector), beta in betas.items():
-            rankings[study.hybrid_name(bm25, vector, beta)] = minmax_fuse(rankings[bm25], rankings[vector], beta)
+    def from_results(cls, questions: pd.DataFrame, chunks: pd.DataFrame, qrels: pd.DataFrame,
+                     rankings: Mapping[str, pd.DataFrame], best: pd.DataFrame,
+                     pairings: Sequence[tuple[str, str]] = (), labels: pd.DataFrame | None = None,
+                     focus: str | None = None, k: int = 5) -> "FailureInspector":
+        """An inspector over a study's results: its evaluable ``questions``, ``chunks`` (with a ``speakers``
+        column), ``qrels``, the single retrievers' ``rankings`` by name, and ``best`` (each pairing's selected
+        β: ``bm25, vector, beta``), whose fused runs are added under their :class:`~pmrag.core.names.HybridId`
+        names; ``pairings`` orders the β slider's pairing choices (default: ``best``'s order).  Per-question
+        metrics are computed from those rankings."""
+        rankings = {name: frame.drop(columns="retriever", errors="ignore").reset_index(drop=True)
+                    for name, frame in rankings.items()}
+        betas = {(row.bm25, row.vector): float(row.beta) for row in best.itertuples(index=False)}
+        for (first, second), beta in betas.items():
+            name = HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta)
+            rankings[str(name)] = minmax_fuse(rankings[first], rankings[second], beta)
+        pairings = [tuple(map(str, p)) for p in pairings] or list(betas)
         data = InspectorData(questions, chunks, qrels, rankings, labels=labels, pairings=pairings, betas=betas,
                              focus=focus)
         return cls(data, k=k)

@@ -91,3 +91,24 @@ def table9() -> pd.DataFrame:
 
 def aggregate_detail() -> pd.DataFrame:
     return pd.DataFrame(AGGREGATE_DETAIL, columns=["Quantity", "Value"], dtype=object)
+
+
+def table1() -> pd.DataFrame:
+    """The paper's Table 1 (its private LINE history), for display beside ours."""
+    return pd.DataFrame({
+        "Item": ["Messages", "Chunks", "Evaluation questions", "Primary-gold chunks (relevance 2)",
+                 "Secondary-gold chunks (relevance 1)"],
+        "Paper (private data)": pd.array([358_896, 22_329, 100, 144, 45], dtype=object),
+    })
+
+
+def raw_text_lengths() -> pd.Series:
+    """§3.3: raw_text mean 635, p95 1,571, max 10,031; 22 chunks over 4,000 and 15 over 7,000 (None: not reported)."""
+    return pd.Series({"mean": 635, "p95": 1571, "max": 10031, "> 4,000": 22, "> 5,000": None, "> 7,000": 15})
+
+
+def representation_lengths() -> pd.DataFrame:
+    """§3.3's lengths per representation (None: not reported)."""
+    return pd.DataFrame({"mean": [635, 273, None], "p95": [1571, 446, None], "max": [10031, None, None],
+                         "> 4,000": [22, None, None], "> 7,000": [15, None, None]},
+                        index=pd.Index(["raw_text", "summary", "embedding_text"], name="representation"))

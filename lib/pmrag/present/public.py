@@ -23,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import pandas as pd
 
 from pmrag.core.errors import PmragError
+from pmrag.present.artifacts import PUBLIC_TABLES, T
 
 PUBLIC_DIR = "public"
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}\b")
@@ -58,12 +60,11 @@ def public_per_question(per_question: pd.DataFrame, mode: str = "pseudonym") -> 
     return public, mapping
 
 
-def private_strings(study) -> dict[str, set[str]]:
+def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame) -> dict[str, set[str]]:
     """What must never appear in the public folder: sources, senders, question and message texts."""
-    messages, questions = study.messages(), study.questions()
     texts = {t for t in messages["text"].astype(str) if len(t.strip()) >= MIN_CHECKED_TEXT}
     return {
-        "source name": set(messages["source"].astype(str)) | set(study.chunks()["source"].astype(str)),
+        "source name": set(messages["source"].astype(str)) | set(chunks["source"].astype(str)),
         "sender": set(messages["sender"].astype(str)) - {"SYSTEM"},
         "question text": set(questions["text"].astype(str)),
         "message text": texts,
@@ -141,15 +142,48 @@ def _is_number_text(value: str) -> bool:
     return bool(re.fullmatch(r"[\s\d.,+\-−%\[\]–]*", value))
 
 
-def export_tables(study, per_question: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
-                  vocabulary: Iterable[str], mode: str | None = None) -> list[str]:
+def public_tables(reliability, failures, best: str) -> dict[str, pd.DataFrame]:
+    """The declared public tables (:data:`~pmrag.present.artifacts.PUBLIC_TABLES`) of a study, by name, from its
+    :class:`~pmrag.evaluate.analysis.Reliability` and :class:`~pmrag.evaluate.analysis.FailureAnalysis`."""
+    from pmrag.present.tables import table6
+
+    frames = {
+        T.bootstrap_cis: reliability.cis, T.table5_differences: reliability.differences,
+        T.recall_by_type_cis: reliability.by_type, T.table6_best_hybrid_by_type: table6(reliability.by_type, best),
+        T.table7_top5_failures: failures.table7, T.failure_labels: failures.labels,
+        T.table8_failure_labels: failures.table8, T.aggregate_detail: failures.aggregate,
+        T.topk_sensitivity: failures.sensitivity, T.table9_success_overlap: failures.table9,
+    }
+    missing = [spec.name for spec in PUBLIC_TABLES if spec not in frames]
+    if missing:
+        raise ValueError(f"public tables without a source: {', '.join(missing)}")
+    return {spec.name: frames[spec] for spec in PUBLIC_TABLES}
+
+
+def vocabulary(reliability, failures) -> set[str]:
+    """The fixed wording the public tables may hold besides numbers, names, types and public IDs."""
+    from pmrag.evaluate.failures import LABELS, OVERLAP_PATTERNS
+
+    differences = reliability.differences
+    return {
+        "overall", "Overall", "all", *LABELS, *OVERLAP_PATTERNS,
+        *differences["comparison"], *differences["interpretation"], *differences["metric"],
+        *reliability.cis["metric"], *failures.aggregate["Quantity"],
+    }
+
+
+def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
+                  vocabulary: Iterable[str], private: Mapping[str, set[str]],
+                  mode: str = "pseudonym") -> tuple[list[str], pd.DataFrame]:
     """Check, then write ``public/per_question_metrics.csv``, each of ``tables`` and ``public/README.md``.
 
-    A ``question_id`` column of any table is replaced by the public IDs.  ``vocabulary`` lists the
-    strings the tables may hold besides numbers (fixed wording, labels); retriever names, question types
-    and the public IDs are allowed here.  Returns the written paths relative to the run directory.
+    A ``question_id`` column of any table is replaced by the public IDs (``mode``: pseudonym or original).
+    ``vocabulary`` lists the strings the tables may hold besides numbers (fixed wording, labels); retriever
+    names, question types and the public IDs are allowed here; ``private`` (:func:`private_strings`) is what no
+    cell may contain.  Returns the written paths relative to ``run_dir`` and the private ID map (for
+    ``tables/public_question_ids.csv``).
     """
-    mode = mode or study.params.data["analysis"]["public_question_ids"]
+    run_dir = Path(run_dir)
     public_rows, mapping = public_per_question(per_question, mode)
     to_public = dict(zip(mapping["question_id"], mapping["public_id"]))
     everything = {"per_question_metrics": public_rows}
@@ -160,26 +194,25 @@ def export_tables(study, per_question: pd.DataFrame, tables: Mapping[str, pd.Dat
         everything[name] = frame
     allowed = (set(vocabulary) | set(mapping["public_id"]) | set(public_rows["retriever"])
                | set(public_rows["question_type"].astype(str)))
-    check_tables(everything, allowed, private_strings(study))
-    folder = study.run_dir / PUBLIC_DIR
+    check_tables(everything, allowed, private)
+    folder = run_dir / PUBLIC_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in everything.items():
         path = folder / f"{name}.csv"
         frame.to_csv(path, index=False)
-        written.append(str(path.relative_to(study.run_dir)))
-    study.save_table(mapping, "public_question_ids")
+        written.append(str(path.relative_to(run_dir)))
     readme = folder / "README.md"
-    readme.write_text(_readme(study, list(everything), mode), encoding="utf-8")
-    written.append(str(readme.relative_to(study.run_dir)))
-    return written
+    readme.write_text(_readme(run_name, list(everything), mode), encoding="utf-8")
+    written.append(str(readme.relative_to(run_dir)))
+    return written, mapping
 
 
-def _readme(study, names: list[str], mode: str) -> str:
+def _readme(run_name: str, names: list[str], mode: str) -> str:
     ids = ("pseudonymised (`q_` + 12 hex digits of SHA-1 of the ID; the private map is `../tables/public_question_ids.csv`)"
            if mode == "pseudonym" else "the study's own question IDs")
     lines = [
-        f"# Public results of run `{study.params.run}`",
+        f"# Public results of run `{run_name}`",
         "",
         "Aggregates and per-question metrics only (paper §9.2). Not included: message text, question text, chunk",
         "text, sender names, source names, timestamps. Question IDs are " + ids + ".",
@@ -192,20 +225,7 @@ def _readme(study, names: list[str], mode: str) -> str:
         "| file | |",
         "|---|---|",
     ]
-    lines += [f"| `{name}.csv` | {DESCRIPTIONS.get(name, '')} |" for name in names]
+    titles = {"per_question_metrics": "Recall/MRR/nDCG at every cut-off, per retriever and question",
+              **{spec.name: spec.title for spec in PUBLIC_TABLES}}
+    lines += [f"| `{name}.csv` | {titles.get(name, '')} |" for name in names]
     return "\n".join(lines) + "\n"
-
-
-DESCRIPTIONS = {
-    "per_question_metrics": "Recall/MRR/nDCG at every cut-off, per retriever and question",
-    "bootstrap_cis": "mean and 95 % CI of Recall/MRR/nDCG@5 for every retriever and hybrid",
-    "table5_differences": "paired bootstrap differences (Table 5)",
-    "recall_by_type_cis": "Recall@5 with CI per retriever, overall and per question type",
-    "table6_best_hybrid_by_type": "the selected best hybrid by question type (Table 6)",
-    "table7_top5_failures": "Top-K failures of the selected best hybrid by type (Table 7)",
-    "table8_failure_labels": "rule-based failure labels of the diagnostic hybrid (Table 8)",
-    "aggregate_detail": "aggregate-question detail and Top-K recoverability (§7.3)",
-    "topk_sensitivity": "share of questions with primary gold in the Top-K, per type (Figure 6)",
-    "table9_success_overlap": "Top-K success overlap of the best hybrid's two components (Table 9)",
-    "failure_labels": "per failed question: public ID, type, primary-gold count, label",
-}

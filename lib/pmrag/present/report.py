@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from pmrag.core.names import RetrieverId, parse_method
+from pmrag.present.artifacts import FIGURES, TABLES, T, TableSpec
 from pmrag.present.paper import format_ci
 
 
-def _read(run_dir: Path, name: str, text: bool = False) -> pd.DataFrame | None:
+def _read(run_dir: Path, spec: TableSpec, text: bool = False) -> pd.DataFrame | None:
     """A saved table; ``text`` keeps every cell as written (formatted tables: ``0.510`` stays ``0.510``)."""
-    path = run_dir / "tables" / f"{name}.csv"
+    path = run_dir / spec.file
     if not path.is_file():
         return None
     return pd.read_csv(path, dtype=str, keep_default_na=False) if text else pd.read_csv(path)
@@ -25,19 +27,19 @@ def headline(run_dir) -> list[str]:
     """Markdown bullet lines with the run's headline numbers (dataset, best retrievers, Table 5, failures)."""
     run_dir = Path(run_dir)
     lines = []
-    dataset = _read(run_dir, "table1_dataset", text=True)
+    dataset = _read(run_dir, T.table1_dataset, text=True)
     if dataset is not None:
         values = {item.strip(): (f"{int(v):,}" if v.isdigit() else v) for item, v in zip(dataset["Item"], dataset["Value"])}
         parts = [f"{values[k]} {k.lower()}" for k in ("Messages", "Sources", "Chunks", "Evaluation questions") if k in values]
         lines.append("- Dataset: " + ", ".join(parts))
-    cis = _read(run_dir, "bootstrap_cis")
+    cis = _read(run_dir, T.bootstrap_cis)
     if cis is not None:
         recall = cis[cis["metric"] == "recall@5"]
-        single = recall[~recall["retriever"].str.startswith("hybrid:")]
+        single = recall[[isinstance(parse_method(r), RetrieverId) for r in recall["retriever"]]]
         if len(single):
             top = single.loc[single["mean"].idxmax()]
             lines.append(f"- Best single retriever by Recall@5: `{top['retriever']}` {format_ci(top['mean'], top['ci_low'], top['ci_high'])}")
-    differences = _read(run_dir, "table5_differences")
+    differences = _read(run_dir, T.table5_differences)
     if differences is not None and cis is not None:
         best = differences["method_a"].iloc[0]
         row = cis[(cis["retriever"] == best) & (cis["metric"] == "recall@5")]
@@ -47,11 +49,11 @@ def headline(run_dir) -> list[str]:
                          "(selected on the same questions; the interval is conditional on that selection)")
         for r in differences.itertuples(index=False):
             lines.append(f"- {r.comparison}: ΔRecall@5 {r.delta:+.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {r.interpretation}")
-    by_type = _read(run_dir, "table6_best_hybrid_by_type", text=True)
+    by_type = _read(run_dir, T.table6_best_hybrid_by_type, text=True)
     if by_type is not None:
         cells = [f"{t} {m} {c}" for t, m, c in zip(by_type["Question type"], by_type["Recall@5"], by_type["95% CI"])]
         lines.append("- Best hybrid Recall@5 by question type: " + "; ".join(cells))
-    failures = _read(run_dir, "table7_top5_failures", text=True)
+    failures = _read(run_dir, T.table7_top5_failures, text=True)
     if failures is not None:
         overall = failures[failures["Question type"] == "Overall"].iloc[0]
         failed = [c for c in failures.columns if c.startswith("Top-")][0]
@@ -61,24 +63,36 @@ def headline(run_dir) -> list[str]:
     return lines
 
 
-def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None) -> Path:
-    """Write ``run_dir/README.md``: headline numbers, then every notebook, table, figure and public file."""
+PRIVACY_NOTE = ("Everything in this folder except `public/` holds private chat data (messages, names, questions, "
+                "the store, the executed notebooks); share only `public/`.")
+
+
+def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None,
+                     environment: list[str] | None = None) -> Path:
+    """Write ``run_dir/README.md``: headline numbers, provenance, then every notebook, declared table and figure
+    (with its title), public file and TREC run."""
     run_dir = Path(run_dir)
-    sections = [f"# {title}", "", "Produced by `pmrag study`. Every number below comes from a table in `tables/`.", ""]
+    sections = [f"# {title}", "", "Produced by `pmrag study`. Every number below comes from a table in `tables/`.", "",
+                PRIVACY_NOTE, ""]
     numbers = headline(run_dir)
     if numbers:
         sections += ["## Headline numbers", "", *numbers, ""]
+    if environment:
+        sections += ["## Provenance", "", *environment, ""]
+    notebooks = sorted((run_dir / "notebooks").glob("*.ipynb")) if notebooks is None else notebooks
     listing = [
-        ("Executed notebooks", sorted((run_dir / "notebooks").glob("*.ipynb")) if notebooks is None else notebooks),
-        ("Tables (CSV)", sorted((run_dir / "tables").glob("*.csv"))),
-        ("Figures (PNG)", sorted((run_dir / "figures").glob("*.png"))),
-        ("Public export (aggregates only, §9.2)", sorted((run_dir / "public").glob("*"))),
-        ("TREC runs and qrels", sorted((run_dir / "runs").glob("*.trec")) + sorted(run_dir.glob("*.trec"))),
+        ("Executed notebooks", [(p.relative_to(run_dir).as_posix(), "") for p in notebooks]),
+        ("Tables (CSV)", [(t.file, t.title) for t in TABLES.values() if (run_dir / t.file).is_file()]),
+        ("Figures (PNG)", [(f.file, f.title) for f in FIGURES.values() if (run_dir / f.file).is_file()]),
+        ("Public export (aggregates only, §9.2)", [(p.relative_to(run_dir).as_posix(), "")
+                                                   for p in sorted((run_dir / "public").glob("*"))]),
+        ("TREC runs and qrels", [(p.relative_to(run_dir).as_posix(), "")
+                                 for p in sorted((run_dir / "runs").glob("*.trec")) + sorted(run_dir.glob("*.trec"))]),
     ]
-    for heading, paths in listing:
-        if paths:
+    for heading, entries in listing:
+        if entries:
             sections += [f"## {heading}", ""]
-            sections += [f"- [`{p.relative_to(run_dir)}`]({p.relative_to(run_dir).as_posix()})" for p in paths]
+            sections += [f"- [`{path}`]({path})" + (f": {title}" if title else "") for path, title in entries]
             sections.append("")
     target = run_dir / "README.md"
     target.write_text("\n".join(sections), encoding="utf-8")

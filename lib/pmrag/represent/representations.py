@@ -79,3 +79,11 @@ def length_table(representations: pd.DataFrame, thresholds=(4000, 7000)) -> pd.D
     return pd.DataFrame(
         {name: length_stats(representations[name].str.len(), thresholds) for name in REPRESENTATIONS}
     ).T.rename_axis("representation")
+
+
+def example_chunk(representations: pd.DataFrame, qrels: pd.DataFrame) -> pd.Series:
+    """The first primary-gold chunk of the first question (by ID) in all three forms; the first chunk if no
+    question has primary gold."""
+    primary = qrels[qrels["relevance"] == 2].sort_values(["question_id", "chunk_id"])
+    reps = representations.set_index("chunk_id")
+    return reps.loc[primary["chunk_id"].iloc[0]] if len(primary) else reps.iloc[0]

@@ -26,10 +26,11 @@ wording is ours, and summaries made with it are not byte-for-byte the paper's.  
 (LoCoMo); its length request ("approximately 80–200 words") is our translation of 200–500 Japanese
 characters.  The user template ends with a blank line, after which the program appends the input.
 
-Failure handling: ``failure_policy = "stop_on_first_error"`` is the paper's (stop at the first API
-exception; everything committed so far is kept).  ``"retry"`` retries retryable errors (429, 5xx,
-timeouts, connection errors) with capped exponential backoff and, after ``max_retries``, records the chunk
-as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
+Failure handling: a retryable error (429, 5xx, timeout, connection error) is retried up to ``max_retries``
+times (default 2, the SDK default the paper ran with) with capped exponential backoff (0.5 s doubling to
+8 s, the SDK's); the client's own retries are off so that every attempt is ours and recorded.  Then
+``failure_policy = "stop_on_first_error"`` is the paper's (stop; everything committed so far is kept) and
+``"retry"`` records the chunk as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
 loses at most the chunk in flight; rerunning skips chunks whose status is already ``ok``.
 """
 
@@ -42,7 +43,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -54,6 +55,7 @@ from sqlalchemy import Engine, insert, select, update
 
 from pmrag.represent import privacy
 from pmrag.core.errors import PmragError
+from pmrag.core.params import SummarizerSection
 from pmrag.core.store import summaries, summary_runs
 
 BACKENDS = ("openai", "extractive")
@@ -79,75 +81,6 @@ class SummaryCallError(Exception):
     def __init__(self, message: str, retryable: bool):
         super().__init__(message)
         self.retryable = retryable
-
-
-# --------------------------------------------------------------------------------------------- params
-
-@dataclass(frozen=True)
-class SummarizerParams:
-    """Summarizer settings, validated on construction (a bad value is a ``ValueError`` naming the field)."""
-
-    backend: str = "openai"
-    model: str = "gpt-4o-mini"
-    max_output_tokens: int = 700
-    timeout_s: float = 90.0
-    interval_s: float = 0.2
-    max_input_chars: int = 7000
-    base_url: str | None = None
-    allow_remote: bool = False
-    failure_policy: str = "stop_on_first_error"
-    max_retries: int = 3
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 30.0
-    prompts: str = "ja"
-
-    def __post_init__(self):
-        def number(name, minimum, strict=False, integer=False):
-            value = getattr(self, name)
-            kinds = (int,) if integer else (int, float)
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
-            if value < minimum or (strict and value == minimum):
-                raise ValueError(f"{name} must be {'>' if strict else '≥'} {minimum}, got {value!r}")
-
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.failure_policy not in FAILURE_POLICIES:
-            raise ValueError(f"failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {self.failure_policy!r}")
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ValueError(f"model must be a non-empty string, got {self.model!r}")
-        number("max_output_tokens", 1, integer=True)
-        number("timeout_s", 0, strict=True)
-        number("interval_s", 0)
-        number("max_input_chars", 1, integer=True)
-        number("max_retries", 0, integer=True)
-        number("backoff_initial_s", 0)
-        number("backoff_max_s", 0)
-        if self.backoff_max_s < self.backoff_initial_s:
-            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) must be ≥ backoff_initial_s ({self.backoff_initial_s})")
-        if not isinstance(self.allow_remote, bool):
-            raise ValueError(f"allow_remote must be true or false, got {self.allow_remote!r}")
-        if self.base_url is not None and (
-            not isinstance(self.base_url, str) or urlsplit(self.base_url).scheme not in ("http", "https")
-            or not urlsplit(self.base_url).hostname
-        ):
-            raise ValueError(f"base_url must be null or an http(s) URL, got {self.base_url!r}")
-        if not isinstance(self.prompts, str) or not self.prompts:
-            raise ValueError(f"prompts must be 'ja', 'en' or a directory, got {self.prompts!r}")
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "SummarizerParams":
-        """From a params-file mapping; an unknown key is a ``ValueError``."""
-        from pmrag.study.params import dataclass_from_mapping
-
-        return dataclass_from_mapping(cls, values, "summarizer")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def backoff_s(self, retry_index: int) -> float:
-        """Wait before retry ``retry_index`` (0 = the first retry): ``initial * 2**k``, capped at ``backoff_max_s``."""
-        return min(self.backoff_initial_s * 2 ** retry_index, self.backoff_max_s)
 
 
 # --------------------------------------------------------------------------------------------- prompts
@@ -226,14 +159,13 @@ class OpenAISummarizer:
     backend = "openai"
     calls_api = True
 
-    def __init__(self, params: SummarizerParams, prompts: Prompts | None = None):
+    def __init__(self, params: SummarizerSection, prompts: Prompts, *, allow_remote: bool = False):
         import openai
 
         self.params = params
-        self.prompts = prompts or load_prompts(params.prompts)
+        self.prompts = prompts
         self.base_url = privacy.resolve_base_url(params.base_url)
-        privacy.require_remote_allowed("the openai summarizer", self.base_url, params.allow_remote,
-                                       setting="allow_remote")
+        privacy.require_remote_allowed("the openai summarizer", self.base_url, allow_remote, setting="allow_remote")
         self._openai = openai
         self.sdk_version = openai.__version__
         self.requested_model = params.model
@@ -400,11 +332,7 @@ class ExtractiveSummarizer:
     sdk_version = None
     calls_api = False
 
-    def __init__(self, params: SummarizerParams | None = None, *, lang: str | None = None, max_chars: int = 500,
-                 max_terms: int = 8, max_message_chars: int = 70):
-        self.params = params
-        if lang is None:
-            lang = params.prompts if params is not None and params.prompts in ("ja", "en") else "ja"
+    def __init__(self, *, lang: str = "ja", max_chars: int = 500, max_terms: int = 8, max_message_chars: int = 70):
         if lang not in ("ja", "en"):
             raise ValueError(f"lang must be 'ja' or 'en', got {lang!r}")
         self.lang, self.max_chars, self.max_terms, self.max_message_chars = lang, max_chars, max_terms, max_message_chars
@@ -508,11 +436,15 @@ class ExtractiveSummarizer:
         return f"{m.sender}「{text}」" if self.lang == "ja" else f"{m.sender}: “{text}”"
 
 
-def make_summarizer(params: SummarizerParams, prompts: Prompts | None = None):
-    """The backend ``params.backend`` names (the openai one checks ``allow_remote`` before anything is sent)."""
+def make_summarizer(params: SummarizerSection, prompts: str = "ja", *, allow_remote: bool = False):
+    """The backend ``params.backend`` names (the openai one checks ``allow_remote`` before anything is sent).
+
+    ``prompts`` is the prompt set (``ja``, ``en`` or a folder); the extractive stand-in writes its labels in
+    the set's language (Japanese for a folder of the user's own).
+    """
     if params.backend == "openai":
-        return OpenAISummarizer(params, prompts)
-    return ExtractiveSummarizer(params)
+        return OpenAISummarizer(params, load_prompts(prompts), allow_remote=allow_remote)
+    return ExtractiveSummarizer(lang=prompts if prompts in ("ja", "en") else "ja")
 
 
 # --------------------------------------------------------------------------------------------- runner
@@ -559,7 +491,7 @@ def summarize_chunks(
     engine: Engine,
     chunks: Iterable[tuple[str, str]],
     summarizer,
-    params: SummarizerParams,
+    params: SummarizerSection,
     *,
     progress: bool = True,
     sleep: Callable[[float], None] = time.sleep,
@@ -575,7 +507,7 @@ def summarize_chunks(
     run_id = uuid.uuid4().hex
     backend, requested_model = summarizer.backend, summarizer.requested_model
     started_at = _now()
-    run_params = {**params.to_dict(), **getattr(summarizer, "provenance", dict)()}
+    run_params = {**params.model_dump(mode="json"), **getattr(summarizer, "provenance", dict)()}
     with engine.begin() as conn:
         conn.execute(insert(summary_runs), [{
             "run_id": run_id, "backend": backend, "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),
@@ -623,7 +555,7 @@ def summarize_chunks(
                 latency = time.perf_counter() - start
                 if error is None:
                     break
-                if params.failure_policy == "retry" and error.retryable and attempts <= params.max_retries:
+                if error.retryable and attempts <= params.max_retries:
                     continue
                 break
 
@@ -663,10 +595,12 @@ def summarize_chunks(
     )
 
 
-def summary_provenance(engine: Engine) -> pd.DataFrame:
-    """Per backend / requested model / response model / SDK version / status: counts, tokens, latency, attempts."""
-    with engine.connect() as conn:
-        df = pd.read_sql(select(summaries), conn)
+def summary_provenance(summaries_table: pd.DataFrame) -> pd.DataFrame:
+    """Per backend / requested model / response model / SDK version / status: counts, tokens, latency, attempts.
+
+    ``summaries_table`` is the store's ``summaries`` table (one row per chunk).
+    """
+    df = summaries_table.copy()
     keys = ["backend", "requested_model", "response_model", "sdk_version", "status"]
     columns = keys + ["chunks", "runs", "input_chars_mean", "summary_chars_mean", "input_tokens", "output_tokens",
                       "latency_s_mean", "latency_s_p95", "attempts_mean", "attempts_max", "retried_chunks"]

@@ -18,40 +18,19 @@ Index: ``W[t, d] = IDF(t) · f(t,d)(k1+1) / (f(t,d) + k1(1 − b + b|d|/avgdl))`
 matrix (vocabulary × documents), so a query is the sparse row vector ``c`` of its token counts and
 ``scores = c · W``; many queries are one sparse product ``C · W``.
 
-Ranking (:func:`rank`): descending score; ties by chunk start time, descending (§5.1: "Ties were broken
-by chunk start time in descending order"); remaining ties by chunk_id, descending; fully equal keys (a
-repeated chunk_id) by document index, descending, so the order is total and deterministic.  Documents
-scoring 0 are ranked too, after every positive one, whenever ``k`` exceeds the number of positive
-documents (the TREC run files keep the top 200).
+Ranking the scores (score ↓, chunk start time ↓, chunk ID ↓) is :mod:`pmrag.retrieve.ranking`'s job;
+tokenization is the tokenizer component's (:mod:`pmrag.retrieve.tokenizer`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
 
-
-@dataclass(frozen=True)
-class BM25Params:
-    """``k1 ≥ 0`` (term-frequency saturation) and ``0 ≤ b ≤ 1`` (length normalization), both finite."""
-
-    k1: float = 1.2
-    b: float = 0.75
-
-    def __post_init__(self):
-        for name in ("k1", "b"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite real number, got {value!r}")
-        if self.k1 < 0:
-            raise ValueError(f"k1 must be ≥ 0, got {self.k1}")
-        if not 0 <= self.b <= 1:
-            raise ValueError(f"b must be between 0 and 1, got {self.b}")
+from pmrag.core.params import BM25Section
 
 
 def idf(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
@@ -85,7 +64,7 @@ def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int
 
 
 def weight_matrix(
-    counts: sp.csr_matrix, doc_lengths: np.ndarray, params: BM25Params
+    counts: sp.csr_matrix, doc_lengths: np.ndarray, params: BM25Section
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """``W[t, d] = IDF(t) · tf_weight(f(t,d), |d|)`` on the nonzeros of ``counts``, and the IDF vector."""
     n_docs = counts.shape[1]
@@ -129,7 +108,7 @@ def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Seq
 class BM25Index:
     """A fitted BM25 index; build it with :meth:`fit`.  Read-only by convention (the arrays are shared)."""
 
-    params: BM25Params
+    params: BM25Section
     vocabulary: dict[str, int] = field(repr=False)
     weights: sp.csr_matrix = field(repr=False)
     idf: np.ndarray = field(repr=False)
@@ -137,9 +116,15 @@ class BM25Index:
     avgdl: float
 
     @classmethod
-    def fit(cls, token_lists: Iterable[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> BM25Index:
-        """Index already tokenized documents (one token list per document, e.g. ``tokenize_many``)."""
-        params = BM25Params(k1=k1, b=b)
+    def fit(cls, token_lists: Iterable[Sequence[str]], params: BM25Section | None = None) -> BM25Index:
+        """Index already tokenized documents (one token list per document, e.g. ``tokenize_many``).
+
+        Parameters
+        ----------
+        token_lists : one token list per document
+        params : ``k1`` and ``b`` (default: the schema's, the paper's 1.2 and 0.75)
+        """
+        params = BM25Section() if params is None else params
         docs = _as_token_lists(token_lists, "token_lists")
         if not docs:
             raise ValueError("cannot fit BM25 on an empty corpus")
@@ -162,78 +147,3 @@ class BM25Index:
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""
         return self.scores_many([query_tokens])[0]
-
-    def top_k(self, scores: np.ndarray, k: int, tiebreak_key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """:func:`rank` with ``tiebreak_key = (start_times, chunk_ids)``, one entry per indexed document."""
-        start_times, chunk_ids = tiebreak_key
-        if len(scores) != self.n_docs:
-            raise ValueError(f"scores has {len(scores)} entries, the index {self.n_docs} documents")
-        return rank(scores, start_times, chunk_ids, k)
-
-
-def as_time_ns(start_times: np.ndarray) -> np.ndarray:
-    """datetime64 (any unit) or integer nanoseconds → int64 nanoseconds; NaT is rejected."""
-    times = np.asarray(start_times)
-    if times.dtype.kind == "M":
-        if np.isnat(times).any():
-            raise ValueError("start_times contains NaT")
-        return times.astype("datetime64[ns]").astype(np.int64)
-    if times.dtype.kind in "iu":
-        return times.astype(np.int64)
-    raise TypeError(f"start_times must be datetime64 or integer nanoseconds, got dtype {times.dtype}")
-
-
-class Ranker:
-    """Ranks the documents of one corpus: score ↓, then start time ↓, chunk_id ↓, document index ↓.
-
-    The tie-break order depends only on the corpus, so it is computed once (one ``np.lexsort``); each
-    query then costs a partition: documents above the k-th score are all kept, and among the documents
-    tied at it only the best ``k - n_above`` by tie-break rank are selected (``np.argpartition``) before
-    the final small sort.  Queries with few terms tie thousands of documents at score 0, which a full sort
-    of the tied group per query made the slowest step.
-    """
-
-    def __init__(self, start_times: np.ndarray, chunk_ids: np.ndarray):
-        times = as_time_ns(start_times)
-        chunk_ids = np.asarray(chunk_ids)
-        if len(times) != len(chunk_ids):
-            raise ValueError(f"start_times and chunk_ids differ in length: {len(times)}, {len(chunk_ids)}")
-        n = len(times)
-        best_first = np.lexsort((np.arange(n), chunk_ids, times))[::-1]
-        self.tiebreak_rank = np.empty(n, dtype=np.int64)
-        self.tiebreak_rank[best_first] = np.arange(n)
-
-    def top(self, scores: np.ndarray, k: int) -> np.ndarray:
-        """Indices of the top ``min(k, n)`` documents for one score vector, best first."""
-        scores = np.asarray(scores, dtype=np.float64)
-        if scores.ndim != 1:
-            raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        if not np.isfinite(scores).all():
-            raise ValueError("scores must be finite")
-        if len(scores) != len(self.tiebreak_rank):
-            raise ValueError(f"scores has {len(scores)} entries, the corpus {len(self.tiebreak_rank)} documents")
-        k = min(int(k), len(scores))
-        threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
-        above = np.flatnonzero(scores > threshold)
-        tied = np.flatnonzero(scores == threshold)
-        wanted = k - len(above)
-        if len(tied) > wanted:
-            tied = tied[np.argpartition(self.tiebreak_rank[tied], wanted - 1)[:wanted]]
-        pool = np.concatenate([above, tied])
-        return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
-
-
-def rank(scores: np.ndarray, start_times: np.ndarray, chunk_ids: np.ndarray, k: int) -> np.ndarray:
-    """The top ``min(k, n)`` document indices: score ↓, then start time ↓, chunk_id ↓, document index ↓.
-
-    One-off form of :class:`Ranker` (build a ``Ranker`` once to rank many queries over the same corpus).
-    """
-    scores = np.asarray(scores)
-    if len(scores) != len(np.asarray(chunk_ids)) or len(scores) != len(np.asarray(start_times)):
-        raise ValueError(
-            f"scores, start_times and chunk_ids differ in length: {len(scores)}, {len(np.asarray(start_times))}, "
-            f"{len(np.asarray(chunk_ids))}"
-        )
-    return Ranker(start_times, chunk_ids).top(scores, k)

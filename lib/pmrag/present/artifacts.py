@@ -1,0 +1,147 @@
+"""Every table and figure a study writes, declared once: its file name, the notebook that writes it (its only
+writer), a title, and for a table with a fixed layout its columns.
+
+Notebooks save through these declarations (``study.save_table(T.table1_dataset, frame)``), the run README
+reads through them, and the public export takes the tables marked ``public``; a test checks that each is
+written by exactly its notebook.  Renaming one renames it everywhere; a name that is not declared cannot
+be saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    notebook: str
+    title: str
+    columns: tuple[str, ...] | None = None   # None: columns depend on the data (question types, cut-offs)
+    public: bool = False                      # part of outputs/<run>/public/ (aggregates only, §9.2)
+
+    @property
+    def file(self) -> str:
+        return f"tables/{self.name}.csv"
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    notebook: str
+    title: str
+
+    @property
+    def file(self) -> str:
+        return f"figures/{self.name}.png"
+
+
+CI = ("mean", "ci_low", "ci_high")
+ITEM_VALUE = ("Item", "Value")
+
+
+class T:
+    """The tables, by name."""
+
+    # 01_chunking
+    table1_dataset = TableSpec("table1_dataset", "01_chunking", "Table 1 — dataset statistics", ITEM_VALUE)
+    chunking_sessions_windows = TableSpec("chunking_sessions_windows", "01_chunking", "Sessions and windows", ITEM_VALUE)
+    session_sizes = TableSpec("session_sizes", "01_chunking", "Messages per session",
+                              ("messages per session", "sessions"))
+    raw_text_lengths = TableSpec("raw_text_lengths", "01_chunking", "raw_text length (§3.3)",
+                                 ("statistic", "this dataset", "paper"))
+    message_inventory = TableSpec("message_inventory", "01_chunking", "What the messages contain", ("Item", "Messages"))
+    # 02_representations
+    representation_lengths = TableSpec("representation_lengths", "02_representations", "Length per representation",
+                                       ("representation", "mean", "p95", "max", "> 4,000", "> 7,000"))
+    summary_provenance = TableSpec("summary_provenance", "02_representations", "Summary provenance")
+    vectors = TableSpec("vectors", "02_representations", "Vectors per representation",
+                        ("representation", "model", "rows", "dim", "dtype", "sent_chars_mean", "sent_chars_max",
+                         "shortened"))
+    # 03_retrievers
+    per_question_metrics = TableSpec("per_question_metrics", "03_retrievers",
+                                     "Per-question metrics of every single retriever")
+    single_retriever_cis = TableSpec("single_retriever_cis", "03_retrievers", "Single retrievers: 95 % intervals",
+                                     ("retriever", "metric", *CI))
+    table3_single_retrievers = TableSpec("table3_single_retrievers", "03_retrievers",
+                                         "Table 3 — single retriever performance",
+                                         ("Method", "Recall@5", "MRR@5", "nDCG@5"))
+    representation_by_retriever = TableSpec("representation_by_retriever", "03_retrievers",
+                                            "Representation × retriever")
+    single_retriever_recall_by_type = TableSpec("single_retriever_recall_by_type", "03_retrievers",
+                                                "Single retrievers: Recall@5 by question type")
+    matching_candidates = TableSpec("matching_candidates", "03_retrievers",
+                                    "Chunks scoring above 0 per question, by retriever",
+                                    ("retriever", "questions", "min", "p10", "median", "p90", "max",
+                                     "questions under depth"))
+    # 04_hybrid_sweep
+    hybrid_sweep = TableSpec("hybrid_sweep", "04_hybrid_sweep", "Hybrid sweep: macro metrics of every pairing × β",
+                             ("bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
+    hybrid_sweep_per_question = TableSpec("hybrid_sweep_per_question", "04_hybrid_sweep",
+                                          "Hybrid sweep: per-question metrics",
+                                          ("bm25", "vector", "beta", "question_id", "recall@5", "mrr@5", "ndcg@5"))
+    hybrid_per_question_metrics = TableSpec("hybrid_per_question_metrics", "04_hybrid_sweep",
+                                            "Per-question metrics of each pairing's selected β")
+    table4_hybrids = TableSpec("table4_hybrids", "04_hybrid_sweep", "Table 4 — selected β per pairing",
+                               ("BM25", "Vector", "β", "Recall@5", "MRR@5", "nDCG@5"))
+    zero_minimum = TableSpec("zero_minimum", "04_hybrid_sweep",
+                             "Lists whose min-max minimum is a zero score (padded BM25 lists)",
+                             ("retriever", "questions", "lists with a zero minimum", "share"))
+    candidate_ceilings = TableSpec("candidate_ceilings", "04_hybrid_sweep", "Candidate ceilings (§5.3)")
+    # 05_bootstrap
+    bootstrap_cis = TableSpec("bootstrap_cis", "05_bootstrap", "95 % intervals of every method",
+                              ("retriever", "metric", *CI), public=True)
+    table5_differences = TableSpec("table5_differences", "05_bootstrap", "Table 5 — paired differences (values)",
+                                   ("comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high",
+                                    "excludes_zero", "interpretation"), public=True)
+    table5 = TableSpec("table5", "05_bootstrap", "Table 5 — paired differences in Recall@5",
+                       ("Comparison", "ΔRecall@5", "95% CI", "Interpretation"))
+    recall_by_type_cis = TableSpec("recall_by_type_cis", "05_bootstrap", "Recall@5 by question type, every method",
+                                   ("retriever", "question_type", "questions", *CI), public=True)
+    table6_best_hybrid_by_type = TableSpec("table6_best_hybrid_by_type", "05_bootstrap",
+                                           "Table 6 — the selected best hybrid by question type",
+                                           ("Question type", "Questions", "Recall@5", "95% CI"), public=True)
+    # 06_failure_analysis
+    table7_top5_failures = TableSpec("table7_top5_failures", "06_failure_analysis",
+                                     "Table 7 — Top-K failures of the selected best hybrid", public=True)
+    failure_labels = TableSpec("failure_labels", "06_failure_analysis", "Rule-based label of each failure",
+                               ("question_id", "question_type", "n_primary", "label"), public=True)
+    table8_failure_labels = TableSpec("table8_failure_labels", "06_failure_analysis", "Table 8 — rule-based labels",
+                                      ("Failure type", "Count", "Percentage"), public=True)
+    aggregate_detail = TableSpec("aggregate_detail", "06_failure_analysis", "Aggregate questions (§7.3)",
+                                 ("Quantity", "Value"), public=True)
+    topk_sensitivity = TableSpec("topk_sensitivity", "06_failure_analysis", "Figure 6's data: Top-K success by type",
+                                 ("question_type", "k", "questions", "success_rate", "recall"), public=True)
+    table9_success_overlap = TableSpec("table9_success_overlap", "06_failure_analysis",
+                                       "Table 9 — success overlap of the selected pair",
+                                       ("Success pattern", "Questions"), public=True)
+    public_question_ids = TableSpec("public_question_ids", "06_failure_analysis",
+                                    "Private map from question IDs to their public pseudonyms",
+                                    ("question_id", "public_id"))
+
+
+class F:
+    """The figures, by name."""
+
+    chunk_lengths = FigureSpec("chunk_lengths", "01_chunking", "raw_text length and messages per chunk")
+    representation_lengths = FigureSpec("representation_lengths", "02_representations", "Length per representation")
+    figure1_single_retriever_recall = FigureSpec("figure1_single_retriever_recall", "03_retrievers",
+                                                 "Figure 1 — single-retriever Recall@5 with 95 % CIs")
+    figure2_hybrid_recall = FigureSpec("figure2_hybrid_recall", "04_hybrid_sweep", "Figure 2 — hybrid Recall@5 vs β")
+    figure3_hybrid_ndcg = FigureSpec("figure3_hybrid_ndcg", "04_hybrid_sweep", "Figure 3 — hybrid nDCG@5 vs β")
+    figure4_differences = FigureSpec("figure4_differences", "05_bootstrap", "Figure 4 — paired differences")
+    figure5_best_hybrid_by_type = FigureSpec("figure5_best_hybrid_by_type", "05_bootstrap",
+                                             "Figure 5 — the best hybrid by question type")
+    figure6_topk_sensitivity = FigureSpec("figure6_topk_sensitivity", "06_failure_analysis",
+                                          "Figure 6 — Top-K sensitivity by question type")
+
+
+TABLES: dict[str, TableSpec] = {v.name: v for v in vars(T).values() if isinstance(v, TableSpec)}
+FIGURES: dict[str, FigureSpec] = {v.name: v for v in vars(F).values() if isinstance(v, FigureSpec)}
+PUBLIC_TABLES: tuple[TableSpec, ...] = tuple(t for t in TABLES.values() if t.public)
+
+
+def check_columns(spec: TableSpec, columns) -> None:
+    """A ``ValueError`` naming the table when a fixed-layout table is saved with other columns."""
+    if spec.columns is not None and tuple(map(str, columns)) != spec.columns:
+        raise ValueError(f"table {spec.name} must have columns {list(spec.columns)}, got {list(map(str, columns))}")

