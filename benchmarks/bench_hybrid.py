@@ -2,7 +2,7 @@
 
 Random top-200 lists over ~22k SHA-1-like chunk IDs (three BM25 and two vector retrievers, as in §5.3) and
 random graded qrels (1–4 primary-gold chunks per question, some of them drawn from the lists).  Timed:
-``pmrag.fusion.sweep`` for every pairing, ``sweep_macro`` and ``select_best``.  Target: ≤ 5 s in total.
+``pmrag.evaluate.sweep.sweep`` for every pairing, ``sweep_macro`` and ``select_best``.  Target: ≤ 5 s in total.
 
     .venv/bin/python benchmarks/bench_hybrid.py [--questions 100] [--chunks 22329] [--seed 0]
 """
@@ -15,7 +15,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from pmrag.retrieve.fusion import BETAS, select_best, sweep, sweep_macro
+from pmrag.core.params import HybridSection
+from pmrag.evaluate.sweep import select_best, sweep, sweep_macro
+
+BETAS = HybridSection().betas()
 
 BM25 = ("summary_bm25", "raw_text_bm25", "embedding_text_bm25")
 VECTOR = ("summary_vector", "embedding_text_vector")

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from pathlib import Path
 
-from pmrag.retrieve.bm25 import BM25Index, Ranker
+from pmrag.retrieve.bm25 import BM25Index
+from pmrag.retrieve.ranking import Ranker
 from pmrag.retrieve.tokenizer import default_spec, tokenize_many
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +227,7 @@ def demo_paper_scale(n_messages: int):
     params = folder / f"retrieval_{n_messages}.yaml"
     params.write_text(
         f"run: bench_retrieval_{n_messages}\noutputs_dir: .\ncache_dir: cache\n"
-        f"dataset: {{synthetic: {{enabled: true, n_messages: {n_messages}}}}}\nembedding: {{representations: []}}\n",
+        f"dataset: {{synthetic: {{enabled: true, n_messages: {n_messages}}}}}\n",
         encoding="utf-8",
     )
     study = Study.from_params(params)
@@ -234,12 +235,13 @@ def demo_paper_scale(n_messages: int):
     chunks = study.chunks().set_index("chunk_id").loc[reps["chunk_id"]]
     texts = {name: reps[name].tolist() for name in ("raw_text", "summary", "embedding_text")}
     times = pd.to_datetime(chunks["start_at"]).to_numpy()
-    return texts, study.evaluable_questions()["text"].tolist(), times, reps["chunk_id"].to_numpy()
+    return texts, study.evaluation().questions["text"].tolist(), times, reps["chunk_id"].to_numpy()
 
 
 def dense_queries(n_docs: int, n_queries: int, top: int, seed: int) -> float:
     """Seconds for 3 dense retrievers × n_queries: cosine over every chunk, then the tie-broken top-k."""
-    from pmrag.retrieve.retrieval import dense_rankings
+    from pmrag.retrieve.dense import cosine_scores
+    from pmrag.retrieve.ranking import rankings_from_scores
 
     rng = np.random.default_rng(seed)
     ids = np.array([f"{i:016x}" for i in range(n_docs)])
@@ -249,7 +251,7 @@ def dense_queries(n_docs: int, n_queries: int, top: int, seed: int) -> float:
     qids = [f"q{i:03d}" for i in range(n_queries)]
     started = time.perf_counter()
     for matrix in matrices:
-        dense_rankings(matrix, queries, qids, ids, times, top)
+        rankings_from_scores(cosine_scores(matrix, queries), qids, ids, times, top)
     return time.perf_counter() - started
 
 

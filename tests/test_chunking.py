@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from pmrag.chunking.windows import (
     ChunkMessage, chunk_source, render_line, sort_messages, split_sessions, window_bounds,
@@ -125,8 +126,15 @@ def test_raw_text_is_one_line_per_message_in_chunk_order():
     assert chunk.raw_text == "2026-04-10 20:15 A: 明日何時?\n2026-04-10 20:16 B: 18時くらい"
 
 
-@pytest.mark.parametrize("bad", [dict(stride=0), dict(stride=43), dict(window_size=0), dict(trim_policy="x"),
-                                 dict(min_window_messages=0)])
-def test_invalid_params_are_rejected_up_front(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad, key", [(dict(stride=0), "stride"), (dict(stride=43), "stride"),
+                                      (dict(window_size=0), "window_size"), (dict(trim_policy="x"), "trim_policy"),
+                                      (dict(min_window_messages=0), "min_window_messages"),
+                                      (dict(min_window_messages=43), "min_window_messages"),
+                                      (dict(session_gap_minutes=-1), "session_gap_minutes"),
+                                      (dict(window_size=True), "window_size")])
+def test_invalid_params_are_rejected_up_front(bad, key):
+    with pytest.raises(ValidationError) as info:   # a ValueError naming the key
         ChunkingSection(**bad)
+    [error] = info.value.errors()
+    named = ".".join(map(str, error["loc"])) or error["msg"].removeprefix("Value error, ").split()[0]
+    assert named == key

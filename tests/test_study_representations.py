@@ -1,6 +1,7 @@
 """The Study's summary and vector stages on a tiny real dataset: cached, resumable, private by default."""
 
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,9 @@ import pytest
 from pmrag.represent import privacy
 from pmrag.core import store
 from pmrag.represent.embed import shorten_for_embedding
+from pmrag.represent.representations import EmbeddingTextTemplate
 from pmrag.study import Study
+from pmrag.study.runner import stage_log
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -25,23 +28,34 @@ def make_study(tmp_path, extra: str = "") -> Study:
     return Study.from_params(params)
 
 
+def build_vectors(study: Study) -> dict[str, str]:
+    """Every embedded representation's vector stage (computed or loaded): representation → matrix path."""
+    return {rep: study.get(f"vectors:{rep}").path for rep in study.params.embedded_representations()}
+
+
 def test_representations_follow_the_chunks_and_the_extractive_stand_in(tmp_path):
     study = make_study(tmp_path)
     reps = study.representations()
     chunks = study.chunks()
     assert reps["chunk_id"].tolist() == chunks["chunk_id"].tolist()
     assert (reps["summary_status"] == "ok").all()
-    template = study.embedding_template()
+    section = study.params.representations
+    template = EmbeddingTextTemplate.from_prompts(section.prompts, section.excerpt_chars)
     assert reps["embedding_text"].tolist() == [template.build(s, r) for s, r in zip(reps["summary"], reps["raw_text"])]
-    assert study.summarizer_label().startswith("extractive")
-    report = study.build_summaries()
-    assert report is None  # every chunk already summarized: nothing is redone
+    assert study.params.summarizer.label().startswith("extractive")
+    # every chunk already summarized: a second study of the same params loads the summaries, redoing nothing
+    again = make_study(tmp_path)
+    assert {s.name: s.state for s in again.status()}["summaries"] == "cached"
+    since = time.time()
+    assert again.summaries()["run_id"].tolist() == study.summaries()["run_id"].tolist()
+    assert [line["action"] for line in stage_log(study.run_dir, since) if line["stage"] == "summaries"] == ["loaded"]
 
 
 def test_changing_the_summarizer_output_settings_recomputes_summaries(tmp_path):
     study = make_study(tmp_path)
     first_runs = set(study.summaries()["run_id"])
     again = make_study(tmp_path, "summarizer: {max_input_chars: 50}\n")
+    assert "param summarizer.max_input_chars: 7000 → 50" in {s.name: s.reason for s in again.status()}["summaries"]
     summaries = again.summaries()
     assert set(summaries["run_id"]).isdisjoint(first_runs)
     assert (summaries["input_chars"] <= 50).all()
@@ -50,17 +64,18 @@ def test_changing_the_summarizer_output_settings_recomputes_summaries(tmp_path):
 def test_openai_summarizer_to_a_remote_host_is_refused_before_anything_is_sent(tmp_path):
     study = make_study(tmp_path, "summarizer: {backend: openai, base_url: 'https://api.openai.com/v1'}\n")
     with pytest.raises(privacy.RemoteNotAllowed, match="set 'allow_remote: true' in the params"):
-        study.build_summaries()
-    with study.engine.connect() as conn:
+        study.summaries()
+    with study.store.connect() as conn:
         assert conn.execute(store.select(store.func.count()).select_from(store.summaries)).scalar_one() == 0
 
 
 def test_vectors_are_stored_per_representation_with_the_text_sent(tmp_path):
     study = make_study(tmp_path, "embedding: {max_chars: 120}\n")
-    paths = study.build_vectors()
+    paths = build_vectors(study)
     assert sorted(paths) == ["embedding_text", "raw_text", "summary"]
+    assert all(Path(p).is_file() for p in paths.values())
     reps = study.representations().set_index("chunk_id")
-    inputs = store.read_table(study.engine, "embedding_inputs")
+    inputs = store.read_table(study.store, "embedding_inputs")
     for name in paths:
         matrix, chunk_ids = study.vectors(name)
         assert matrix.dtype == np.float32 and matrix.shape == (len(reps), 384)
@@ -74,13 +89,13 @@ def test_vectors_are_stored_per_representation_with_the_text_sent(tmp_path):
 def test_a_second_study_on_the_same_cache_embeds_nothing(tmp_path, monkeypatch):
     import pmrag.represent.embed
 
-    make_study(tmp_path).build_vectors()
+    build_vectors(make_study(tmp_path))
     shutil.rmtree(tmp_path / "out")  # a fresh run directory; only the shared cache is left
     calls = []
     original = pmrag.represent.embed.E5LocalEmbedder.embed
     monkeypatch.setattr(pmrag.represent.embed.E5LocalEmbedder, "embed",
                         lambda self, texts, kind: calls.append(len(texts)) or original(self, texts, kind))
     study = make_study(tmp_path)
-    study.build_vectors()
+    build_vectors(study)
     assert calls == []
     assert study.vectors("raw_text")[0].shape[0] == len(study.chunks())

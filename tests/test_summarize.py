@@ -1,5 +1,5 @@
 """Chunk summaries: the openai backend over real HTTP to a local scripted server, the extractive stand-in,
-failure policies, resume after a failure and after SIGKILL, the remote guard and key redaction."""
+retries and failure policies, resume after a failure and after SIGKILL, the remote guard and key redaction."""
 
 import hashlib
 import json
@@ -12,13 +12,15 @@ from pathlib import Path
 
 import openai
 import pytest
+from pydantic import ValidationError
 
 from pmrag.represent import privacy
 from sqlalchemy import select
 
+from pmrag.core.params import StudyParams, SummarizerSection
 from pmrag.core.store import open_store, read_table, summaries, summary_runs
 from pmrag.represent.summarize import (
-    EXTRACTIVE_MODEL, ExtractiveSummarizer, OpenAISummarizer, SummarizationStopped, SummarizerParams, load_prompts,
+    EXTRACTIVE_MODEL, ExtractiveSummarizer, OpenAISummarizer, SummarizationStopped, load_prompts,
     make_summarizer, summarize_chunks, summary_provenance,
 )
 
@@ -57,7 +59,7 @@ class Sleeps(list):
 def params_for(server, **overrides):
     values = {"backend": "openai", "base_url": server.base_url, "interval_s": 0.0, "timeout_s": 5.0}
     values.update(overrides)
-    return SummarizerParams(**values)
+    return SummarizerSection(**values)
 
 
 def run(engine, chunks, params, sleep=None):
@@ -76,18 +78,43 @@ def make_chunks(n, prefix="c"):
     return [(f"{prefix}{i:02d}", f"2024-04-10 09:{i:02d} 山田: チャンク{i}の本文です") for i in range(n)]
 
 
+def provenance(engine):
+    return summary_provenance(read_table(engine, "summaries"))
+
+
+def invalid_key(error: ValidationError) -> str:
+    """The one key a section refused: a field's error names it in its location, a check across fields (empty
+    location) starts its message with it."""
+    [found] = error.errors()
+    if found["loc"]:
+        return ".".join(map(str, found["loc"]))
+    return found["msg"].removeprefix("Value error, ").split()[0]
+
+
 # ------------------------------------------------------------------------------------------ params, prompts
 
 def test_params_are_validated_up_front():
-    assert SummarizerParams().max_output_tokens == 700 and SummarizerParams().interval_s == 0.2
-    for bad in [{"backend": "gpt"}, {"failure_policy": "ignore"}, {"timeout_s": 0}, {"max_output_tokens": True},
-                {"max_input_chars": 0}, {"max_retries": -1}, {"backoff_initial_s": 5, "backoff_max_s": 1},
-                {"allow_remote": "yes"}, {"base_url": "api.openai.com"}, {"model": ""}, {"interval_s": -0.1}]:
-        with pytest.raises(ValueError):
-            SummarizerParams(**bad)
-    with pytest.raises(ValueError, match="temperature"):
-        SummarizerParams.from_dict({"temperature": 0})
-    assert SummarizerParams(backoff_initial_s=1, backoff_max_s=5).backoff_s(3) == 5
+    defaults = SummarizerSection()
+    assert defaults.max_output_tokens == 700 and defaults.interval_s == 0.2
+    assert (defaults.max_retries, defaults.backoff_initial_s, defaults.backoff_max_s) == (2, 0.5, 8.0)   # the SDK's
+    assert [defaults.backoff_s(k) for k in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    for bad, key in [({"backend": "gpt"}, "backend"), ({"failure_policy": "ignore"}, "failure_policy"),
+                     ({"timeout_s": 0}, "timeout_s"), ({"max_output_tokens": True}, "max_output_tokens"),
+                     ({"max_input_chars": 0}, "max_input_chars"), ({"max_retries": -1}, "max_retries"),
+                     ({"backoff_initial_s": 5, "backoff_max_s": 1}, "backoff_max_s"),
+                     ({"allow_remote": True}, "allow_remote"),      # not the section's: the study's top-level key
+                     ({"base_url": "api.openai.com"}, "base_url"), ({"model": ""}, "model"),
+                     ({"interval_s": -0.1}, "interval_s")]:
+        with pytest.raises(ValidationError) as info:
+            SummarizerSection(**bad)
+        assert invalid_key(info.value) == key, bad
+    with pytest.raises(ValidationError) as info:
+        StudyParams.model_validate({"run": "r", "dataset": {"inputs": ["a.json"]}, "allow_remote": "yes"})
+    assert invalid_key(info.value) == "allow_remote"
+    with pytest.raises(ValidationError) as info:
+        SummarizerSection.model_validate({"temperature": 0})
+    assert invalid_key(info.value) == "temperature"
+    assert SummarizerSection(backoff_initial_s=1, backoff_max_s=5).backoff_s(3) == 5
 
 
 def test_prompt_sets_load_and_render_the_blank_line(tmp_path):
@@ -143,24 +170,56 @@ def test_provenance_is_stored_and_the_request_is_exactly_the_papers(server, engi
     assert recorded["model"] == "gpt-4o-mini" and recorded["base_url"] == server.base_url
     assert recorded["prompt_sha256"]["system"] == hashlib.sha256(prompts.system.encode()).hexdigest()
 
-    prov = summary_provenance(engine)
+    prov = provenance(engine)
     assert prov[["backend", "response_model", "status", "chunks"]].values.tolist() == [["openai", RESPONSE_MODEL, "ok", 3]]
 
 
-def test_stop_on_first_error_records_the_failure_and_raises(server, engine):
-    server.script(Reply.ok(), Reply.error(500, "upstream exploded"))
+def test_stop_on_first_error_retries_a_retryable_error_then_records_the_failure_and_raises(server, engine):
+    server.script(Reply.ok(), *[Reply.error(500, "upstream exploded")] * 3)
     chunks = make_chunks(4)
+    sleeps = Sleeps()
     with pytest.raises(SummarizationStopped, match=r"chunk c01.*500.*upstream exploded") as info:
-        run(engine, chunks, params_for(server))
+        run(engine, chunks, params_for(server, interval_s=0.2), sleeps)
     assert info.value.chunk_id == "c01"
+    assert sleeps == [0.2, 0.5, 1.0]          # the interval before c01, then the default backoff: 0.5 s doubling
     stored = rows(engine)
     assert set(stored) == {"c00", "c01"}
-    assert stored["c00"]["status"] == "ok"
-    assert (stored["c01"]["status"], stored["c01"]["attempts"], stored["c01"]["summary"]) == ("error", 1, None)
+    assert (stored["c00"]["status"], stored["c00"]["attempts"]) == ("ok", 1)
+    assert (stored["c01"]["status"], stored["c01"]["attempts"], stored["c01"]["summary"]) == ("error", 3, None)
     assert "InternalServerError" in stored["c01"]["error"]
-    assert len(server.response_requests()) == 2
+    assert len(server.response_requests()) == 1 + 3      # 1 attempt + max_retries (2) retries, then the stop
     runs = read_table(engine, "summary_runs")
     assert runs[["status", "n_ok", "n_error"]].values.tolist() == [["stopped", 1, 1]]
+
+
+def test_stop_on_first_error_goes_on_when_a_retry_succeeds(server, engine):
+    server.script(Reply.error(429), Reply.hang(2.0), Reply.ok("三度目の正直"))   # chunk 0: ok on its last retry
+    sleeps = Sleeps()
+    report = run(engine, make_chunks(3), params_for(server, timeout_s=0.5), sleeps)
+    assert sleeps == [0.5, 1.0]
+    stored = rows(engine)
+    assert (stored["c00"]["status"], stored["c00"]["attempts"], stored["c00"]["summary"]) == ("ok", 3, "三度目の正直")
+    assert [(stored[c]["status"], stored[c]["attempts"]) for c in ("c01", "c02")] == [("ok", 1), ("ok", 1)]
+    assert (report.status, report.ok, report.error, report.calls) == ("done", 3, 0, 5)
+    assert len(server.response_requests()) == 5
+    assert read_table(engine, "summary_runs")[["status", "n_ok", "n_error"]].values.tolist() == [["done", 3, 0]]
+
+
+@pytest.mark.parametrize("reply, error", [(Reply.error(400, "bad request"), "400"),
+                                          (Reply.malformed(), "malformed response")])
+def test_stop_on_first_error_stops_at_once_on_an_error_that_is_not_retryable(server, engine, reply, error):
+    server.script(Reply.ok(), reply)
+    sleeps = Sleeps()
+    with pytest.raises(SummarizationStopped, match=rf"chunk c01.*{error}") as info:
+        run(engine, make_chunks(4), params_for(server), sleeps)
+    assert info.value.chunk_id == "c01"
+    assert sleeps == []
+    stored = rows(engine)
+    assert set(stored) == {"c00", "c01"}
+    assert (stored["c01"]["status"], stored["c01"]["attempts"], stored["c01"]["summary"]) == ("error", 1, None)
+    assert error in stored["c01"]["error"]
+    assert len(server.response_requests()) == 2
+    assert read_table(engine, "summary_runs")[["status", "n_ok", "n_error"]].values.tolist() == [["stopped", 1, 1]]
 
 
 def test_retry_policy_backs_off_counts_attempts_and_moves_on(server, engine):
@@ -181,9 +240,27 @@ def test_retry_policy_backs_off_counts_attempts_and_moves_on(server, engine):
     assert (report.status, report.ok, report.error, report.calls) == ("done", 2, 1, 9)
     assert len(server.response_requests()) == 9
     assert read_table(engine, "summary_runs")[["status", "n_ok", "n_error"]].values.tolist() == [["done", 2, 1]]
-    prov = summary_provenance(engine).set_index("status")
+    prov = provenance(engine).set_index("status")
     assert prov.loc["ok", "attempts_max"] == 4 and prov.loc["ok", "retried_chunks"] == 1
     assert prov.loc["error", "chunks"] == 1
+
+
+def test_retry_policy_defaults_to_two_retries_and_caps_the_backoff_at_eight_seconds(server, engine):
+    server.script(*[Reply.error(500)] * 3, Reply.ok())                 # c00: 3 attempts, then c01 ok
+    sleeps = Sleeps()
+    report = run(engine, make_chunks(2), params_for(server, failure_policy="retry"), sleeps)
+    assert sleeps == [0.5, 1.0]
+    stored = rows(engine)
+    assert [(stored[c]["status"], stored[c]["attempts"]) for c in ("c00", "c01")] == [("error", 3), ("ok", 1)]
+    assert (report.status, report.ok, report.error, report.calls) == ("done", 1, 1, 4)
+
+    server.script(*[Reply.error(503)] * 7)
+    sleeps = Sleeps()
+    report = run(engine, [("long", "2024-04-10 10:00 山田: 長い障害")], params_for(server, failure_policy="retry",
+                                                                             max_retries=6), sleeps)
+    assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert (rows(engine)["long"]["status"], rows(engine)["long"]["attempts"]) == ("error", 7)
+    assert (report.error, report.calls) == (1, 7) and len(server.response_requests()) == 4 + 7
 
 
 def test_malformed_json_and_client_errors_are_not_retried(server, engine):
@@ -202,11 +279,12 @@ def test_malformed_json_and_client_errors_are_not_retried(server, engine):
 
 def test_resume_after_a_failure_completes_only_the_missing_chunks(server, engine):
     chunks = make_chunks(5)
-    server.script(Reply.ok(), Reply.ok(), Reply.error(500))
+    server.script(Reply.ok(), Reply.ok(), *[Reply.error(500)] * 3)
     with pytest.raises(SummarizationStopped):
         run(engine, chunks, params_for(server))
     first = rows(engine)
     assert [first[c]["status"] for c in sorted(first)] == ["ok", "ok", "error"]
+    assert first["c02"]["attempts"] == 3
 
     report = run(engine, chunks, params_for(server))
     assert (report.seen, report.skipped, report.ok, report.error, report.skipped_mismatched) == (5, 2, 3, 0, 0)
@@ -214,7 +292,7 @@ def test_resume_after_a_failure_completes_only_the_missing_chunks(server, engine
     assert len(read_table(engine, "summaries")) == 5 and all(r["status"] == "ok" for r in final.values())
     assert final["c00"]["run_id"] == final["c01"]["run_id"] == first["c00"]["run_id"] != report.run_id
     assert final["c02"]["run_id"] == report.run_id and final["c02"]["attempts"] == 1
-    assert len(server.response_requests()) == 3 + 3
+    assert len(server.response_requests()) == 5 + 3
     runs = read_table(engine, "summary_runs", order_by=["started_at"])
     assert runs[["status", "n_ok", "n_error"]].values.tolist() == [["stopped", 2, 1], ["done", 3, 0]]
     assert runs["n_ok"].sum() == 5
@@ -223,10 +301,11 @@ def test_resume_after_a_failure_completes_only_the_missing_chunks(server, engine
 KILLED_SCRIPT = """
 import json, sys
 from pmrag.core.store import open_store
-from pmrag.represent.summarize import SummarizerParams, make_summarizer, summarize_chunks
+from pmrag.core.params import SummarizerSection
+from pmrag.represent.summarize import make_summarizer, summarize_chunks
 db, url, chunks_path = sys.argv[1:4]
 chunks = [tuple(c) for c in json.loads(open(chunks_path, encoding="utf-8").read())]
-params = SummarizerParams(base_url=url, interval_s=0.0)
+params = SummarizerSection(backend="openai", base_url=url, interval_s=0.0)
 summarize_chunks(open_store(db), chunks, make_summarizer(params), params, progress=False)
 """
 
@@ -266,7 +345,7 @@ def test_sigkill_loses_at_most_the_chunk_in_flight_and_resume_redoes_nothing(ser
     requests_before = len(server.response_requests())
 
     server.delay_s = 0.0
-    report = run(engine, chunks, SummarizerParams(base_url=server.base_url, interval_s=0.0))
+    report = run(engine, chunks, SummarizerSection(backend="openai", base_url=server.base_url, interval_s=0.0))
     after = rows(engine)
     assert len(read_table(engine, "summaries")) == n and all(r["status"] == "ok" for r in after.values())
     assert {c: after[c]["run_id"] for c in before} == before                          # earlier rows not redone
@@ -283,12 +362,15 @@ def test_remote_base_url_is_refused_without_allow_remote_and_nothing_is_sent(mon
     monkeypatch.setattr(openai, "OpenAI", no_client)
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     for base_url in ("https://api.openai.com/v1", None):   # None resolves to OpenAI's public endpoint
-        params = SummarizerParams(base_url=base_url)
+        params = SummarizerSection(backend="openai", base_url=base_url)
         with pytest.raises(privacy.RemoteNotAllowed, match="set .allow_remote: true. in the params"):
             make_summarizer(params)
+        with pytest.raises(AssertionError, match="a client was created"):   # allowed: only the guard stood in the way
+            make_summarizer(params, allow_remote=True)
+    assert isinstance(make_summarizer(SummarizerSection()), ExtractiveSummarizer)   # the default sends nothing
     monkeypatch.setenv("OPENAI_BASE_URL", "https://example.invalid/v1")
     with pytest.raises(privacy.RemoteNotAllowed, match="example.invalid"):
-        OpenAISummarizer(SummarizerParams())
+        OpenAISummarizer(SummarizerSection(backend="openai"), load_prompts("ja"))
 
 
 def test_the_api_key_never_reaches_the_store_even_when_echoed(server, engine, monkeypatch):
@@ -296,7 +378,7 @@ def test_the_api_key_never_reaches_the_store_even_when_echoed(server, engine, mo
     server.script(Reply.error(500, "invalid key {auth}"), Reply.error(401, "key {auth} rejected"), Reply.ok())
     report = run(engine, make_chunks(3), params_for(server, failure_policy="retry", max_retries=0))
     assert (report.ok, report.error) == (1, 2)
-    server.script(Reply.error(500, "still {auth}"))
+    server.script(*[Reply.error(500, "still {auth}")] * 3)                  # the retries fail too
     with pytest.raises(SummarizationStopped) as info:
         run(engine, [("z", "2024-04-10 09:00 山田: ok")], params_for(server))
     assert FAKE_KEY not in str(info.value) and "[REDACTED]" in str(info.value)
@@ -334,7 +416,7 @@ def realistic_chunk(n_lines=36, start=datetime(2024, 7, 12, 19, 0)):
 def test_extractive_summary_is_deterministic_bounded_and_keeps_names_and_terms():
     raw = realistic_chunk()
     summary = ExtractiveSummarizer().digest(raw)
-    assert summary == ExtractiveSummarizer().digest(raw) == ExtractiveSummarizer(SummarizerParams(backend="extractive")).digest(raw)
+    assert summary == ExtractiveSummarizer().digest(raw) == make_summarizer(SummarizerSection(backend="extractive")).digest(raw)
     assert 200 <= len(summary) <= 500
     for participant in ("さくら", "健太", "山田"):
         assert participant in summary
@@ -348,7 +430,7 @@ def test_extractive_summary_is_deterministic_bounded_and_keeps_names_and_terms()
 
 def test_extractive_runs_through_the_batch_runner_without_sleeping(engine, capsys):
     chunks = [("x1", realistic_chunk()), ("x2", realistic_chunk(10))]
-    params = SummarizerParams(backend="extractive")
+    params = SummarizerSection(backend="extractive")
     sleeps = Sleeps()
     report = run(engine, chunks, params, sleeps)
     assert (report.ok, report.calls, sleeps) == (2, 0, [])
@@ -363,7 +445,7 @@ def test_extractive_runs_through_the_batch_runner_without_sleeping(engine, capsy
     again = summarize_chunks(engine, chunks, make_summarizer(params), params, progress=True)
     assert (again.skipped, again.skipped_mismatched, again.ok) == (2, 0, 0)
     assert "summaries (extractive)" in capsys.readouterr().err
-    shorter = SummarizerParams(backend="extractive", max_input_chars=100)
+    shorter = SummarizerSection(backend="extractive", max_input_chars=100)
     again = run(engine, chunks, shorter)
     assert (again.skipped, again.skipped_mismatched, again.ok) == (2, 2, 0)
     assert "2 skipped rows came from another model or input" in again.line()

@@ -18,7 +18,9 @@ def _study(args) -> int:
     from pmrag.study.runner import run_study
 
     run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs)
-    print(f"study done: {len(run.notebooks)} notebook(s) executed into {run.notebooks[0].parent}")
+    executed = len(run.notebook_seconds)
+    print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
+          f"in {run.notebooks[0].parent}")
     return 0
 
 

@@ -70,10 +70,6 @@ def render_line(message: ChunkMessage) -> str:
     return f"{message.occurred_at.isoformat(sep=' ', timespec='minutes')} {message.sender}: {message.text}"
 
 
-def render_raw_text(messages: Iterable[ChunkMessage]) -> str:
-    return "\n".join(render_line(m) for m in messages)
-
-
 def sort_messages(messages: Iterable[ChunkMessage]) -> list[ChunkMessage]:
     """Stable ascending sort by ``(occurred_at, source_order)``."""
     return sorted(messages, key=lambda m: (m.occurred_at, m.source_order))

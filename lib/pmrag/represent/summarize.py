@@ -8,7 +8,7 @@ Two backends:
   ``max_output_tokens=700``; temperature, top_p and seed are *not* sent, as in the paper.  The client's
   timeout is 90 s and its own retries are off (``max_retries=0``) so that every attempt is ours and
   recorded.  Any OpenAI-compatible server works through ``base_url``; a server that is not on this
-  machine needs ``allow_remote: true`` (see :mod:`pmrag.privacy`).
+  machine needs ``allow_remote: true`` (see :mod:`pmrag.represent.privacy`).
 * ``extractive`` (:class:`ExtractiveSummarizer`): an offline, deterministic stand-in with no model.  It
   writes a 200–500-character digest (date range, participants, salient terms, salient messages) so the
   rest of the pipeline runs without a network; every table says ``backend = extractive`` and
@@ -58,8 +58,6 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import SummarizerSection
 from pmrag.core.store import summaries, summary_runs
 
-BACKENDS = ("openai", "extractive")
-FAILURE_POLICIES = ("stop_on_first_error", "retry")
 EXTRACTIVE_MODEL = "extractive-v1"
 MAX_ERROR_CHARS = 2000
 
@@ -478,15 +476,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def load_chunk_texts(engine: Engine) -> list[tuple[str, str]]:
-    """``(chunk_id, raw_text)`` for every chunk in the store, in source and chunk order."""
-    from pmrag.core.store import chunks
-
-    with engine.connect() as conn:
-        rows = conn.execute(select(chunks.c.chunk_id, chunks.c.raw_text).order_by(chunks.c.source, chunks.c.chunk_index))
-        return [(r[0], r[1]) for r in rows]
-
-
 def summarize_chunks(
     engine: Engine,
     chunks: Iterable[tuple[str, str]],
@@ -508,6 +497,8 @@ def summarize_chunks(
     backend, requested_model = summarizer.backend, summarizer.requested_model
     started_at = _now()
     run_params = {**params.model_dump(mode="json"), **getattr(summarizer, "provenance", dict)()}
+    if params.base_url:  # never a user:password part, whichever backend ran
+        run_params["base_url"] = _public_url(params.base_url)
     with engine.begin() as conn:
         conn.execute(insert(summary_runs), [{
             "run_id": run_id, "backend": backend, "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),

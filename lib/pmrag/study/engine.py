@@ -10,7 +10,10 @@ exactly the stages that depend on it, and nothing else.
 
 What keeps the declaration honest: a stage's ``compute`` reads upstream results only through
 ``ctx.get(name)``, which refuses a stage it did not declare, and params only through ``ctx.params``, which
-refuses a section it did not declare.
+refuses a section it did not declare.  The params check is per section: a stage that declares only some keys
+of a section (``embedding.model`` but not ``embedding.batch_size``) leaves out, on purpose, the keys that
+cannot change its result (batch sizes, timeouts, pacing), and gets the section object itself, which the
+pipeline's functions take.
 
 Results are pickled under ``<run>/stages/`` with their key; the ``stages`` table of the store records each
 stage's key and its manifest (the parts of the key), which is how :meth:`Engine.status` explains, without
@@ -39,7 +42,8 @@ from pmrag.core import store
 from pmrag.core.store import file_fingerprints
 from pmrag.core.errors import PmragError
 
-ENGINE_VERSION = 1  # bump when the manifest's form changes: every key changes with it
+ENGINE_VERSION = 1
+_NONE = object()  # "no usable result" (None is a result a stage may return)  # bump when the manifest's form changes: every key changes with it
 STAGE_DIR = "stages"
 LOG_FILE = "stage_log.jsonl"
 
@@ -60,6 +64,8 @@ class Stage:
     packages: tuple[str, ...] = ()
     outputs: Callable[[Any], Iterable[Path]] = field(default=lambda value: ())
     resumable: bool = False
+    finished: Callable[[Any], bool] | None = None     # False: a result worth using, with parts to retry
+    identity: Callable[[Any], str] | None = None      # what dependents key on instead of this stage's key
     description: str = ""
 
 
@@ -224,7 +230,7 @@ class Context:
 @dataclass(frozen=True)
 class StageStatus:
     name: str
-    state: str          # cached | stale | incomplete | missing
+    state: str          # cached | stale | incomplete | partial | missing
     reason: str
 
 
@@ -250,7 +256,7 @@ class Engine:
             "engine": ENGINE_VERSION,
             "stage": name,
             "code": function_digest(stage.compute),
-            "needs": {n: self.key(n, keys) for n in stage.needs},
+            "needs": {n: self._upstream(n, keys) for n in stage.needs},
             "params": {p: params_value(self.params, p) for p in stage.params},
             "modules": {m: module_digest(m) for m in stage.modules},
             "files": {str(f): file_digest(self.store, f) for f in stage.files},
@@ -262,6 +268,17 @@ class Engine:
         if name not in keys:
             keys[name] = digest(self.manifest(name, keys))
         return keys[name]
+
+    def _upstream(self, name: str, keys: dict[str, str]) -> str:
+        """What a dependent keys on: the upstream's key, or for a stage with an ``identity`` (a resumable stage
+        whose retries can change its result under the same key) the identity of the result it recorded."""
+        key = self.key(name, keys)
+        if self._stage(name).identity is None:
+            return key
+        record = self.record(name)
+        if record is not None and record["key"] == key and record.get("complete") and record.get("identity"):
+            return record["identity"]
+        return key
 
     def keys(self) -> dict[str, str]:
         keys: dict[str, str] = {}
@@ -311,13 +328,34 @@ class Engine:
         self.memo.clear()
 
     # -- results -----------------------------------------------------------------------------------
-    def get(self, name: str):
-        """The stage's result: from the memo, else the cache, else computed (upstream first), each checked by key."""
+    def get(self, name: str, *, retry: bool = False):
+        """The stage's result: from the memo, else the cache, else computed (upstream first), each checked by key.
+
+        ``retry`` recomputes a stage whose cached result has parts to retry (``Stage.finished`` said so: e.g.
+        summaries that failed under ``failure_policy: retry``); the runner asks for that, notebooks do not.
+        """
         key = self.key(name)
+        stage = self._stage(name)
+        cached = self._cached(stage, key, retry)
+        if cached is not _NONE:
+            return cached
+        for upstream in stage.needs:
+            self.get(upstream, retry=retry)
+        key = self.key(name)  # again: an upstream with an identity keys its dependents on its new result
+        cached = self._cached(stage, key, retry)  # ... which may be one this stage already has
+        if cached is not _NONE:
+            return cached
+        return self._compute(stage, key)
+
+    def _cached(self, stage: Stage, key: str, retry: bool):
+        """The memoised or cached result under ``key``, else ``_NONE``."""
+        name = stage.name
+        record = self.record(name)
+        wants_retry = retry and record is not None and record.get("retry")
+        if wants_retry:
+            return _NONE
         if name in self.memo and self.memo[name][0] == key:
             return self.memo[name][1]
-        stage = self._stage(name)
-        record = self.record(name)
         if record is not None and record["key"] == key and record.get("complete"):
             started = time.perf_counter()
             value, valid = self._load(name, key)
@@ -325,11 +363,10 @@ class Engine:
                 self._log(name, "loaded", key, time.perf_counter() - started)
                 self.memo[name] = (key, value)
                 return value
-        return self._compute(stage, key, record)
+        return _NONE
 
-    def _compute(self, stage: Stage, key: str, record: dict | None):
-        for upstream in stage.needs:
-            self.get(upstream)
+    def _compute(self, stage: Stage, key: str):
+        record = self.record(stage.name)
         resuming = bool(stage.resumable and record is not None and record["key"] == key)
         if stage.resumable:
             self._write_record(stage.name, key, {"manifest": self.manifest(stage.name), "complete": False})
@@ -337,6 +374,11 @@ class Engine:
         value = stage.compute(Context(self, stage, resuming))
         self.finish(stage.name, value, time.perf_counter() - started)
         return value
+
+    def _info(self, stage: Stage, manifest: dict, value, seconds: float) -> dict:
+        return {"manifest": manifest, "complete": True, "seconds": round(seconds, 3),
+                "retry": bool(stage.finished is not None and not stage.finished(value)),
+                "identity": stage.identity(value) if stage.identity is not None else None}
 
     def is_current(self, name: str) -> bool:
         """Whether ``name``'s cached result matches its key today (without loading it into the memo)."""
@@ -350,11 +392,10 @@ class Engine:
     def finish(self, name: str, value, seconds: float) -> None:
         """Record ``value`` as ``name``'s result under its current key (for a stage computed elsewhere, e.g. a
         notebook executed by the runner's worker threads)."""
-        keys: dict[str, str] = {}
-        manifest = self.manifest(name, keys)
+        manifest = self.manifest(name, {})
         key = digest(manifest)
         self._save(name, key, value)
-        self._write_record(name, key, {"manifest": manifest, "complete": True, "seconds": round(seconds, 3)})
+        self._write_record(name, key, self._info(self._stage(name), manifest, value, seconds))
         self._log(name, "computed", key, seconds)
         self.memo[name] = (key, value)
 
@@ -387,6 +428,8 @@ class Engine:
                 rows.append(StageStatus(name, "stale", reason))
             elif not record.get("complete"):
                 rows.append(StageStatus(name, "incomplete", "interrupted; the next run resumes it"))
+            elif record.get("retry"):
+                rows.append(StageStatus(name, "partial", "finished with parts to retry; `pmrag study` retries them"))
             elif not self._pickle_path(name).is_file():
                 rows.append(StageStatus(name, "missing", f"cached result {self._pickle_path(name).name} is gone"))
             else:

@@ -59,7 +59,7 @@ class Study:
         self.engine.progress = progress
         try:
             for name in self.computed_stages:
-                self.engine.get(name)
+                self.engine.get(name, retry=True)
         finally:
             self.engine.progress = False
 

@@ -8,6 +8,7 @@ pairing that names a retriever the study does not run, a missing input file) is 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -19,28 +20,29 @@ from pmrag.core.params import StudyParams
 SHIPPED_PROMPT_SETS = ("ja", "en")
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently)."""
-
-
-def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark)
-        seen[key] = key_node.start_mark.line
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+def _refuse_duplicates(node, origin: str, prefix: str = "") -> None:
+    """A mapping with the same key twice is refused, naming the dotted key and both lines (PyYAML would keep the
+    last one silently)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}" if isinstance(key_node, yaml.ScalarNode) else f"{prefix}?"
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ParamsError(f"{origin}: duplicate key '{key}' on lines {seen[key]} and {line}")
+            seen[key] = line
+            _refuse_duplicates(value_node, origin, f"{key}.")
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _refuse_duplicates(item, origin, f"{prefix.removesuffix('.')}[{index}].")
 
 
 def read_yaml(path: Path) -> dict:
-    """The params file as a mapping; a YAML error names the line."""
+    """The params file as a mapping; a YAML error names the line, a duplicate key the dotted key and both lines."""
+    text = path.read_text(encoding="utf-8")
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+        _refuse_duplicates(yaml.compose(text, Loader=yaml.SafeLoader), str(path))
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark else ""
@@ -65,6 +67,10 @@ def one_line(error: ValidationError, origin: str) -> str:
     for part in first["loc"]:
         dotted += f"[{part}]" if isinstance(part, int) else (f".{part}" if dotted else str(part))
     message = first["msg"].removeprefix("Value error, ")
+    if not dotted:   # a check across sections names its key first: "hybrid.pairings[0]: ..."
+        named = re.match(r"([a-z_]+(?:\.[a-z_]+)*(?:\[\d+\])?): (.*)", message)
+        if named:
+            dotted, message = named.groups()
     if first["type"] == "extra_forbidden":
         return f"{origin}: unknown key '{dotted}'"
     if first["type"] == "missing":

@@ -37,7 +37,9 @@ class StudyRun:
 
 
 def numbered_notebooks(folder: Path) -> list[Path]:
-    """``NN_name.ipynb`` files of ``folder``, in numeric order."""
+    """``NN_name.ipynb`` files of ``folder``, in numeric order (none when the folder does not exist)."""
+    if not Path(folder).is_dir():
+        return []
     found = [p for p in Path(folder).iterdir() if NOTEBOOK_NAME.match(p.name)]
     return sorted(found, key=lambda p: (int(NOTEBOOK_NAME.match(p.name).group(1)), p.name))
 

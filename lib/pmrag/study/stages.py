@@ -34,6 +34,9 @@ QRELS_FILE = "qrels.trec"
 EMBEDDING_MODEL_PARAMS = ("embedding.backend", "embedding.model", "embedding.base_url")
 METRIC_KS_PARAMS = ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks")
 STORE_MODULES = ("pmrag.core.store",)
+# what changes a summary's text; pacing, timeouts and retry settings do not (and must not re-bill an LLM)
+SUMMARY_PARAMS = ("summarizer.backend", "summarizer.model", "summarizer.max_output_tokens",
+                  "summarizer.max_input_chars", "summarizer.base_url", "representations.prompts")
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,19 @@ def _summaries(ctx) -> pd.DataFrame:
     texts = list(zip(chunks["chunk_id"], chunks["raw_text"]))
     summarize_chunks(ctx.store, texts, summarizer, section, progress=ctx.progress)
     return store.read_table(ctx.store, "summaries", ("chunk_id",))
+
+
+def _summaries_finished(summaries: pd.DataFrame) -> bool:
+    """Summaries are finished when no chunk's summary failed (failed ones are retried by the next run)."""
+    return bool((summaries["status"] == "ok").all())
+
+
+def _summaries_identity(summaries: pd.DataFrame) -> str:
+    """The summaries' content (chunk, status, text): what representations and vectors depend on."""
+    import hashlib
+
+    rows = summaries[["chunk_id", "status", "summary"]].astype(str).itertuples(index=False)
+    return hashlib.sha256("\x1e".join("\x1f".join(row) for row in rows).encode("utf-8")).hexdigest()
 
 
 def _representations(ctx) -> pd.DataFrame:
@@ -409,19 +425,22 @@ def build_stages(params: StudyParams) -> list[Stage]:
         Stage("ingest", _ingest, needs=("synthetic",) if synthetic else (),
               params=("dataset.format", "dataset.permissive", "dataset.unknown_time_offset", "dataset.inputs",
                       "dataset.questions", "dataset.synthetic.enabled"),
-              modules=("pmrag.ingest", "pmrag.core.records", "pmrag.core.ids", *STORE_MODULES), files=inputs,
+              modules=("pmrag.ingest", "pmrag.core.records", "pmrag.core.ids", "pmrag.core.parallel", *STORE_MODULES),
+              files=inputs,
               description="read every input file into the store, reconciled"),
         Stage("chunks", _chunks, needs=("ingest",), params=("chunking",),
-              modules=("pmrag.chunking.windows", "pmrag.chunking.store", "pmrag.core.ids", *STORE_MODULES),
+              modules=("pmrag.chunking.windows", "pmrag.chunking.store", "pmrag.core.ids", "pmrag.core.parallel",
+                       *STORE_MODULES),
               description="session-bounded windows (§3.2) and chunk-level gold"),
         Stage("qrels", _qrels, needs=("ingest", "chunks"),
-              modules=("pmrag.chunking.stats", "pmrag.evaluate.trec", *STORE_MODULES),
+              modules=("pmrag.chunking.stats", "pmrag.evaluate.trec", "pmrag.core.frames", *STORE_MODULES),
               outputs=lambda value: [params.run_dir / QRELS_FILE],
               description="evaluable questions and their qrels (qrels.trec)"),
-        Stage("summaries", _summaries, needs=("chunks",), params=("summarizer", "representations.prompts"),
+        Stage("summaries", _summaries, needs=("chunks",), params=SUMMARY_PARAMS,
               modules=("pmrag.represent.summarize", "pmrag.represent.privacy", *STORE_MODULES),
               files=prompt_files(params.representations.prompts, ("summary_system", "summary_user")),
               packages=("openai",) if params.summarizer.backend == "openai" else (), resumable=True,
+              finished=_summaries_finished, identity=_summaries_identity,
               description=f"chunk summaries ({params.summarizer.label()})"),
         Stage("representations", _representations, needs=("chunks", "summaries"), params=("representations",),
               modules=("pmrag.represent.representations",),
@@ -445,7 +464,8 @@ def build_stages(params: StudyParams) -> list[Stage]:
         stages.append(Stage(
             f"runs:{rid}", _runs(rid, component), needs=("chunks", "qrels", *component.needs(rid)),
             params=(*component.sections, "retrieval.depth"),
-            modules=(*component.all_modules(rid), "pmrag.retrieve.ranking", "pmrag.evaluate.trec", *STORE_MODULES),
+            modules=(*component.all_modules(rid), "pmrag.retrieve.ranking", "pmrag.evaluate.trec", "pmrag.core.frames",
+                     *STORE_MODULES),
             files=tuple(component.files(rid, params)),
             outputs=lambda value, rid=rid: [params.run_dir / RUNS_DIR / f"{rid.file_stem()}.trec"],
             description=f"{rid} rankings"))
@@ -456,21 +476,25 @@ def build_stages(params: StudyParams) -> list[Stage]:
     analysis_params = ("analysis.reference_retriever", "analysis.diagnostic_hybrid")
     stages += [
         Stage("metrics", _metrics, needs=("qrels", *runs), params=("retrieval.retrievers", *METRIC_KS_PARAMS),
-              modules=("pmrag.evaluate.metrics",), description="per-question Recall/MRR/nDCG of every retriever"),
+              modules=("pmrag.evaluate.metrics", "pmrag.core.frames"),
+              description="per-question Recall/MRR/nDCG of every retriever"),
         Stage("sweep", _sweep, needs=("qrels", *paired), params=("hybrid",),
-              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion"),
+              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion", "pmrag.core.frames"),
               description="min-max hybrid of every pairing × β (§6.2)"),
         Stage("hybrids", _hybrids, needs=("qrels", "sweep", *fused),
               params=("hybrid.pairings", "analysis.diagnostic_hybrid", *METRIC_KS_PARAMS),
-              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion", "pmrag.evaluate.trec"),
+              modules=("pmrag.evaluate.sweep", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion", "pmrag.evaluate.trec",
+                       "pmrag.core.frames", "pmrag.core.names"),
+              outputs=lambda value: [params.run_dir / RUNS_DIR / f"{h.file_stem()}.trec" for h in value.ids()],
               description="each pairing's selected β, the best hybrid, their fused runs"),
         Stage("reliability", _reliability, needs=("qrels", "metrics", "hybrids"), params=("bootstrap", *analysis_params),
-              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.reliability", "pmrag.evaluate.bootstrap"),
+              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.reliability", "pmrag.evaluate.bootstrap",
+                       "pmrag.core.names"),
               description="bootstrap intervals and paired differences (§4.4, §6.3–6.4)"),
         Stage("failures", _failures, needs=("qrels", "chunks", "metrics", "hybrids"),
               params=(*analysis_params, "analysis.failure_k", "analysis.recovery_ks", "analysis.aggregate_type",
                       "analysis.min_primary_gold"),
-              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures"),
+              modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures", "pmrag.core.frames", "pmrag.core.names"),
               description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
     ]
     return stages
