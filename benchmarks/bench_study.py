@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from pmrag.study.runner import default_jobs
+
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"clean": 45.0, "unchanged": 20.0}
 
@@ -68,7 +70,7 @@ def main() -> None:
             figures[label] = run(params, args.jobs)
             lines[label] = log_lines(run_dir, since)
         clean = [line for line in lines["clean"] if line["action"] == "computed"]
-        print(f"{'stage':<32} {'seconds':>8}   (clean run; notebooks run {args.jobs or 'min(2, cores)'} at a time)")
+        print(f"{'stage':<32} {'seconds':>8}   (clean run; notebooks run {args.jobs or default_jobs()} at a time)")
         for line in clean:
             print(f"{line['stage']:<32} {line['seconds']:>8.2f}")
         stages = sum(line["seconds"] for line in clean if not line["stage"].startswith("notebook:"))

@@ -21,3 +21,33 @@ def make_tiny_study(root, extra_yaml: str = ""):
         encoding="utf-8",
     )
     return Study.from_params(root / "p.yaml")
+
+
+def write_file(folder, text: str, name: str = "p.yaml"):
+    """``text`` written to ``folder/name`` (UTF-8); returns the path."""
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def params_error(path) -> str:
+    """The one-line ParamsError that loading ``path`` raises."""
+    import pytest
+
+    from pmrag.core.errors import ParamsError
+    from pmrag.study.params import load_params
+
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
+
+
+def invalid_key(error) -> str:
+    """The one key a section refused (a pydantic ValidationError): a field's error names it in its location, a
+    check across fields (empty location) starts its message with it."""
+    [found] = error.errors()
+    if found["loc"]:
+        return ".".join(map(str, found["loc"]))
+    return found["msg"].removeprefix("Value error, ").split()[0]

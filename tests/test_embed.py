@@ -26,6 +26,7 @@ from pmrag.represent.embed import (
 )
 from pmrag.core.errors import PmragError
 from pmrag.core.params import EmbeddingSection, StudyParams
+from conftest import invalid_key
 
 JA = [
     "明日は何時にする？",
@@ -176,14 +177,6 @@ def test_params_defaults_per_backend():
     split = EmbeddingSection(backend="openai", model="e5-passage", query_model="e5-query")
     assert (split.resolved_model, split.resolved_query_model) == ("e5-passage", "e5-query")
 
-
-def invalid_key(error: ValidationError) -> str:
-    """The one key a section refused: a field's error names it in its location, a check across fields (empty
-    location) starts its message with it."""
-    [found] = error.errors()
-    if found["loc"]:
-        return ".".join(map(str, found["loc"]))
-    return found["msg"].removeprefix("Value error, ").split()[0]
 
 
 @pytest.mark.parametrize("kwargs, key", [

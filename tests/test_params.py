@@ -2,26 +2,13 @@
 
 from pathlib import Path
 
-import pytest
-
-from pmrag.core.errors import ParamsError
 from pmrag.study.params import load_params
+
+from conftest import params_error as error_of, write_file as write
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def write(tmp_path, text, name="p.yaml"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def error_of(path) -> str:
-    with pytest.raises(ParamsError) as info:
-        load_params(path)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_demo_params_load_with_the_papers_defaults():

@@ -8,29 +8,18 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pmrag.core.errors import ParamsError
 from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.params import HybridSection, StudyParams, reference_rows
 from pmrag.study.params import load_params
 from pmrag.study.reference import params_reference
+
+from conftest import params_error as error_of, write_file as write
 
 REPO = Path(__file__).resolve().parents[1]
 MINIMAL = "run: x\ndataset: {synthetic: {enabled: true}}\n"
 SCHEMA_KEYS = [row["key"] for row in reference_rows()]
 
 
-def write(tmp_path, text, name="p.yaml"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def error_of(path) -> str:
-    with pytest.raises(ParamsError) as info:
-        load_params(path)
-    message = str(info.value)
-    assert "\n" not in message, message
-    return message
 
 
 def line_numbers(message, path) -> set[str]:

@@ -25,14 +25,41 @@ def batch_of(n, source="family"):
     return batch
 
 
+def load_chunk_messages(engine) -> dict:
+    """Every stored message as chunking input, by source (name order), in ``(source_order, message_id)`` order:
+    a reference path independent of ``rebuild_chunks``' worker pipeline."""
+    from pmrag.chunking.windows import ChunkMessage
+
+    grouped = {}
+    rows = store.read_table(engine, "messages", ("source", "source_order", "message_id"))
+    for row in rows.itertuples(index=False):
+        grouped.setdefault(row.source, []).append(ChunkMessage(row.message_id, row.source, row.source_order,
+                                                               row.occurred_at.to_pydatetime(), row.sender, row.text))
+    return grouped
+
+
+def replace_chunks(engine, new_chunks) -> None:
+    """Store chunks made elsewhere (replacing every chunk and message link)."""
+    with engine.begin() as conn:
+        conn.execute(store.chunk_messages.delete())
+        conn.execute(store.chunks.delete())
+        for c in new_chunks:
+            conn.execute(store.chunks.insert(), [{
+                "chunk_id": c.chunk_id, "source": c.source, "chunk_index": c.chunk_index,
+                "session_index": c.session_index, "window_index": c.window_index, "start_at": c.start_at,
+                "end_at": c.end_at, "n_messages": c.n_messages, "n_trimmed": c.n_trimmed, "raw_text": c.raw_text}])
+            conn.execute(store.chunk_messages.insert(), [
+                {"chunk_id": c.chunk_id, "position": i, "message_id": m} for i, m in enumerate(c.message_ids)])
+
+
 def chunked_store(tmp_path, n=79, questions=()):
     engine = store.open_store(tmp_path / "s.sqlite")
     messages = batch_of(n)
     ingest_store.store_batch(engine, messages, "sha-messages")
     qbatch = SourceBatch(path="questions.json", format="questions-json", questions=list(questions), questions_read=len(questions))
     ingest_store.store_batch(engine, qbatch, "sha-questions")
-    chunks = [c for src, msgs in chunk_store.load_chunk_messages(engine).items() for c in chunk_source(src, msgs)]
-    chunk_store.replace_chunks(engine, chunks)
+    chunks = [c for src, msgs in load_chunk_messages(engine).items() for c in chunk_source(src, msgs)]
+    replace_chunks(engine, chunks)
     chunk_store.derive_qrels(engine)
     return engine, messages.messages, chunks
 
@@ -123,11 +150,11 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
     assert results[0] == results[2]
     # and it is what chunking the loaded messages gives (tied source_order broken by message ID)
     engine = _two_file_store(tmp_path / "ref.sqlite")
-    loaded = chunk_store.load_chunk_messages(engine)
+    loaded = load_chunk_messages(engine)
     family = loaded["family"]
     assert [m.source_order for m in family[:4]] == [0, 0, 1, 1]
     assert family[0].message_id < family[1].message_id
-    chunk_store.replace_chunks(engine, [c for src, msgs in loaded.items() for c in chunk_source(src, msgs)])
+    replace_chunks(engine, [c for src, msgs in loaded.items() for c in chunk_source(src, msgs)])
     assert _chunk_table(engine) == results[0]
 
 

@@ -24,6 +24,8 @@ from pmrag.represent.summarize import (
     make_summarizer, summarize_chunks, summary_provenance,
 )
 
+from conftest import invalid_key
+
 sys.path.insert(0, str(Path(__file__).parent))
 from responses_server import RESPONSE_MODEL, Reply, ResponsesServer, default_text  # noqa: E402
 
@@ -81,14 +83,6 @@ def make_chunks(n, prefix="c"):
 def provenance(engine):
     return summary_provenance(read_table(engine, "summaries"))
 
-
-def invalid_key(error: ValidationError) -> str:
-    """The one key a section refused: a field's error names it in its location, a check across fields (empty
-    location) starts its message with it."""
-    [found] = error.errors()
-    if found["loc"]:
-        return ".".join(map(str, found["loc"]))
-    return found["msg"].removeprefix("Value error, ").split()[0]
 
 
 # ------------------------------------------------------------------------------------------ params, prompts

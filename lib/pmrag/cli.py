@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--quiet", action="store_true", help="no progress display")
     study.add_argument("--fresh", action="store_true",
                        help="recompute every stage (the content-addressed embedding cache is kept)")
-    study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: min(2, cores))")
+    study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: cores + 1, at most 4)")
     study.set_defaults(func=_study)
 
     status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")

@@ -38,15 +38,6 @@ def _sources(dbapi_connection) -> list[str]:
     return [s for (s,) in dbapi_connection.execute("SELECT DISTINCT source FROM messages ORDER BY source")]
 
 
-def load_chunk_messages(engine: Engine) -> dict[str, list[ChunkMessage]]:
-    """All messages grouped by source (sources in name order, messages in ``source_order``)."""
-    grouped: dict[str, list[tuple]] = {}
-    with engine.connect() as conn:
-        for row in conn.connection.dbapi_connection.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages"):
-            grouped.setdefault(row[1], []).append(row)
-    return {source: _chunk_messages(grouped[source]) for source in sorted(grouped)}
-
-
 def _chunk_store_rows(new_chunks: Sequence[Chunk]) -> tuple[list[tuple], list[tuple]]:
     """``chunks`` and ``chunk_messages`` rows in primary-key order (sequential B-tree inserts are ~1.5x faster)."""
     chunk_rows = sorted(
@@ -100,16 +91,6 @@ def rebuild_chunks(engine: Engine, params: ChunkingSection | None = None, *, wor
             n_chunks += len(chunk_rows)
         _chunk_messages_by_message.create(conn)
     return n_chunks
-
-
-def replace_chunks(engine: Engine, new_chunks: Sequence[Chunk]) -> None:
-    """Replace every chunk (and its message links) with ``new_chunks``, chunked elsewhere."""
-    chunk_rows, link_rows = _chunk_store_rows(new_chunks)
-    with engine.begin() as conn:
-        conn.execute(delete(chunk_messages))
-        conn.execute(delete(chunks))
-        bulk_insert(conn, chunks, chunk_rows)
-        bulk_insert(conn, chunk_messages, link_rows)
 
 
 def derive_qrels(engine: Engine) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 from sqlalchemy import (
-    Boolean, Column, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, create_engine, delete, event,
-    func, insert, select,
+    Boolean, Column, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, create_engine, event, func,
+    select,
 )
 
 from pmrag.core.ids import timestamp_text

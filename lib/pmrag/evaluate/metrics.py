@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pmrag.core.frames import RUN_COLUMNS, RunLike, no_duplicates, require_columns, run_frame
+from pmrag.core.frames import RunLike, no_duplicates, require_columns, run_frame
 
 METRICS = ("recall", "mrr", "ndcg")
 GRADES = (0, 1, 2)

@@ -33,6 +33,7 @@ from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import Engine, delete, insert, select
 
 from pmrag.represent import privacy
@@ -456,11 +457,9 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
     return matrix, chunk_ids
 
 
-def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]]) -> "pd.DataFrame":
+def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]]) -> pd.DataFrame:
     """Per ``(representation, model_id, folder)``: model, rows, dimension, dtype, and the length of the text
     actually sent (mean, max, how many were shortened)."""
-    import pandas as pd
-
     from pmrag.core.store import read_table
 
     inputs = read_table(engine, "embedding_inputs")
