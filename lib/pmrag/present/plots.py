@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from pmrag.core.names import RetrieverId
+
 
 def chunk_length_figure(chunks: pd.DataFrame, limit: int):
     """raw_text length per chunk (log-scaled bins) and messages per chunk, side by side."""
@@ -49,9 +51,16 @@ def recall_ci_figure(cis: pd.DataFrame, metric: str = "recall@5"):
     return fig
 
 
+def short_name(retriever: str) -> str:
+    """``summary_bm25`` → ``summary BM25``, ``embedding_text_vector`` → ``embedding_text vec`` (legend labels)."""
+    rid = RetrieverId.parse(retriever)
+    kind = {"bm25": "BM25", "vector": "vec"}.get(rid.method, rid.method)
+    return " ".join(part for part in (rid.representation, kind, rid.variant) if part)
+
+
 def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
     """Figures 2–3: a metric of the linear hybrid against β, one line per pairing."""
-    data = macro.assign(pairing=macro["bm25"].str.replace("_bm25", "") + " BM25 + " + macro["vector"].str.replace("_vector", "") + " vec")
+    data = macro.assign(pairing=[f"{short_name(a)} + {short_name(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sns.lineplot(data=data, x="beta", y=metric, hue="pairing", marker="o", ax=ax)
     label = metric.replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")
