@@ -67,6 +67,9 @@ class DatasetSection(Section):
     questions: str | None = key(None, "a questions JSON file (message-level evidence graded 2/1)")
     format: Literal["auto", "line-json", "line-txt", "locomo"] = key("auto", "input format; auto tells them apart")
     permissive: bool = key(False, "record and skip malformed records instead of stopping")
+    encoding: Literal["auto", "utf-8", "cp932"] = key(
+        "auto", "text encoding of LINE .txt exports: auto reads UTF-8 (BOM or not) strictly and falls back to cp932 "
+        "only for a file that is not UTF-8 at all; a file that is UTF-8 but for some bytes stops with their offset")
     unknown_time_offset: Literal["date_order", "source_order"] = key(
         "date_order", "a message without a time is placed at its date 00:00:00 plus its position within the date "
         "(date_order) or within the file (source_order, the paper's literal wording)")
@@ -326,6 +329,8 @@ class StudyParams(Section):
     notebooks_dir: str = key("../notebooks", "the numbered notebooks the study executes")
     cache_dir: str = key("../outputs/.cache", "content-addressed caches shared by every run (embeddings)")
     allow_remote: bool = key(False, "let backends send chat text off this machine (loopback servers never need it)")
+    proxy: str | None = key(None, "an http(s) proxy for remote model APIs, used only with allow_remote for a server "
+                                  "off this machine; proxy settings of the environment (HTTP_PROXY, ...) are never used")
     dataset: DatasetSection = DatasetSection()
     chunking: ChunkingSection = ChunkingSection()
     representations: RepresentationsSection = RepresentationsSection()
@@ -337,6 +342,11 @@ class StudyParams(Section):
     bootstrap: BootstrapSection = BootstrapSection()
     analysis: AnalysisSection = AnalysisSection()
     _source: Path | None = PrivateAttr(None)
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value):
+        return _http_url(value)
 
     @property
     def path(self) -> Path | None:

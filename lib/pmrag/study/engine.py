@@ -181,8 +181,9 @@ class ParamsView:
         "metric_ks": ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks"),
         "embedded_representations": ("retrieval.retrievers",),
         "run_dir": (), "path": (),
-        # cannot change a result: a permission, and a content-addressed cache (keyed by model and exact text)
-        "allow_remote": (), "cache_dir": (),
+        # cannot change a result: a permission, the route to a remote API, and a content-addressed cache (keyed
+        # by model and exact text)
+        "allow_remote": (), "proxy": (), "cache_dir": (),
     }
 
     def __init__(self, params, declared: tuple[str, ...], stage: str):

@@ -423,7 +423,8 @@ def build_stages(params: StudyParams) -> list[Stage]:
     inputs = tuple(Path(p) for p in dataset.inputs) + ((Path(dataset.questions),) if dataset.questions else ())
     stages += [
         Stage("ingest", _ingest, needs=("synthetic",) if synthetic else (),
-              params=("dataset.format", "dataset.permissive", "dataset.unknown_time_offset", "dataset.inputs",
+              params=("dataset.format", "dataset.permissive", "dataset.unknown_time_offset", "dataset.encoding",
+                      "dataset.inputs",
                       "dataset.questions", "dataset.synthetic.enabled"),
               modules=("pmrag.ingest", "pmrag.core.records", "pmrag.core.ids", "pmrag.core.parallel", *STORE_MODULES),
               files=inputs,
