@@ -31,7 +31,14 @@ from pmrag.core.errors import PmragError
 from pmrag.present.artifacts import PUBLIC_TABLES, T
 
 PUBLIC_DIR = "public"
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}\b")
+_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_TIMESTAMP = re.compile(
+    r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}"        # 2024-04-10, 2024/4/10, 2024.04.10, 2024年4月10日
+    r"|\d{1,2}\s*月\s*\d{1,2}\s*日|\d{4}\s*年|\d{1,2}\s*時"   # 4月10日, 2024年, 20時
+    r"|(?<![\d.])\d{1,2}/\d{1,2}(?![\d.])|\b\d{1,2}:\d{2}\b"  # 4/10, 20:15
+    rf"|(?i:\b{_MONTHS}\s+\d{{1,2}}\b|\b{_MONTHS}\s+\d{{4}}\b|\b\d{{1,2}}\s+{_MONTHS}(?![a-z]))"  # April 10, May 2024, 10 Apr
+)
+"""Dates and times in the forms a user's question type or ID might carry them (none of our own wording does)."""
 MIN_CHECKED_TEXT = 4  # shorter message texts ("笑", "ok") are too common to test for meaningfully
 
 
@@ -71,26 +78,40 @@ def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.
     }
 
 
+_WORD_CHAR = re.compile(r"[0-9A-Za-z]")
+_WORDS = re.compile(r"[0-9A-Za-z]+")
+
+
 class PrivateIndex:
     """Finds any private string inside a (short) public cell without scanning every private string.
 
-    Names (sources, senders) match as whole words through one regex per kind, so a sender called ``A`` is
-    not found inside ``BM25 only``.  Texts (messages, questions) are found by looking up every substring
-    of the cell in a set: a cell of length L costs at most L²/2 lookups, whatever the corpus size.
+    Everything is matched as whole words where words exist: a private string that starts (ends) with a Latin
+    letter or digit must not be preceded (followed) by one, so a sender called ``A`` is not found inside
+    ``BM25 only`` and a message reading ``text`` is not found inside ``contextual``; ``_`` separates words, so
+    ``Taro_birthday`` holds the sender ``Taro``.  Japanese has no word boundaries: there any occurrence counts.
+    Names (sources, senders) match through one regex per kind; texts (messages, questions) by looking up every
+    substring of the cell in a set (a cell of length L costs at most L²/2 lookups, whatever the corpus size).
+
+    ``common_words``: one-word message texts that are also words of the export's own wording (``only``,
+    ``Both``) identify nobody and would make every export refuse; they are left out.  Any longer text, any
+    name and any question text is always checked.
     """
 
     NAME_KINDS = ("source name", "sender")
 
-    def __init__(self, private: Mapping[str, set[str]]):
+    def __init__(self, private: Mapping[str, set[str]], common_words: Iterable[str] = ()):
+        common = set(common_words)
         self.names = []
         self.texts: dict[str, str] = {}
         for kind, strings in private.items():
             strings = sorted((s for s in strings if s), key=len, reverse=True)
+            if kind == "message text":
+                strings = [s for s in strings if s.strip() not in common]
             if not strings:
                 continue
             if kind in self.NAME_KINDS:
                 words = "|".join(re.escape(s) for s in strings)
-                self.names.append((kind, re.compile(rf"(?<![0-9A-Za-z_])(?:{words})(?![0-9A-Za-z_])")))
+                self.names.append((kind, re.compile(rf"(?<![0-9A-Za-z])(?:{words})(?![0-9A-Za-z])")))
             else:
                 self.texts.update((s, kind) for s in strings if s not in self.texts)
         self.shortest = min(map(len, self.texts), default=0)
@@ -105,19 +126,34 @@ class PrivateIndex:
             n = len(value)
             for start in range(n):
                 for end in range(start + self.shortest, min(n, start + self.longest) + 1):
-                    kind = self.texts.get(value[start:end])
-                    if kind:
+                    text = value[start:end]
+                    kind = self.texts.get(text)
+                    if kind and _whole_word(value, start, end):
                         return kind
         return None
 
 
-def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]]) -> None:
-    """Raise :class:`PublicExportError` for a string cell (or column name) that is outside ``vocabulary``
-    and not a formatted number, that holds a date or time, or that contains a private string.
+def _whole_word(value: str, start: int, end: int) -> bool:
+    """``value[start:end]`` is not cut out of a longer Latin word (see :class:`PrivateIndex`)."""
+    before = start > 0 and _WORD_CHAR.match(value[start]) and _WORD_CHAR.match(value[start - 1])
+    after = end < len(value) and _WORD_CHAR.match(value[end - 1]) and _WORD_CHAR.match(value[end])
+    return not (before or after)
 
-    Each distinct string is checked once; the error names the first table, column and row holding it.
+
+def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]],
+                 user_values: Iterable[str] = ()) -> None:
+    """Raise :class:`PublicExportError` for a string cell (or column name) that is outside the export's
+    wording and not a formatted number, that holds a date or time, or that contains a private string.
+
+    ``vocabulary`` is the export's own wording (labels, comparisons, retriever names); ``user_values``
+    (question types, public IDs) may appear too but come from the user's data.  Every string is checked, the
+    wording included, so nothing is laundered by being listed; words of the wording are the only "common
+    words" a one-word message may match harmlessly (:class:`PrivateIndex`).  Each distinct string is checked
+    once; the error names the first table, column and row holding it, never the value.
     """
-    index = PrivateIndex(private)
+    common_words = {word for value in vocabulary for word in _WORDS.findall(value)}
+    index = PrivateIndex(private, common_words)
+    allowed = set(vocabulary) | set(user_values)
     checked: set[tuple[str, bool]] = set()
     for name, frame in tables.items():
         for column in frame.columns:
@@ -126,9 +162,8 @@ def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], priva
                 if (value, row is None) in checked:
                     continue
                 checked.add((value, row is None))
-                # the offending value is never echoed: it may be the private text itself
                 where = f"public table {name!r}, column {column!r}" + ("" if row is None else f", row {row}")
-                if row is not None and value not in vocabulary and not _is_number_text(value):
+                if row is not None and value not in allowed and not _is_number_text(value):
                     raise PublicExportError(f"{where}: a value outside the export's vocabulary; nothing written")
                 if _TIMESTAMP.search(value):
                     raise PublicExportError(f"{where}: a value that looks like a date or time; nothing written")
@@ -192,9 +227,9 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
             frame = frame.assign(question_id=[to_public.get(q) or (pseudonym(q) if mode == "pseudonym" else q)
                                               for q in frame["question_id"]])
         everything[name] = frame
-    allowed = (set(vocabulary) | set(mapping["public_id"]) | set(public_rows["retriever"])
-               | set(public_rows["question_type"].astype(str)))
-    check_tables(everything, allowed, private)
+    wording = set(vocabulary) | set(public_rows["retriever"])   # our wording and the study's validated retriever names
+    user_values = set(mapping["public_id"]) | set(public_rows["question_type"].astype(str))
+    check_tables(everything, wording, private, user_values)
     folder = run_dir / PUBLIC_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = []
