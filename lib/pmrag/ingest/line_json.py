@@ -10,7 +10,10 @@ Rules, as the paper states them:
 * a missing sender becomes ``SYSTEM``, a missing type ``text``; a missing text is kept as ``""``;
 * no deduplication, no exclusion of media or system events, empty texts retained.
 
-"Missing" means the key is absent, ``null`` or an empty string.
+"Missing" means the key is absent, ``null`` or an empty string; any other non-string value of ``time``,
+``sender``, ``type`` or ``text`` (a number, a list) is refused, never converted.  ``{}`` (no dates) is a valid
+file with 0 messages: the batch is empty, not an error.  The top level must be an object (``[]`` is refused:
+it is another format).  Parsing is strict JSON (see :func:`pmrag.ingest._common.load_json`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date
+from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date, short
 from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
 
 
@@ -46,23 +49,24 @@ def read(path: Path, *, permissive: bool = False, options: DatasetSection | None
     source = path.stem
     source_order = 0
     for date_key, day in data.items():
+        shown_key = short(date_key)   # a key is quoted in every location: bounded, whatever its length
         if not isinstance(day, list):
             batch.records_read += 1
-            problems.report(f"key {date_key!r}", f"expected a list of messages, got {type(day).__name__}")
+            problems.report(f"key {shown_key}", f"expected a list of messages, got {type(day).__name__}")
             continue
         try:
             day_date = parse_iso_date(date_key)
         except ValueError:
             day_date = None
             if not day and not permissive:
-                raise InputError(path, f"key {date_key!r}", f"date key {date_key!r} is not a date (expected YYYY-MM-DD)") from None
+                raise InputError(path, f"key {shown_key}", f"date key {shown_key} is not a date (expected YYYY-MM-DD)") from None
         for date_order, msg in enumerate(day):
-            location = f"key {date_key!r}[{date_order}]"
+            location = f"key {shown_key}[{date_order}]"
             batch.records_read += 1
             order = source_order
             source_order += 1
             if day_date is None:
-                problems.report(location, f"date key {date_key!r} is not a date (expected YYYY-MM-DD)")
+                problems.report(location, f"date key {shown_key} is not a date (expected YYYY-MM-DD)")
                 continue
             if not isinstance(msg, dict):
                 problems.report(location, f"expected a message object, got {type(msg).__name__}")

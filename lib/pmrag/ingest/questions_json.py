@@ -4,7 +4,13 @@
 "evidence": [{"message_id": "…", "relevance": 2} | {"source": "family", "source_order": 12, "relevance": 1}]}]}``
 
 Relevance 2 marks primary evidence (alone supports the answer or an explicit major part of it),
-1 supporting evidence (paper §4.3).  ``answer`` is optional.
+1 supporting evidence (paper §4.3).  ``answer`` is optional (kept as text whatever its JSON type).
+
+Types are checked, never converted: ``question_id``, ``question``, ``type``, ``message_id`` and ``source`` are
+strings, ``relevance`` the integer 1 or 2 (not ``2.0``, not ``true``), ``source_order`` a non-negative integer
+below 2**63 (SQLite's integer range).  ``{}`` (no keys at all) is a question file with 0 questions: the batch is
+empty, not an error; an object with other keys but no ``questions`` list is refused (a misspelt key must
+not pass as "no questions").  Parsing is strict JSON (see :func:`pmrag.ingest._common.load_json`).
 """
 
 from __future__ import annotations
@@ -13,22 +19,25 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest._common import Problems, load_json
+from pmrag.ingest._common import Problems, load_json, short
 from pmrag.core.records import Evidence, QuestionRecord, SourceBatch
+
+
+_SQLITE_INTEGER_END = 2**63
 
 
 def _evidence(item, where: str) -> Evidence:
     if not isinstance(item, dict):
         raise ValueError(f"{where}: expected an object")
     relevance = item.get("relevance")
-    if relevance not in (1, 2) or isinstance(relevance, bool):
-        raise ValueError(f"{where}.relevance: expected 1 or 2, got {relevance!r}")
+    if type(relevance) is not int or relevance not in (1, 2):
+        raise ValueError(f"{where}.relevance: expected 1 or 2, got {short(relevance)}")
     if isinstance(item.get("message_id"), str):
         return Evidence(relevance=relevance, message_id=item["message_id"])
     source, order = item.get("source"), item.get("source_order")
-    if isinstance(source, str) and isinstance(order, int) and not isinstance(order, bool) and order >= 0:
+    if isinstance(source, str) and type(order) is int and 0 <= order < _SQLITE_INTEGER_END:
         return Evidence(relevance=relevance, source=source, source_order=order)
-    raise ValueError(f"{where}: expected 'message_id' or 'source' + 'source_order' (a non-negative integer)")
+    raise ValueError(f"{where}: expected 'message_id' or 'source' + 'source_order' (a non-negative integer below 2**63)")
 
 
 def _question(item, where: str) -> QuestionRecord:
@@ -55,6 +64,8 @@ def read(path: Path, *, permissive: bool = False, options: DatasetSection | None
     batch = SourceBatch(path=str(path), format="questions-json", dialect="pmrag questions")
     problems = Problems(batch, permissive)
     data = load_json(path)
+    if data == {}:
+        return batch   # a question file with nothing in it: an empty batch, which the caller reports as such
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise InputError(path, "top level", "expected an object with a 'questions' list")
     seen: set[str] = set()
@@ -68,7 +79,7 @@ def read(path: Path, *, permissive: bool = False, options: DatasetSection | None
             problems.report(f"key {location}", reason, kind="question")
             continue
         if question.question_id in seen:
-            problems.report(f"key {where}.question_id", f"duplicate question_id {question.question_id!r}", kind="question")
+            problems.report(f"key {where}.question_id", f"duplicate question_id {short(question.question_id)}", kind="question")
             continue
         seen.add(question.question_id)
         batch.questions.append(question)

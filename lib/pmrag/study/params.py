@@ -4,11 +4,19 @@ Every relative path is resolved against the folder that holds the params file.  
 syntax, a duplicate key, an unknown key, a wrong type, NaN, a value out of range, an unknown retriever, a
 pairing that names a retriever the study does not run, a missing input file) is a
 :class:`~pmrag.core.errors.ParamsError` whose one-line message names the file and the dotted key.
+
+A params file is small, plain YAML, and is read defensively: a file over :data:`MAX_PARAMS_BYTES` is refused
+before it is parsed, and so are anchors and aliases (``&name`` / ``*name``: a params file has no use for them,
+and a few lines of them expand to gigabytes, the "billion laughs"), nesting deeper than :data:`MAX_DEPTH`
+levels and integers too long for Python to convert.  Messages quote values shortened (:func:`short`), so
+an error stays one short line whatever the file holds.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import reprlib
 from pathlib import Path
 
 import yaml
@@ -18,6 +26,72 @@ from pmrag.core.errors import ParamsError
 from pmrag.core.params import StudyParams
 
 SHIPPED_PROMPT_SETS = ("ja", "en")
+MAX_PARAMS_BYTES = 1 << 20   # 1 MiB; the demo's params file is about 3 KB
+MAX_DEPTH = 20               # mapping/list levels; a params file uses 3
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+_SHORT.maxlevel = 2
+
+
+def short(value) -> str:
+    """``repr(value)`` cut to about 60 characters (nested containers to 4 items, 2 levels)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<integer of {value.bit_length()} bits>"   # repr() itself refuses ints beyond 4,300 digits
+    return _SHORT.repr(value)
+
+
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def clip(text, limit: int = 80) -> str:
+    """``str(text)`` on one line (line breaks escaped), cut to ``limit`` characters with an ellipsis (for keys,
+    paths and parser messages, quoted without ``repr``'s quotes)."""
+    text = str(text)[:limit + 1].translate(_LINE_BREAKS)
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
+class _Refused(yaml.YAMLError):
+    """YAML a params file may not use: ``line`` (1-based) and what was found."""
+
+    def __init__(self, line: int, problem: str):
+        super().__init__(problem)
+        self.line = line
+        self.problem = problem
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing anchors, aliases, deep nesting and integers beyond Python's digit limit.
+
+    The checks sit in the composer, before any alias is expanded or any node constructed."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused(line, "YAML anchors and aliases (&name, *name) are not allowed in a params file; "
+                                 "write the value out")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(line, f"nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:   # beyond sys.get_int_max_str_digits(); no params value needs such a number
+            raise _Refused(node.start_mark.line + 1, "an integer too long to convert") from None
+
+
+_ParamsLoader.add_constructor("tag:yaml.org,2002:int", _ParamsLoader.construct_yaml_int)
 
 
 def _refuse_duplicates(node, origin: str, prefix: str = "") -> None:
@@ -29,7 +103,7 @@ def _refuse_duplicates(node, origin: str, prefix: str = "") -> None:
             key = f"{prefix}{key_node.value}" if isinstance(key_node, yaml.ScalarNode) else f"{prefix}?"
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise ParamsError(f"{origin}: duplicate key '{key}' on lines {seen[key]} and {line}")
+                raise ParamsError(f"{origin}: duplicate key '{clip(key)}' on lines {seen[key]} and {line}")
             seen[key] = line
             _refuse_duplicates(value_node, origin, f"{key}.")
     elif isinstance(node, yaml.SequenceNode):
@@ -37,16 +111,40 @@ def _refuse_duplicates(node, origin: str, prefix: str = "") -> None:
             _refuse_duplicates(item, origin, f"{prefix.removesuffix('.')}[{index}].")
 
 
+def _read_text(path: Path) -> str:
+    """The file's text: refused over :data:`MAX_PARAMS_BYTES` (never read whole) or when not UTF-8."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_PARAMS_BYTES + 1)
+    if len(data) > MAX_PARAMS_BYTES:
+        raise ParamsError(f"{path}: larger than {MAX_PARAMS_BYTES:,} bytes; a params file is a few kilobytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ParamsError(f"{path}, line {line}: not valid UTF-8 (byte {exc.start}); save the params file as UTF-8") from None
+
+
 def read_yaml(path: Path) -> dict:
     """The params file as a mapping; a YAML error names the line, a duplicate key the dotted key and both lines."""
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
+    loader = None
     try:
-        _refuse_duplicates(yaml.compose(text, Loader=yaml.SafeLoader), str(path))
-        raw = yaml.safe_load(text) or {}
+        loader = _ParamsLoader(text)   # checks every character at once: a control character raises here
+        node = loader.get_single_node()
+        _refuse_duplicates(node, str(path))
+        raw = (loader.construct_document(node) if node is not None else None) or {}
+    except _Refused as exc:
+        raise ParamsError(f"{path}, line {exc.line}: {exc.problem}") from None
+    except yaml.reader.ReaderError as exc:   # a control character: PyYAML gives its position, not its line
+        line = text.count("\n", 0, exc.position) + 1
+        raise ParamsError(f"{path}, line {line}: not valid YAML (character #x{exc.character:04x} is not allowed)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark else ""
-        raise ParamsError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise ParamsError(f"{path}{where}: not valid YAML ({clip(getattr(exc, 'problem', None) or exc, 160)})") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: the top level must be a mapping of keys, got {type(raw).__name__}")
     return raw
@@ -61,7 +159,8 @@ def component_context() -> dict:
 
 
 def one_line(error: ValidationError, origin: str) -> str:
-    """The first validation error as ``<file>: key 'a.b[0]': <what was expected>, got <value>``."""
+    """The first validation error as ``<file>: key 'a.b[0]': <what was expected>, got <value>``; the value, the
+    key and the message are shortened (:func:`short`, :func:`clip`), never quoted whole."""
     first = error.errors(include_url=False)[0]
     dotted = ""
     for part in first["loc"]:
@@ -71,25 +170,56 @@ def one_line(error: ValidationError, origin: str) -> str:
         named = re.match(r"([a-z_]+(?:\.[a-z_]+)*(?:\[\d+\])?): (.*)", message)
         if named:
             dotted, message = named.groups()
+    dotted = clip(dotted)   # a key can be as long as the file; the message stays one short line
     if first["type"] == "extra_forbidden":
         return f"{origin}: unknown key '{dotted}'"
     if first["type"] == "missing":
         return f"{origin}: missing key '{dotted}'"
     where = f"key '{dotted}'" if dotted else "params"
     shown = first.get("input")
-    got = "" if first["type"].startswith("value_error") or isinstance(shown, dict) else f", got {shown!r}"
-    return f"{origin}: {where}: {message}{got}"
+    got = "" if first["type"].startswith("value_error") or isinstance(shown, dict) else f", got {short(shown)}"
+    return f"{origin}: {where}: {clip(message, 200)}{got}"
 
 
-def _resolve(base: Path, value: str) -> str:
-    return str((base / Path(value).expanduser()).resolve())
+def _resolve(base: Path, value: str, origin: str, dotted: str) -> str:
+    """``value`` as an absolute path (relative to ``base``, ``~`` expanded); an unusable path is a ParamsError."""
+    try:
+        return str((base / Path(value).expanduser()).resolve())
+    except (RuntimeError, OSError, ValueError) as exc:   # ~nosuchuser, a NUL byte, a name too long
+        raise ParamsError(f"{origin}: key '{dotted}': not a usable path ({clip(exc, 100)}), got {short(value)}") from None
+
+
+def _exists(path: str, kind: str) -> bool:
+    """Whether ``path`` is an existing file (``kind="file"``) or folder; False also when it cannot be examined."""
+    try:
+        return Path(path).is_file() if kind == "file" else Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _existing(base: Path, value: str, kind: str, origin: str, dotted: str) -> str:
+    """``value`` resolved (:func:`_resolve`); it must be an existing file (``kind="file"``) or folder."""
+    path = _resolve(base, value, origin, dotted)
+    if not _exists(path, kind):
+        raise ParamsError(f"{origin}: key '{dotted}': {kind} not found: {clip(path, 200)}")
+    return path
+
+
+def _require_creatable_folder(path: str, origin: str, dotted: str) -> None:
+    """``path`` must be a folder or creatable as one: its nearest existing ancestor must be a folder.
+    (Otherwise the first stage to write there would fail with a traceback, long after loading.)"""
+    for folder in (Path(path), *Path(path).parents):
+        if os.path.isdir(folder):
+            return
+        if os.path.lexists(folder):
+            raise ParamsError(f"{origin}: key '{dotted}': {clip(folder, 200)} exists and is not a folder")
 
 
 def load_params(path) -> StudyParams:
     """Read, validate and resolve a params YAML file (see the module docstring)."""
     path = Path(path)
-    if not path.is_file():
-        raise ParamsError(f"params file not found: {path}")
+    if not _exists(str(path), "file"):
+        raise ParamsError(f"params file not found: {clip(path, 200)}")
     origin = str(path)
     try:
         params = StudyParams.model_validate(read_yaml(path), context=component_context())
@@ -97,27 +227,21 @@ def load_params(path) -> StudyParams:
         raise ParamsError(one_line(exc, origin)) from None
     base = path.resolve().parent
     dataset = params.dataset
-    inputs = []
-    for index, item in enumerate(dataset.inputs):
-        resolved = _resolve(base, item)
-        if not Path(resolved).is_file():
-            raise ParamsError(f"{origin}: key 'dataset.inputs[{index}]': file not found: {resolved}")
-        inputs.append(resolved)
-    questions = dataset.questions and _resolve(base, dataset.questions)
-    if questions and not Path(questions).is_file():
-        raise ParamsError(f"{origin}: key 'dataset.questions': file not found: {questions}")
+    inputs = tuple(_existing(base, item, "file", origin, f"dataset.inputs[{index}]")
+                   for index, item in enumerate(dataset.inputs))
+    questions = dataset.questions and _existing(base, dataset.questions, "file", origin, "dataset.questions")
     prompts = params.representations.prompts
     if prompts not in SHIPPED_PROMPT_SETS:
-        prompts = _resolve(base, prompts)
-        if not Path(prompts).is_dir():
-            raise ParamsError(f"{origin}: key 'representations.prompts': folder not found: {prompts}")
-    spec = params.bm25.tokenizer_spec and _resolve(base, params.bm25.tokenizer_spec)
-    if spec and not Path(spec).is_file():
-        raise ParamsError(f"{origin}: key 'bm25.tokenizer_spec': file not found: {spec}")
+        prompts = _existing(base, prompts, "folder", origin, "representations.prompts")
+    spec = params.bm25.tokenizer_spec and _existing(base, params.bm25.tokenizer_spec, "file", origin,
+                                                    "bm25.tokenizer_spec")
+    folders = {name: _resolve(base, getattr(params, name), origin, name)
+               for name in ("outputs_dir", "notebooks_dir", "cache_dir")}
+    for name in ("outputs_dir", "cache_dir"):   # written to; a missing notebooks_dir is the runner's to report
+        _require_creatable_folder(folders[name], origin, name)
     resolved = params.model_copy(update={
-        "outputs_dir": _resolve(base, params.outputs_dir), "notebooks_dir": _resolve(base, params.notebooks_dir),
-        "cache_dir": _resolve(base, params.cache_dir),
-        "dataset": dataset.model_copy(update={"inputs": tuple(inputs), "questions": questions}),
+        **folders,
+        "dataset": dataset.model_copy(update={"inputs": inputs, "questions": questions}),
         "representations": params.representations.model_copy(update={"prompts": prompts}),
         "bm25": params.bm25.model_copy(update={"tokenizer_spec": spec}),
     })
