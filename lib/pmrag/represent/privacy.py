@@ -3,6 +3,15 @@
 A backend whose base URL is on the loopback interface (127.0.0.0/8, ::1, localhost) is local: nothing leaves
 the machine, so it needs no permission.  Any other host is remote.  API keys come from the environment
 only (``OPENAI_API_KEY``); :func:`redact` removes them from any text before it is stored or shown.
+
+Proxies: the HTTP clients of the model backends (:func:`http_client`) never read proxy settings from the
+environment (``HTTP_PROXY``, ``http_proxy``, ``ALL_PROXY``, ``NO_PROXY``, ...): an environment proxy would
+receive a "local" call's chat text and its ``Authorization`` header in plain HTTP without ``allow_remote``
+ever being consulted.  The only proxy ever used is the one the params name (``proxy``), and only for a
+remote server with ``allow_remote: true``; a loopback server is always reached directly.  A client made for
+a loopback server also refuses any request to another host (a redirect), so a local server cannot forward
+chat text off the machine.  ``trust_env=False`` also means ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` and
+``.netrc`` are not read.
 """
 
 from __future__ import annotations
@@ -45,6 +54,32 @@ def require_remote_allowed(what: str, base_url: str, allow_remote: bool, setting
         f"{what} would send chat text to {host}, which is not this machine; set '{setting}: true' in the params "
         f"file to allow it, or use a local backend"
     )
+
+
+def http_client(base_url: str, *, allow_remote: bool, proxy: str | None, timeout_s: float):
+    """The ``httpx`` client an ``openai.OpenAI`` client for ``base_url`` must use (its ``http_client=``).
+
+    The SDK's own defaults (connection limits, following redirects, ``timeout_s``), but ``trust_env=False``
+    so that no proxy (or other setting) is taken from the environment.  ``proxy`` is used only for a remote
+    ``base_url`` that ``allow_remote`` permits; for a loopback ``base_url`` it is ignored and every request
+    must stay on this machine (:func:`_stay_on_loopback`).
+    """
+    import openai
+
+    local = is_loopback(base_url)
+    hooks = {} if allow_remote else {"request": [_stay_on_loopback]}
+    return openai.DefaultHttpxClient(trust_env=False, proxy=None if local or not allow_remote else proxy,
+                                     timeout=timeout_s, event_hooks=hooks)
+
+
+def _stay_on_loopback(request) -> None:
+    """Request hook of a client without permission to go remote: refuse any request off this machine (e.g. a
+    local server redirecting elsewhere) before it is sent."""
+    url = str(request.url)
+    if not is_loopback(url):
+        host = urlsplit(url).hostname or url
+        raise RemoteNotAllowed(f"a request to {host}, which is not this machine, was refused (a redirect from a "
+                               f"local server?); set 'allow_remote: true' in the params file to allow it")
 
 
 def api_key_for(base_url: str) -> str:

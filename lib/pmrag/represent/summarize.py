@@ -8,7 +8,8 @@ Two backends:
   ``max_output_tokens=700``; temperature, top_p and seed are *not* sent, as in the paper.  The client's
   timeout is 90 s and its own retries are off (``max_retries=0``) so that every attempt is ours and
   recorded.  Any OpenAI-compatible server works through ``base_url``; a server that is not on this
-  machine needs ``allow_remote: true`` (see :mod:`pmrag.represent.privacy`).
+  machine needs ``allow_remote: true``, and no proxy is taken from the environment; only the params'
+  ``proxy``, for a remote server (see :mod:`pmrag.represent.privacy`).
 * ``extractive`` (:class:`ExtractiveSummarizer`): an offline, deterministic stand-in with no model.  It
   writes a 200–500-character digest (date range, participants, salient terms, salient messages) so the
   rest of the pipeline runs without a network; every table says ``backend = extractive`` and
@@ -157,7 +158,8 @@ class OpenAISummarizer:
     backend = "openai"
     calls_api = True
 
-    def __init__(self, params: SummarizerSection, prompts: Prompts, *, allow_remote: bool = False):
+    def __init__(self, params: SummarizerSection, prompts: Prompts, *, allow_remote: bool = False,
+                 proxy: str | None = None):
         import openai
 
         self.params = params
@@ -167,8 +169,11 @@ class OpenAISummarizer:
         self._openai = openai
         self.sdk_version = openai.__version__
         self.requested_model = params.model
+        http_client = privacy.http_client(self.base_url, allow_remote=allow_remote, proxy=proxy,
+                                          timeout_s=params.timeout_s)
         self.client = openai.OpenAI(
             base_url=self.base_url, api_key=privacy.api_key_for(self.base_url), timeout=params.timeout_s, max_retries=0,
+            http_client=http_client,
         )
 
     def provenance(self) -> dict:
@@ -434,14 +439,17 @@ class ExtractiveSummarizer:
         return f"{m.sender}「{text}」" if self.lang == "ja" else f"{m.sender}: “{text}”"
 
 
-def make_summarizer(params: SummarizerSection, prompts: str = "ja", *, allow_remote: bool = False):
+def make_summarizer(params: SummarizerSection, prompts: str = "ja", *, allow_remote: bool = False,
+                    proxy: str | None = None):
     """The backend ``params.backend`` names (the openai one checks ``allow_remote`` before anything is sent).
 
     ``prompts`` is the prompt set (``ja``, ``en`` or a folder); the extractive stand-in writes its labels in
-    the set's language (Japanese for a folder of the user's own).
+    the set's language (Japanese for a folder of the user's own).  ``proxy`` (the params' top-level
+    ``proxy``) is used only for a remote server that ``allow_remote`` permits; no proxy is ever taken from
+    the environment (:func:`pmrag.represent.privacy.http_client`).
     """
     if params.backend == "openai":
-        return OpenAISummarizer(params, load_prompts(prompts), allow_remote=allow_remote)
+        return OpenAISummarizer(params, load_prompts(prompts), allow_remote=allow_remote, proxy=proxy)
     return ExtractiveSummarizer(lang=prompts if prompts in ("ja", "en") else "ja")
 
 
