@@ -411,7 +411,7 @@ def test_status_of_a_study_without_a_notebooks_folder_lists_its_stages(tmp_path,
 # ------------------------------------------------------------------------------------------- h: notebooks
 
 def test_notebooks_only_load_what_the_build_computed(tmp_path, warm_cache):
-    from pmrag.study.stages import execute_notebook
+    from pmrag.study.notebooks import execute_notebook
 
     study = tiny(tmp_path, warm_cache, f"notebooks_dir: {REPO / 'notebooks'}\n")
     study.build()

@@ -1,13 +1,17 @@
 """The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag ingest PATH... --db FILE``,
 ``pmrag demo OUT_DIR``.
 
-Bad input (a params file, a malformed export) exits with status 2 and one line naming the file and the
-line or key; no traceback.
+Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
+line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
+130: what was committed stays, and running the command again resumes.  Any other error is one line too, with
+exit status 1 (its traceback when the environment sets ``PMRAG_TRACEBACK=1``); it never quotes a database
+statement's parameters or an exception's text, which may hold message text.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -32,17 +36,25 @@ def _status(args) -> int:
 
 
 def _ingest(args) -> int:
+    from sqlalchemy.exc import DBAPIError
+
     from pmrag.core import store
-    from pmrag.ingest import store as ingest_store
-    from pmrag.ingest import read_source
+    from pmrag.core.params import DatasetSection
+    from pmrag.ingest.pipeline import ingest_files
 
     engine = store.open_store(args.db)
-    for path in args.paths:
-        batch = read_source(Path(path), args.format, permissive=args.permissive)
-        report = ingest_store.store_batch(engine, batch, store.file_sha256(path))
-        print(report.line())
-        for rejected in batch.rejected:
-            print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")
+    options = DatasetSection(encoding=args.encoding)
+    jobs = [(Path(path), args.format) for path in args.paths]
+    try:
+        for batch, report in ingest_files(engine, jobs, permissive=args.permissive, options=options):
+            print(report.line(), flush=True)
+            for rejected in batch.rejected:
+                print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")
+            if batch.empty:
+                print(f"pmrag ingest: warning: {batch.path}: no message or question found; is it a chat export?",
+                      file=sys.stderr, flush=True)
+    except DBAPIError as exc:
+        raise store.store_error(args.db, exc) from None
     return 0
 
 
@@ -78,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--db", required=True, help="SQLite database file (created if missing)")
     ingest.add_argument("--format", default="auto", choices=["auto", "line-json", "line-txt", "locomo", "questions-json"])
     ingest.add_argument("--permissive", action="store_true", help="record and skip malformed records instead of stopping")
+    ingest.add_argument("--encoding", default="auto", choices=["auto", "utf-8", "cp932"],
+                        help="text encoding of LINE .txt exports (auto: UTF-8, else cp932 when the file is not UTF-8 at all)")
     ingest.set_defaults(func=_ingest)
 
     demo = sub.add_parser("demo", help="write the embedded synthetic corpus (paper JSON format + questions)")
@@ -98,8 +112,57 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except PmragError as exc:
-        print(f"pmrag {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(args, str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        return _interrupted(args)
+    except Exception as exc:  # noqa: BLE001 — the last resort: one line, never the exception's text
+        if os.environ.get("PMRAG_TRACEBACK") == "1":
+            raise
+        if _raised_while_interrupted(exc):
+            return _interrupted(args)
+        message, code = _unexpected(args, exc)
+        return _fail(args, message, code)
+
+
+def _interrupted(args) -> int:
+    return _fail(args, "interrupted; what was committed is kept, run the same command again to resume", 130, "")
+
+
+def _raised_while_interrupted(exc: BaseException) -> bool:
+    """True when ``exc`` was raised while a KeyboardInterrupt was being handled (clean-up code that failed
+    because the interrupt left a connection unusable): the user's Ctrl-C is what happened."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _fail(args, message: str, code: int, label: str = "error: ") -> int:
+    """Print ``pmrag <command>: <label><message>`` as one line on stderr; return ``code``."""
+    line = " ".join(message.split())
+    print(f"pmrag {args.command}: {label}{line}", file=sys.stderr, flush=True)
+    return code
+
+
+def _unexpected(args, exc: Exception) -> tuple[str, int]:
+    """One line for an exception the commands did not map: a database error by SQLite's own message (status 2),
+    a file-system error by its path and reason (status 2), anything else by its type only (status 1)."""
+    import sqlite3
+
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, (DBAPIError, sqlite3.Error)):
+        from pmrag.core.store import store_error
+
+        return str(store_error(getattr(args, "db", None) or "the study's store", exc)), 2
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}", 2
+    return (f"internal error ({type(exc).__name__}); nothing more is shown because it may quote your data; "
+            "set PMRAG_TRACEBACK=1 to see the traceback"), 1
 
 
 if __name__ == "__main__":

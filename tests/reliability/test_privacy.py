@@ -257,7 +257,7 @@ def _searchable(notebook: dict) -> str:
 
 
 def test_an_executed_notebook_keeps_no_widget_state_and_no_message_text(tmp_path):
-    from pmrag.study.stages import execute_notebook
+    from pmrag.study.notebooks import execute_notebook
 
     study = make_tiny_study(tmp_path, "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
                                       f"notebooks_dir: {REPO / 'notebooks'}\n")
@@ -282,7 +282,7 @@ def test_an_executed_notebook_keeps_no_widget_state_and_no_message_text(tmp_path
 
 
 def test_widget_state_already_in_a_notebook_is_removed(tmp_path):
-    from pmrag.study.stages import drop_widget_state
+    from pmrag.study.notebooks import drop_widget_state
 
     path = tmp_path / "saved.ipynb"
     node = nbformat.v4.new_notebook()
@@ -295,7 +295,7 @@ def test_widget_state_already_in_a_notebook_is_removed(tmp_path):
 KERNEL_SCRIPT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from pmrag.study.stages import execute_notebook
+    from pmrag.study.notebooks import execute_notebook
 
     root = Path(sys.argv[1])
     results = {}
@@ -353,7 +353,7 @@ def test_executing_a_notebook_keeps_the_kernels_noise_off_stderr_but_not_its_err
 
 
 def test_kernel_stderr_filter_drops_only_the_known_noise():
-    from pmrag.study.stages import kernel_stderr_without_noise
+    from pmrag.study.notebooks import kernel_stderr_without_noise
 
     noise_and_errors = (
         "[IPKernelApp] WARNING | Kernel is running over TCP without encryption. All communication ...\n"

@@ -8,6 +8,13 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 
 
+def ignore_interrupts() -> None:
+    """Worker processes ignore Ctrl-C: the parent handles it (one line, exit 130) and ends them."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def ordered_map(function: Callable, calls: Sequence[tuple], workers: int) -> Iterator:
     """``function(*args)`` for each ``args`` in ``calls``, yielded in input order.
 
@@ -19,7 +26,7 @@ def ordered_map(function: Callable, calls: Sequence[tuple], workers: int) -> Ite
         for args in calls:
             yield function(*args)
         return
-    with ProcessPoolExecutor(max_workers=min(workers, len(calls))) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=ignore_interrupts) as pool:
         remaining = iter(calls)
         pending = deque(pool.submit(function, *args) for args in islice(remaining, workers + 1))
         while pending:

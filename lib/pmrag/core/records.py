@@ -2,7 +2,8 @@
 
 An adapter reads one file and returns a :class:`SourceBatch`: the messages it stored, the questions
 it found (LoCoMo, question files), and every record it could not take, with the reason.  Its counts
-reconcile: ``records_read == len(messages) + len(rejected)``.
+reconcile: ``records_read == kept_messages + len(rejected)``.  A streaming read (LINE ``.txt``) hands its
+messages on as it parses instead of holding them in ``messages``; it counts them in ``streamed_messages``.
 """
 
 from __future__ import annotations
@@ -92,14 +93,27 @@ class SourceBatch:
     rejected: list[Rejected] = field(default_factory=list)
     records_read: int = 0
     questions_read: int = 0
+    streamed_messages: int = 0  # messages kept but handed on as they were read, not held in ``messages``
+
+    @property
+    def kept_messages(self) -> int:
+        """Messages kept (not rejected), whether held in ``messages`` or streamed."""
+        return len(self.messages) + self.streamed_messages
+
+    @property
+    def empty(self) -> bool:
+        """True when the file gave nothing to store: no message and no question kept (an empty file, a header
+        without messages, ``{}``, ``[]``, or every record rejected).  Callers warn about such a file instead
+        of reporting it like any other; for a streamed batch, valid once its rows have been read."""
+        return self.kept_messages == 0 and not self.questions
 
     def check_reconciled(self) -> None:
         """Raise if any record read was neither kept nor reported: nothing is lost silently."""
         rejected_messages = sum(r.kind == "message" for r in self.rejected)
         rejected_questions = sum(r.kind == "question" for r in self.rejected)
-        if self.records_read != len(self.messages) + rejected_messages:
+        if self.records_read != self.kept_messages + rejected_messages:
             raise AssertionError(
-                f"{self.path}: read {self.records_read} records but kept {len(self.messages)} "
+                f"{self.path}: read {self.records_read} records but kept {self.kept_messages} "
                 f"and rejected {rejected_messages}"
             )
         if self.questions_read != len(self.questions) + rejected_questions:

@@ -4,11 +4,33 @@ Each stage writes its own tables through its own module (:mod:`pmrag.ingest.stor
 :mod:`pmrag.chunking.store`, :mod:`pmrag.represent.summarize`, ...); this module only declares them.
 
 ``chunk_messages`` is the paper's ``line_chunk_messages``.  Times are stored as naive local time.
+
+Opening (:func:`open_store`) and concurrency:
+
+- **Which databases are ours.**  A store is stamped when created: ``PRAGMA application_id`` =
+  :data:`APPLICATION_ID` (``"pmrg"``) and ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`.  A database is
+  opened as a store when it carries that stamp, when it is empty (a new or zero-byte file: tables are created
+  and the stamp set), or when every table it holds is one of ours with our columns (a store written before
+  the stamp existed: it is stamped).  Anything else (another program's SQLite file, or one stamped with
+  another application ID) is refused and left exactly as it was: no table is added, no pragma written.
+- **Refused locations** (:class:`StoreError`, one line naming the file, exit status 2): ``:memory:`` or an
+  empty name (a store that vanishes at exit), a directory, a file or folder without write permission (judged
+  by its permission bits too, so a read-only file stays read-only even for root), a file that is not a SQLite
+  database.  Database errors are reported by SQLite's own message, never by SQLAlchemy's text, which quotes
+  the statement's parameters (message texts).
+- **Concurrency.**  Every transaction is ``BEGIN IMMEDIATE`` (the driver's implicit transactions are off):
+  a writer takes the write lock before its first read, so its counts are those of its own transaction, and a
+  second writer waits for the first (``busy_timeout`` :data:`BUSY_TIMEOUT_S`) instead of failing with
+  ``database is locked``.  Creating the tables and the stamp happen in one such transaction, after looking
+  at what the file holds: two processes creating one new store at once both succeed.  The journal is WAL,
+  so readers outside a transaction (the chunking workers) never wait.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +40,15 @@ from sqlalchemy import (
     Boolean, Column, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, create_engine, event, func,
     select,
 )
+from sqlalchemy.exc import DBAPIError
 
+from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
+
+APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
+SCHEMA_VERSION = 1            # ``PRAGMA user_version`` of a pmrag store
+BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
+                              # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
 metadata = MetaData()
 
@@ -173,23 +202,152 @@ file_fingerprints = Table(                               # content hash of an in
 )
 
 
-def _sqlite_pragmas(dbapi_connection, _record):
+class StoreError(PmragError):
+    """A database that cannot serve as the store: one line naming the file, never a value it holds."""
+
+
+def _on_connect(dbapi_connection, _record):
+    """Per connection: the driver's implicit transactions off (:func:`_begin_immediate` begins them), and
+    connection-local pragmas only: nothing here writes to the file, which may not be ours yet."""
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA cache_size=-262144")  # 256 MiB page cache: bulk inserts into random-key B-trees
     cursor.execute("PRAGMA temp_store=MEMORY")
     cursor.close()
 
 
+def _begin_immediate(conn):
+    """SQLAlchemy's "begin" event (its documented pysqlite recipe): take the write lock at the start, so a
+    transaction never has to upgrade a read lock, which SQLite refuses at once instead of waiting."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def open_store(path) -> Engine:
-    """Open (creating if needed) the SQLite database at ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(f"sqlite:///{path}")
-    event.listen(engine, "connect", _sqlite_pragmas)
-    metadata.create_all(engine)
+    """Open the pmrag store at ``path``, creating it (and its folder) when missing or empty.
+
+    Raises :class:`StoreError` for a location that is not a writable file, a file that is not a SQLite
+    database, or a database that is not a pmrag store (see the module docstring: such a file is left as it was).
+    """
+    path = _writable_location(path)
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_S})
+    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "begin", _begin_immediate)
+    try:
+        _claim(engine, path)
+    except DBAPIError as exc:
+        engine.dispose()
+        raise store_error(path, exc) from None
+    except StoreError:
+        engine.dispose()
+        raise
     return engine
+
+
+def _writable_location(path) -> Path:
+    """``path`` as a file SQLite can write (its folder created); :class:`StoreError` otherwise."""
+    text = str(path)
+    if text in ("", ":memory:") or text.startswith("file:"):
+        raise StoreError(f"{text or '(empty name)'}: not a database file; the store must be a file "
+                         "(an in-memory database would lose everything at exit)")
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a database file")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"{path}: not a regular file")
+    folder = next(folder for folder in path.absolute().parents if folder.exists())  # the nearest that exists
+    if not folder.is_dir():
+        raise StoreError(f"{path}: {folder} is a file, not a folder")
+    if not _writable(folder):
+        raise StoreError(f"{path}: its folder is read-only; SQLite writes its journal next to the database")
+    if path.exists() and not _writable(path):
+        raise StoreError(f"{path}: the file is read-only; the store is written to (make it writable or choose another file)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot create its folder ({exc.strerror})") from None
+    return path
+
+
+def _writable(path: Path) -> bool:
+    """Writable by this process and not marked read-only (no write bit at all), even for root."""
+    return os.access(path, os.W_OK) and bool(stat.S_IMODE(path.stat().st_mode) & 0o222)
+
+
+def _claim(engine: Engine, path: Path) -> None:
+    """Check what the file holds and create what is missing, in one immediate transaction (a second process
+    creating the same store waits, then finds it made); then switch the journal to WAL (outside a transaction,
+    as SQLite requires; the mode persists in the file)."""
+    with engine.connect() as conn:
+        if _identify(conn, path) != "ours" or _missing_tables(conn):
+            metadata.create_all(conn)
+            conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.commit()
+        dbapi = conn.connection.dbapi_connection
+        if dbapi.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            dbapi.execute("PRAGMA journal_mode=WAL")
+
+
+def _schema_objects(conn) -> dict[str, str]:
+    """``name -> type`` of every table, view and trigger in the database (SQLite's own tables left out)."""
+    rows = conn.exec_driver_sql(
+        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view', 'trigger') AND name NOT LIKE 'sqlite_%'"
+    ).all()
+    return dict(rows)
+
+
+def _is_our_table(conn, name: str, kind: str) -> bool:
+    """A table of ours by name, with exactly our columns (another program's ``messages`` is not ours)."""
+    if kind != "table" or name not in metadata.tables:
+        return False
+    columns = [row[1] for row in conn.exec_driver_sql(f'PRAGMA table_info("{name}")').all()]
+    return columns == [column.name for column in metadata.tables[name].columns]
+
+
+def _identify(conn, path: Path) -> str:
+    """``ours`` (stamped), ``empty`` (nothing in it yet) or ``unstamped`` (only our tables: a store from before
+    the stamp); :class:`StoreError` for anything else."""
+    application_id = conn.exec_driver_sql("PRAGMA application_id").scalar_one()
+    if application_id == APPLICATION_ID:
+        return "ours"
+    if application_id != 0:
+        raise StoreError(f"{path}: not a pmrag store (SQLite application_id {application_id:#x}, another program's); "
+                         "it was left unchanged; choose another file")
+    objects = _schema_objects(conn)
+    foreign = sorted(name for name, kind in objects.items() if not _is_our_table(conn, name, kind))
+    if foreign:
+        example = repr(foreign[0]) if len(foreign[0]) <= 40 else repr(foreign[0][:40] + "…")
+        raise StoreError(f"{path}: not a pmrag store ({len(foreign)} table(s) or view(s) pmrag did not create, e.g. "
+                         f"{example}); it was left unchanged; choose another file")
+    return "unstamped" if objects else "empty"
+
+
+def _missing_tables(conn) -> bool:
+    """True when a table of the current schema is absent (a store from an earlier version of pmrag)."""
+    return bool(set(metadata.tables) - set(_schema_objects(conn)))
+
+
+_SQLITE_REASONS = {
+    "file is not a database": "not a SQLite database (or an encrypted one)",
+    "database is locked": f"still locked by another process after {BUSY_TIMEOUT_S:.0f} s; try again when it is done",
+    "attempt to write a readonly database": "the database is read-only; the store is written to",
+    "unable to open database file": "SQLite cannot open or create the file (check the folder and its permissions)",
+    "database disk image is malformed": "the database file is damaged",
+    "database or disk is full": "the disk is full",
+}
+
+
+def store_error(path, exc: BaseException) -> StoreError:
+    """One line for a database error (a SQLAlchemy ``DBAPIError`` or the driver's own exception).
+
+    Only SQLite's own message is used, never SQLAlchemy's text: that appends the statement and its
+    parameters, which hold message texts.  (SQLite's messages name constraints and columns, never values.)
+    """
+    driver_error = getattr(exc, "orig", None) or exc
+    reason = str(driver_error.args[0]) if driver_error.args else type(driver_error).__name__
+    reason = (reason.splitlines() or [""])[0][:200]
+    return StoreError(f"{path}: {_SQLITE_REASONS.get(reason.lower(), f'SQLite error: {reason}')}")
 
 
 def file_sha256(path) -> str:

@@ -38,7 +38,7 @@ def short(value) -> str:
 
 
 # A JSON string (the unrolled loop keeps the match linear) — skipped when looking for a token outside strings.
-_JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_JSON_STRING = r'"(?:[^"\\]|\\.)*+"?'  # possessive, closing quote optional: an unclosed string is read once
 _NESTING_REPORTED = 100   # the depth at which a refused file's nesting is located (a chat export has 3 to 5)
 
 
@@ -88,7 +88,7 @@ def load_json(path: Path):
                          f"the nesting passes {_NESTING_REPORTED} levels here") from None
     except ValueError:   # the C parser's only other ValueError: an integer beyond the interpreter's digit limit
         limit = sys.get_int_max_str_digits()
-        raise InputError(path, _where(text, rf"-?[0-9]{{{limit + 1},}}"),
+        raise InputError(path, _where(text, rf"(?<![0-9])-?[0-9]{{{limit + 1},}}"),
                          f"an integer longer than {limit} digits; no field of a chat export needs one") from None
     if _SURROGATE_ESCAPE.search(text):   # rare: only then walk the parsed data
         where = _lone_surrogate(data)

@@ -4,34 +4,236 @@ Parsing (JSON, records, message IDs) takes about twice as long as the SQLite ins
 scale, so two parsing workers keep the storing process busy on a two-core machine.  Workers send back
 plain row tuples instead of record objects, which is what makes the hand-over cheap.  Results are stored
 in input order, so the store is the same as with a sequential loop.
+
+Memory stays bounded whatever the size of a file: a LINE ``.txt`` export is parsed as it is read
+(:func:`pmrag.ingest.stream_source`) and its rows cross over in chunks of :data:`ROWS_PER_CHUNK`, at most
+:data:`QUEUED_CHUNKS` of them waiting per worker, so a worker that parses ahead blocks instead of filling
+memory.  A file whose rows fit in one chunk (every JSON file: they are parsed whole; a small ``.txt``)
+arrives whole, as a list.  A single file is parsed in this process, as its rows are stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import multiprocessing
+import signal
+import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from queue import Empty
 
-from pmrag.core.parallel import ordered_map
+from sqlalchemy import Engine
+
+from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest import read_source
 from pmrag.core.records import SourceBatch
+from pmrag.core.store import file_sha256
+from pmrag.ingest import STREAMED_FORMATS, stream_source
+from pmrag.ingest.store import StoreReport, message_row, store_batch
+
+ROWS_PER_CHUNK = 10_000
+"""Rows handed over (and inserted) at a time, at most."""
+
+CHARS_PER_CHUNK = 2_000_000
+"""Message text characters per chunk, at most (a chunk of long messages holds fewer rows)."""
+
+QUEUED_CHUNKS = 2
+"""Chunks that may wait, per worker, for this process to store them."""
+
+Rows = list[tuple] | Iterator[list[tuple]]
+"""A file's message rows: a list when they came whole, else a one-pass iterator of chunks (lists of rows)."""
 
 
-def read_rows(path, fmt: str, permissive: bool, options: DatasetSection) -> tuple[SourceBatch, list[tuple]]:
-    """Read one file and turn its messages into store rows; the returned batch keeps no message records."""
-    from pmrag.ingest.store import message_rows
+def ingest_files(engine: Engine, jobs: Sequence[tuple[Path, str]], *, permissive: bool = False,
+                 options: DatasetSection | None = None, workers: int = 2) -> Iterator[tuple[SourceBatch, StoreReport]]:
+    """Read and store each ``(path, format)`` job, in input order: ``(batch, report)`` once a file is stored.
 
-    batch = read_source(path, fmt, permissive=permissive, options=options)
-    rows = message_rows(batch)
-    batch.messages = []
-    return batch, rows
+    The path behind ``pmrag ingest`` and the study's ingest stage.  Each file is stored in one transaction
+    (a file that fails to parse in strict mode stores nothing); ``batch.empty`` says it held nothing to store.
+    """
+    for batch, rows in read_all(jobs, permissive=permissive, options=options, workers=workers):
+        yield batch, store_batch(engine, batch, file_sha256(batch.path), rows)
 
 
 def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: DatasetSection | None = None,
-             workers: int = 2) -> Iterator[tuple[SourceBatch, list[tuple]]]:
-    """``(batch, rows)`` for each ``(path, format)`` job, in input order, parsed ahead in ``workers`` processes.
+             workers: int = 2) -> Iterator[tuple[SourceBatch, Rows]]:
+    """``(batch, rows)`` for each ``(path, format)`` job, in input order, for :func:`~pmrag.ingest.store.store_batch`.
 
-    ``workers=0`` parses in this process, one file at a time.
+    ``rows`` is a list when the file came whole (the batch is then complete); otherwise an iterator of row
+    chunks, and the batch's counts, rejections and dialect are complete once it is exhausted.  Read each
+    file's rows before the next file's (rows left unread are read and dropped when the loop moves on; a
+    parse error among them is raised then).  With two files or more, ``workers`` processes parse ahead;
+    one file, or ``workers=0``, is parsed in this process as its rows are read.
     """
     options = options or DatasetSection()
-    yield from ordered_map(read_rows, [(path, fmt, permissive, options) for path, fmt in jobs], workers)
+    calls = [(path, fmt, permissive, options) for path, fmt in jobs]
+    if workers < 1 or len(calls) < 2:
+        for call in calls:
+            batch, rows = read_rows(*call)
+            yield batch, rows
+            _drain(rows)
+        return
+    yield from _read_in_workers(calls, min(workers, len(calls)))
+
+
+def read_rows(path, fmt: str, permissive: bool, options: DatasetSection) -> tuple[SourceBatch, Rows]:
+    """Read one file as store rows: a list when they fit one chunk, else an iterator of chunks read as it goes."""
+    batch, chunks = row_chunks(path, fmt, permissive, options)
+    first, last = next(chunks)
+    if last:
+        return batch, first
+    return batch, _rest_after(first, chunks)
+
+
+def row_chunks(path, fmt: str, permissive: bool, options: DatasetSection
+               ) -> tuple[SourceBatch, Iterator[tuple[list[tuple], bool]]]:
+    """One file's store rows as ``(chunk, is_last)``, each chunk in message-ID order (inserts then walk the
+    primary-key index in order); a file read whole is one chunk, so its rows go in exactly as a whole-file
+    sort puts them.  There is always at least one chunk (empty for a file without messages)."""
+    batch, records = stream_source(path, fmt, permissive=permissive, options=options)
+    rows = map(message_row, records)
+    if batch.format not in STREAMED_FORMATS:
+        return batch, iter([(sorted(rows), True)])
+    return batch, _sorted_chunks(rows)
+
+
+def _sorted_chunks(rows: Iterator[tuple]) -> Iterator[tuple[list[tuple], bool]]:
+    """``(chunk, is_last)`` of at most :data:`ROWS_PER_CHUNK` rows and about :data:`CHARS_PER_CHUNK` text
+    characters, sorted; whether a chunk is the last is known by reading one row past it."""
+    following = next(rows, None)
+    while True:
+        chunk, chars = [], 0
+        while following is not None and len(chunk) < ROWS_PER_CHUNK and chars < CHARS_PER_CHUNK:
+            chunk.append(following)
+            chars += len(following[_TEXT])
+            following = next(rows, None)
+        chunk.sort()
+        yield chunk, following is None
+        del chunk   # the consumer holds the chunk; this generator keeps none while it builds the next
+        if following is None:
+            return
+
+
+_TEXT = 8
+"""Position of the message text in a row (:func:`~pmrag.ingest.store.message_row`)."""
+
+
+def _rest_after(first: list[tuple], chunks: Iterator[tuple[list[tuple], bool]]) -> Iterator[list[tuple]]:
+    """``first``, then the chunks that follow it, without their ``is_last`` flags."""
+    pending = [first]
+    del first
+    yield pending.pop()
+    for chunk, _ in chunks:
+        yield chunk
+        del chunk
+
+
+def _drain(rows: Rows) -> None:
+    """Read what is left of a one-pass ``rows`` iterator (nothing for a list)."""
+    if not isinstance(rows, list):
+        for _ in rows:
+            pass
+
+
+# --- worker processes -----------------------------------------------------------------------------
+
+
+def _read_in_workers(calls: list[tuple], n_workers: int) -> Iterator[tuple[SourceBatch, Rows]]:
+    """:func:`read_all` with ``n_workers`` processes; job ``i`` goes to worker ``i % n_workers``, which reads
+    its jobs in order into its own bounded queue, so this process reads every queue in job order."""
+    context = multiprocessing.get_context()
+    queues = [context.Queue(QUEUED_CHUNKS) for _ in range(n_workers)]
+    processes = [
+        context.Process(target=_work, args=(calls[w::n_workers], queues[w]), daemon=True, name=f"pmrag-ingest-{w}")
+        for w in range(n_workers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        for index, call in enumerate(calls):
+            inbox = _Inbox(queues[index % n_workers], processes[index % n_workers], call[0])
+            batch, rows = inbox.result()
+            yield batch, rows
+            _drain(rows)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+        for queue in queues:
+            queue.close()
+            queue.cancel_join_thread()
+
+
+def _work(calls: list[tuple], queue) -> None:
+    """Worker process: read each job and put its rows on ``queue``; stop at the first error, sent on too.
+
+    Messages: ``("whole", batch, rows)``; or ``("start", batch, chunk)``, ``("rows", chunk)``...,
+    ``("end", batch)``; or ``("input-error", path, location, reason)`` / ``("failed", traceback text)``.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent process handles an interrupt and ends the workers
+    for call in calls:
+        try:
+            batch, chunks = row_chunks(*call)
+            for index, (chunk, last) in enumerate(chunks):
+                if index == 0:
+                    queue.put(("whole" if last else "start", batch, chunk))
+                else:
+                    queue.put(("rows", chunk))
+                del chunk
+            if index > 0:
+                queue.put(("end", batch))
+        except InputError as exc:   # sent as its parts: the exception itself does not survive pickling
+            queue.put(("input-error", exc.path, exc.location, exc.reason))
+            return
+        except BaseException:
+            queue.put(("failed", traceback.format_exc()))
+            return
+
+
+class _Inbox:
+    """The messages one worker sends about one file, read in this process."""
+
+    POLL_S = 1.0
+
+    def __init__(self, queue, process, path):
+        self.queue, self.process, self.path = queue, process, path
+
+    def result(self) -> tuple[SourceBatch, Rows]:
+        """``(batch, rows)`` of the file: whole, or a batch completed as the rows are read."""
+        message = self._next()
+        if message[0] == "whole":
+            return message[1], message[2]
+        if message[0] == "start":
+            return message[1], self._rows(message[1], message[2])
+        self._raise(message)
+
+    def _rows(self, batch: SourceBatch, first: list[tuple]) -> Iterator[list[tuple]]:
+        pending = [first]
+        del first
+        yield pending.pop()
+        while (message := self._next())[0] == "rows":
+            yield message[1]
+            del message
+        if message[0] != "end":
+            self._raise(message)
+        for each in dataclasses.fields(SourceBatch):   # the batch handed out already becomes the final one
+            setattr(batch, each.name, getattr(message[1], each.name))
+
+    def _next(self) -> tuple:
+        """The next message, or an error if the worker ended without sending one (killed, out of memory)."""
+        while True:
+            try:
+                return self.queue.get(timeout=self.POLL_S)
+            except Empty:
+                if not self.process.is_alive():
+                    try:
+                        return self.queue.get(timeout=self.POLL_S)   # sent just before it ended
+                    except Empty:
+                        raise RuntimeError(f"{self.path}: the worker process reading it ended without a result "
+                                           f"(exit code {self.process.exitcode})") from None
+
+    def _raise(self, message: tuple):
+        if message[0] == "input-error":
+            raise InputError(*message[1:])
+        raise RuntimeError(f"{self.path}: reading it failed in a worker process:\n{message[1]}")

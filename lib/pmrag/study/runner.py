@@ -1,30 +1,49 @@
 """``pmrag study``: compute every stage (with progress bars), then execute the numbered notebooks in order with
 papermill into ``outputs/<run>/``; the notebooks read the cached stage results.  ``pmrag status``: each stage
-as cached / stale (why) / missing, computing nothing."""
+as cached / stale (why) / missing, computing nothing.
+
+A run holds an exclusive lock on ``outputs/<run>/.lock`` from start to end: a second ``pmrag study`` on the same
+run folder is refused at once with one line naming the first one's pid (:class:`RunInUse`) instead of both
+writing the same stage results and notebooks.  The operating system drops the lock when the process ends,
+however it ends, so a leftover lock file never blocks a later run.  Ctrl-C stops the notebooks being executed
+(their kernels are interrupted, then shut down) before the interrupt reaches the command line.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
-from pmrag.study.stages import NOTEBOOKS_DIR, execute_notebook
+from pmrag.study.notebooks import execute_notebook
+from pmrag.study.stages import NOTEBOOKS_DIR
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
+LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``
+KERNEL_STOP_GRACE_S = 10.0          # after Ctrl-C: how long interrupted kernels get to stop before being killed
+KERNEL_RESIGNAL_S = 3.0             # after Ctrl-C: SIGINT again to a kernel still running this long after the last
 
 
 class NotebookFailed(PmragError):
     """A notebook raised: names the notebook, the cell and the error."""
 
     exit_code = 1
+
+
+class RunInUse(PmragError):
+    """Another ``pmrag study`` is running on the same run folder."""
 
 
 @dataclass
@@ -72,16 +91,23 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     A notebook is current while its file, the params, the package's code and every stage are unchanged; it is
     then not executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
     cell that failed; the partly executed notebook is kept under ``outputs/<run>/notebooks/`` for inspection.
+    Raises :class:`RunInUse` when another run holds the run folder.
     """
-    from pmrag.present.report import write_run_readme
-    from pmrag.study.facade import Study
-    from pmrag.study.provenance import summary_lines, write_environment
-
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
     if not notebooks:
         raise PmragError(f"{params.path}: key 'notebooks_dir': no numbered notebooks (NN_name.ipynb) in {params.notebooks_dir}")
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    with run_folder_lock(params.run_dir):
+        return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name)
+
+
+def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, jobs: int, kernel_name: str) -> StudyRun:
+    """:func:`run_study`'s work, under the run folder's lock."""
+    from pmrag.present.report import write_run_readme
+    from pmrag.study.facade import Study
+    from pmrag.study.provenance import summary_lines, write_environment
+
     run = StudyRun()
     study = Study(params, notebooks)
     if fresh:
@@ -102,23 +128,11 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     if jobs == 1 or len(stale) <= 1:
         for number, notebook in enumerate(stale, start=1):
             _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
-            result = execute_notebook(notebook, out_dir / notebook.name, params.path, kernel_name=kernel_name,
-                                      progress=progress)
+            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress)
             if not _record(study, run, notebook, result, failures):
                 break
     else:
-        # threads suffice: each notebook runs in its own kernel process, the thread only drives it
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params.path, kernel_name=kernel_name): nb
-                       for nb in stale}
-            _say(progress, f"[notebooks] executing {len(stale)}, {jobs} at a time")
-            for future in as_completed(futures):
-                notebook = futures[future]
-                if not _record(study, run, notebook, future.result(), failures):
-                    for other in futures:
-                        other.cancel()
-                else:
-                    _say(progress, f"[done] {notebook.name} ({run.notebook_seconds[notebook.name]:.1f} s)")
+        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures)
     if failures:
         first = min(failures, key=lambda nb: notebooks.index(nb))
         error, target = failures[first]
@@ -130,6 +144,171 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
     return run
+
+
+def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool) -> dict:
+    """:func:`~pmrag.study.stages.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
+    kernel is interrupted and shut down cleanly (:func:`_stop_notebooks`), not torn down in the middle of a cell."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name, progress=progress)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            _stop_notebooks([future])
+            raise
+
+
+def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, params_path: Path, jobs: int,
+                     kernel_name: str, progress: bool, failures: dict) -> None:
+    """Execute ``stale`` notebooks ``jobs`` at a time; on the first failure the ones not started are cancelled.
+
+    Threads suffice: each notebook runs in its own kernel process, the thread only drives it.  On Ctrl-C the
+    running notebooks are stopped (:func:`_stop_notebooks`) before the interrupt goes on: a thread still
+    driving a kernel would otherwise keep the process alive until its notebook ended.
+    """
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name): nb
+               for nb in stale}
+    try:
+        _say(progress, f"[notebooks] executing {len(stale)}, {jobs} at a time")
+        for future in as_completed(futures):
+            if future.cancelled():   # not started: an earlier notebook failed
+                continue
+            notebook = futures[future]
+            if not _record(study, run, notebook, future.result(), failures):
+                for other in futures:
+                    other.cancel()
+            else:
+                _say(progress, f"[done] {notebook.name} ({run.notebook_seconds[notebook.name]:.1f} s)")
+    except KeyboardInterrupt:
+        _stop_notebooks(list(futures))
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop_notebooks(futures: list[Future], grace_s: float = KERNEL_STOP_GRACE_S) -> None:
+    """After Ctrl-C: cancel the notebooks not started and stop the running ones.
+
+    Kernels run in sessions of their own, so the terminal's SIGINT never reaches them: each running kernel
+    gets SIGINT here (its cell raises KeyboardInterrupt, papermill records the error in the executed copy and
+    shuts the kernel down).  A kernel between two cells ignores SIGINT, so one still alive
+    :data:`KERNEL_RESIGNAL_S` later gets it again (not sooner: one being shut down would report the signal); a
+    kernel still running after ``grace_s`` is killed.  A second Ctrl-C meanwhile is ignored, so the stop completes.
+    """
+    for future in futures:
+        future.cancel()
+    with _sigint_ignored():
+        running = [f for f in futures if not f.done()]
+        signalled: dict[int, float] = {}
+        deadline = time.monotonic() + grace_s
+        while running and time.monotonic() < deadline:
+            for kernel in _kernels():
+                if time.monotonic() - signalled.get(kernel.pid, -KERNEL_RESIGNAL_S) >= KERNEL_RESIGNAL_S:
+                    _send(kernel, signal.SIGINT)
+                    signalled[kernel.pid] = time.monotonic()
+            running = list(wait(running, timeout=0.2).not_done)
+        if running:
+            for kernel in _kernels():
+                _send(kernel, None)
+            wait(running, timeout=grace_s)
+
+
+def _kernels() -> list:
+    """The Jupyter kernels this process started and that still run (``psutil.Process`` objects): its child
+    processes given a connection file with ``-f FILE.json``, as kernelspecs do.  None without psutil (ipython
+    requires it; without it the notebooks end on their own)."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if _is_kernel(child.cmdline()):
+                found.append(child)
+        except psutil.Error:   # it ended meanwhile
+            continue
+    return found
+
+
+def _send(kernel, signum: int | None) -> None:
+    """``signum`` to ``kernel`` (None: kill it); nothing if it ended meanwhile."""
+    import psutil
+
+    try:
+        if signum is None:
+            kernel.kill()
+        else:
+            kernel.send_signal(signum)
+    except (psutil.Error, ValueError, OSError):   # ended, or the signal does not exist on this platform
+        pass
+
+
+def _is_kernel(command: list[str]) -> bool:
+    """A Jupyter kernel's command line: ``... -f <connection file>.json ...``."""
+    return any(flag == "-f" and value.endswith(".json") for flag, value in zip(command, command[1:]))
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored for the duration (only the main thread can change signal handling)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def run_folder_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir/.lock`` (the folder is created) for the duration; :class:`RunInUse`
+    at once, naming the holder's pid, when another process holds it.  The pid is written into the file only
+    once the lock is held, so a refused run never overwrites it."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOCK_FILE, "a+", encoding="utf-8") as handle:
+        if not _try_lock(handle):
+            raise RunInUse(f"{run_dir}: another pmrag study is running on this run folder (pid {_holder(handle)}); "
+                           "wait for it to finish, or give this run another name")
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+
+
+def _try_lock(handle) -> bool:
+    """Take an exclusive, non-blocking lock on the open file ``handle``; False when another process holds it."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: lock the first byte
+        import msvcrt
+
+        handle.seek(0)
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _holder(handle) -> str:
+    """The pid written in the lock file by the run holding it (``unknown`` while it has not written it yet)."""
+    try:
+        handle.seek(0)
+        text = handle.read(32).strip()
+    except OSError:
+        text = ""
+    return text if text.isdigit() else "unknown"
 
 
 def _record(study, run: StudyRun, notebook: Path, result: dict, failures: dict) -> bool:

@@ -16,7 +16,6 @@ permission) and ``cache_dir`` (a content-addressed cache whose entries are keyed
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import pandas as pd
 from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.params import StudyParams
 from pmrag.study.engine import Stage
+from pmrag.study.notebooks import execute_notebook
 
 SYNTHETIC_DIR = "data"
 VECTORS_DIR = "vectors"
@@ -348,120 +348,6 @@ def _failures(ctx):
     evaluation = ctx.get("qrels")
     return failure_tables(per_question, selection, evaluation.qrels, ctx.get("chunks"), analysis,
                           question_types(evaluation.questions))
-
-
-def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
-                     progress: bool = False) -> dict:
-    """Execute ``notebook`` with papermill into ``target`` (``params_path`` as its parameter); a failure is
-    returned as ``{"error": {...}}`` (cell index, execution count, error name and value), never raised, so it can
-    cross a process boundary.
-
-    The executed copy keeps no widget state: nbclient's ``store_widget_state`` is off and any ``widgets`` key
-    left in the notebook's metadata is removed, because a widget's state (the failure inspector's) holds
-    message texts and names.  The kernel's transport is encrypted where the kernel supports it
-    (:func:`_kernel_manager_class`), and its stderr is captured and passed on without the kernel's known
-    noise (the "without encryption" warning, a KeyboardInterrupt at shutdown, :func:`kernel_stderr_without_noise`);
-    anything else it wrote (a crash, a real warning) still reaches stderr, after the notebook ends.
-    """
-    import sys
-    import tempfile
-    import time
-
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-
-    started = time.perf_counter()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="pmrag-kernel-") as scratch:
-        stderr_path = Path(scratch) / "kernel.stderr"
-        try:
-            pm.execute_notebook(str(notebook), str(target), parameters={"params_path": str(params_path)},
-                                cwd=str(notebook.parent), kernel_name=kernel_name, progress_bar=progress,
-                                **_quiet_engine_options(stderr_path))
-        except PapermillExecutionError as exc:
-            return {"error": {"cell_index": exc.cell_index, "exec_count": exc.exec_count, "ename": exc.ename,
-                              "evalue": exc.evalue}, "notebook": str(target)}
-        finally:
-            drop_widget_state(target)
-            if stderr_path.is_file():
-                sys.stderr.write(kernel_stderr_without_noise(stderr_path.read_text(encoding="utf-8", errors="replace")))
-    return {"notebook": str(target), "seconds": round(time.perf_counter() - started, 3)}
-
-
-KERNEL_NOISE = ("Kernel is running over TCP without encryption",)
-"""Lines a kernel writes to stderr on every run that say nothing about the notebook (ipykernel 7 logs the first
-at start-up when its transport is not encrypted, e.g. a kernelspec that does not declare CurveZMQ support)."""
-
-
-def _quiet_engine_options(stderr_path: Path) -> dict:
-    """papermill engine options (passed on to nbclient's ``NotebookClient``): no widget state, and a kernel
-    manager that encrypts the transport and sends the kernel's stderr to ``stderr_path``."""
-    from traitlets.config import Config
-
-    manager = _kernel_manager_class()
-    return {"store_widget_state": False, "kernel_manager_class": manager,
-            "config": Config({manager.__name__: {"stderr_path": str(stderr_path)}})}
-
-
-@cache
-def _kernel_manager_class():
-    """nbclient's kernel manager (``AsyncKernelManager``), changed in two ways: CurveZMQ transport encryption
-    where the kernelspec declares support (jupyter_client's ``transport_encryption = "auto"``; ipykernel 7 then
-    has nothing to warn about), and the kernel's stderr written to the ``stderr_path`` file, not inherited."""
-    import zmq
-    from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Unicode, default
-
-    class PmragKernelManager(AsyncKernelManager):
-        stderr_path = Unicode("", config=True, help="file that receives the kernel's stderr ('' = inherit)")
-
-        if "transport_encryption" in AsyncKernelManager.class_trait_names():
-            @default("transport_encryption")
-            def _encrypt_when_possible(self):
-                return "auto" if zmq.has("curve") else "disabled"
-
-        async def _async_launch_kernel(self, kernel_cmd, **kw):
-            if not self.stderr_path:
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
-            with open(self.stderr_path, "ab") as stderr:   # the kernel keeps its own copy of the descriptor
-                return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr})
-
-    return PmragKernelManager
-
-
-def kernel_stderr_without_noise(text: str) -> str:
-    """``text`` (a kernel's stderr) without :data:`KERNEL_NOISE` lines and without a KeyboardInterrupt that the
-    kernel reports when it is interrupted at shutdown (a bare ``KeyboardInterrupt`` line, or a traceback ending
-    in one); every other line is kept, in order."""
-    kept: list[str] = []
-    traceback: list[str] = []
-    for line in text.splitlines(keepends=True):
-        stripped = line.strip()
-        if traceback:
-            traceback.append(line)
-            if line[:1].isspace() or not stripped:
-                continue                      # still inside the traceback's frames
-            if stripped != "KeyboardInterrupt":
-                kept.extend(traceback)
-            traceback = []
-        elif stripped.startswith("Traceback (most recent call last)"):
-            traceback = [line]
-        elif stripped != "KeyboardInterrupt" and not any(noise in line for noise in KERNEL_NOISE):
-            kept.append(line)
-    kept.extend(traceback)                    # an unfinished traceback is kept as it is
-    return "".join(kept)
-
-
-def drop_widget_state(notebook: Path) -> None:
-    """Remove ``metadata.widgets`` (the widgets' saved state) from the notebook file, if it has one."""
-    import nbformat
-
-    if not notebook.is_file():
-        return
-    node = nbformat.read(notebook, as_version=nbformat.NO_CONVERT)
-    if "widgets" in node.metadata:
-        del node.metadata["widgets"]
-        nbformat.write(node, notebook)
 
 
 def _notebook(notebook: Path):
