@@ -219,5 +219,5 @@ def test_line_txt_format(tmp_path):
         "ja_tab.txt: line-txt (ja tab-separated; chat 山田; utf-8): read 15, stored 15, already present 0, rejected 0"
     ]
     db = tmp_path / "store.sqlite"
-    assert query(db, "SELECT source, COUNT(*) FROM messages GROUP BY source") == [("ja_tab", 15)]
+    assert query(db, "SELECT source, COUNT(*) FROM messages GROUP BY source") == [("山田", 15)]   # the chat named in the header
     assert query(db, "SELECT sender, text FROM messages WHERE source_order = 0") == [("山田", "おはよう")]

@@ -228,7 +228,7 @@ def test_source_order_date_order_and_fields():
     batch = load("ja_tab.txt")
     assert [r.source_order for r in batch.messages] == list(range(15))
     assert [r.date_order for r in batch.messages] == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6, 7, 8]
-    assert {r.source for r in batch.messages} == {"ja_tab"}
+    assert {r.source for r in batch.messages} == {"山田"}   # the chat named in the header, not the file
     assert not any(r.time_unknown for r in batch.messages)
     assert {r.occurred_at.second for r in batch.messages} == {0}
 

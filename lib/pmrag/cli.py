@@ -43,7 +43,7 @@ def _ingest(args) -> int:
     from pmrag.ingest.pipeline import ingest_files
 
     engine = store.open_store(args.db)
-    options = DatasetSection(encoding=args.encoding)
+    options = DatasetSection(encoding=args.encoding, merge_exports=not args.keep_duplicates)
     jobs = [(Path(path), args.format) for path in args.paths]
     try:
         for batch, report in ingest_files(engine, jobs, permissive=args.permissive, options=options):
@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--db", required=True, help="SQLite database file (created if missing)")
     ingest.add_argument("--format", default="auto", choices=["auto", "line-json", "line-txt", "locomo", "questions-json"])
     ingest.add_argument("--permissive", action="store_true", help="record and skip malformed records instead of stopping")
+    ingest.add_argument("--keep-duplicates", action="store_true",
+                        help="the paper's rule (§3.1): store every record of every file, even a message or a whole "
+                             "file ingested before (default: overlapping re-exports are merged)")
     ingest.add_argument("--encoding", default="auto", choices=["auto", "utf-8", "cp932"],
                         help="text encoding of LINE .txt exports (auto: UTF-8, else cp932 when the file is not UTF-8 at all)")
     ingest.set_defaults(func=_ingest)

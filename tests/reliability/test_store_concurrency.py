@@ -104,7 +104,7 @@ def test_a_small_ingest_waits_for_a_long_write_instead_of_failing(tmp_path):
     writer = sqlite3.connect(db, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")           # the large ingest, still writing
     writer.execute("INSERT INTO messages VALUES ('m-large', 'large', 0, 0, '2024-04-09 10:00:00', 0, 'Ben', 'text', "
-                   "'x', NULL, NULL)")
+                   "'x', NULL, NULL, NULL)")
     process = pmrag(tmp_path, "ingest", name, "--db", db.name)
     try:
         deadline = time.monotonic() + 60

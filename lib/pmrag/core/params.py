@@ -70,6 +70,12 @@ class DatasetSection(Section):
     encoding: Literal["auto", "utf-8", "cp932"] = key(
         "auto", "text encoding of LINE .txt exports: auto reads UTF-8 (BOM or not) strictly and falls back to cp932 "
         "only for a file that is not UTF-8 at all; a file that is UTF-8 but for some bytes stops with their offset")
+    merge_exports: bool = key(
+        True, "merge re-exports: a message already stored for the same conversation (the LINE .txt header's chat "
+        "name, the JSON file's name, the LoCoMo sample) at the same time, from the same sender, with the same type, "
+        "text and occurrence among identical ones, counts as already present, and a file whose content was "
+        "ingested under another name is not stored again; false: the paper's rule (§3.1), every record of every "
+        "file is stored")
     unknown_time_offset: Literal["date_order", "source_order"] = key(
         "date_order", "a message without a time is placed at its date 00:00:00 plus its position within the date "
         "(date_order) or within the file (source_order, the paper's literal wording)")

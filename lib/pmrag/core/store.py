@@ -46,16 +46,16 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 1            # ``PRAGMA user_version`` of a pmrag store
+SCHEMA_VERSION = 2            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
 metadata = MetaData()
 
-files = Table(
-    "files", metadata,
+files = Table(                                           # one row per file ingested: the same content under two
+    "files", metadata,                                   # names is two rows with one sha256
     Column("sha256", String(64), primary_key=True),
-    Column("path", Text, nullable=False),
+    Column("path", Text, primary_key=True),
     Column("format", String, nullable=False),
     Column("encoding", String),
     Column("dialect", String),
@@ -84,7 +84,9 @@ messages = Table(
     Column("text", Text, nullable=False),
     Column("native_id", String),
     Column("location", Text),
+    Column("merge_key", String(40)),                     # NULL: never merged (the paper's rule, or an older store)
     Index("ix_messages_source_order", "source", "source_order"),
+    Index("ix_messages_merge_key", "merge_key", unique=True),
 )
 
 chunks = Table(
@@ -279,7 +281,10 @@ def _claim(engine: Engine, path: Path) -> None:
     creating the same store waits, then finds it made); then switch the journal to WAL (outside a transaction,
     as SQLite requires; the mode persists in the file)."""
     with engine.connect() as conn:
-        if _identify(conn, path) != "ours" or _missing_tables(conn):
+        found = _identify(conn, path)
+        if found == "unstamped" or (found == "ours" and _user_version(conn) < SCHEMA_VERSION):
+            _upgrade(conn)
+        if found != "ours" or _missing_tables(conn) or _user_version(conn) < SCHEMA_VERSION:
             metadata.create_all(conn)
             conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -287,6 +292,31 @@ def _claim(engine: Engine, path: Path) -> None:
         dbapi = conn.connection.dbapi_connection
         if dbapi.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             dbapi.execute("PRAGMA journal_mode=WAL")
+
+
+def _user_version(conn) -> int:
+    return conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+
+
+def _columns(conn, name: str) -> list[str]:
+    return [row[1] for row in conn.exec_driver_sql(f'PRAGMA table_info("{name}")').all()]
+
+
+def _upgrade(conn) -> None:
+    """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
+    NULL merge key: they are never merged with later exports)."""
+    tables = _schema_objects(conn)
+    if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
+        conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
+        conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS ix_messages_merge_key ON messages (merge_key)")
+    if "files" in tables:
+        key = [row[1] for row in conn.exec_driver_sql('PRAGMA table_info("files")').all() if row[5]]
+        if key == ["sha256"]:   # version 1: one row per content, the path of the last name ingested
+            conn.exec_driver_sql("ALTER TABLE files RENAME TO files_v1")
+            files.create(conn)
+            conn.exec_driver_sql(f"INSERT INTO files ({', '.join(c.name for c in files.columns)}) SELECT "
+                                 f"{', '.join(c.name for c in files.columns)} FROM files_v1")
+            conn.exec_driver_sql("DROP TABLE files_v1")
 
 
 def _schema_objects(conn) -> dict[str, str]:
@@ -297,12 +327,17 @@ def _schema_objects(conn) -> dict[str, str]:
     return dict(rows)
 
 
+_EARLIER_COLUMNS = {"messages": [c.name for c in messages.columns if c.name != "merge_key"]}
+"""Tables whose columns changed since schema version 1 (:func:`_upgrade`), as version 1 had them."""
+
+
 def _is_our_table(conn, name: str, kind: str) -> bool:
     """A table of ours by name, with exactly our columns (another program's ``messages`` is not ours)."""
     if kind != "table" or name not in metadata.tables:
         return False
-    columns = [row[1] for row in conn.exec_driver_sql(f'PRAGMA table_info("{name}")').all()]
-    return columns == [column.name for column in metadata.tables[name].columns]
+    columns = _columns(conn, name)
+    ours = [column.name for column in metadata.tables[name].columns]
+    return columns == ours or columns == _EARLIER_COLUMNS.get(name)
 
 
 def _identify(conn, path: Path) -> str:

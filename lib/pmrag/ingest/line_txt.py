@@ -21,6 +21,11 @@ dialect the sender is the token after the time, so a sender name that contains a
 apart from the start of its text; a continuation line that itself looks like a date line or starts
 with a time begins a new day or a new message.
 
+The conversation (the ``source`` of every message) is the chat's name from the header (``山田`` of
+``[LINE] 山田とのトーク履歴``, ``Taro`` of ``[LINE] Chat history with Taro``), so two exports of one chat under
+different file names are one conversation and merge (:class:`pmrag.ingest.store.MergeKeys`); a file without
+a header is named by its file name.
+
 Which dialect a file uses is decided by its first message line.  Lines end with LF, CRLF or a lone CR
 (old Mac exports), mixed freely.
 
@@ -393,6 +398,8 @@ def _header(state: _State, line: str) -> bool:
     """Take a header line (title or save time) and note the chat title and the language."""
     if line.startswith(_HEADER_PREFIX):
         state.title, state.language = _title_and_language(line[len(_HEADER_PREFIX):].strip())
+        if state.title and state.emitted == 0:   # the chat, not the file, names the conversation
+            state.source = state.title
         return True
     saved_match = _SAVED_RE.match(line)
     if saved_match is not None:

@@ -29,7 +29,7 @@ from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
 from pmrag.core.store import file_sha256
 from pmrag.ingest import STREAMED_FORMATS, stream_source
-from pmrag.ingest.store import StoreReport, message_row, store_batch
+from pmrag.ingest.store import StoreReport, already_ingested, keyed_rows, record_same_file, store_batch
 
 ROWS_PER_CHUNK = 10_000
 """Rows handed over (and inserted) at a time, at most."""
@@ -50,9 +50,30 @@ def ingest_files(engine: Engine, jobs: Sequence[tuple[Path, str]], *, permissive
 
     The path behind ``pmrag ingest`` and the study's ingest stage.  Each file is stored in one transaction
     (a file that fails to parse in strict mode stores nothing); ``batch.empty`` says it held nothing to store.
+    With ``options.merge_exports`` (the default) a file whose content was ingested before under another name
+    is not parsed again: it is recorded as one more name of that file, every message already present.
     """
-    for batch, rows in read_all(jobs, permissive=permissive, options=options, workers=workers):
-        yield batch, store_batch(engine, batch, file_sha256(batch.path), rows)
+    options = options or DatasetSection()
+    seen: dict[str, str] = {}
+    plan = []
+    for path, fmt in jobs:
+        sha = file_sha256(path)
+        earlier = already_ingested(engine, sha) if options.merge_exports else None
+        same = options.merge_exports and (sha in seen or (earlier is not None and earlier["path"] != str(path)))
+        plan.append((path, sha, same))
+        seen.setdefault(sha, str(path))
+    parsed = read_all([(path, fmt) for (path, fmt), (_, _, same) in zip(jobs, plan) if not same],
+                      permissive=permissive, options=options, workers=workers)
+    for path, sha, same in plan:
+        if same:
+            earlier = already_ingested(engine, sha)
+            report = record_same_file(engine, str(path), sha, earlier)
+            batch = SourceBatch(path=str(path), format=report.format, encoding=report.encoding, dialect=report.dialect,
+                                records_read=report.read, streamed_messages=report.already_present)
+            yield batch, report
+            continue
+        batch, rows = next(parsed)
+        yield batch, store_batch(engine, batch, sha, rows, merge=options.merge_exports)
 
 
 def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: DatasetSection | None = None,
@@ -91,7 +112,7 @@ def row_chunks(path, fmt: str, permissive: bool, options: DatasetSection
     primary-key index in order); a file read whole is one chunk, so its rows go in exactly as a whole-file
     sort puts them.  There is always at least one chunk (empty for a file without messages)."""
     batch, records = stream_source(path, fmt, permissive=permissive, options=options)
-    rows = map(message_row, records)
+    rows = keyed_rows(records, options.merge_exports)
     if batch.format not in STREAMED_FORMATS:
         return batch, iter([(sorted(rows), True)])
     return batch, _sorted_chunks(rows)

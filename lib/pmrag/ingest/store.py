@@ -8,11 +8,13 @@ the same time cannot move them (a before/after ``COUNT(*)`` could, down to a neg
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, func, insert, select
 
 from pmrag.core.errors import InputError
 from pmrag.core.records import MessageRecord, QuestionRecord, SourceBatch
@@ -47,26 +49,90 @@ class StoreReport:
     questions_read: int
     questions_stored: int
     questions_rejected: int
+    same_as: str | None = None   # the name under which the same content was ingested before
 
     def line(self) -> str:
         text = (
             f"{self.path}: {self.format} ({self.dialect}; {self.encoding}): read {self.read}, stored {self.stored}, "
             f"already present {self.already_present}, rejected {self.rejected}"
         )
+        if self.same_as:
+            text += f"; the same content as {self.same_as}, ingested before"
         if self.questions_read:
             text += f"; questions read {self.questions_read}, stored {self.questions_stored}, rejected {self.questions_rejected}"
         return text
 
 
-def message_row(m: MessageRecord) -> tuple:
+class MergeKeys:
+    """The merge key of each message of one file, in file order (``merge=False``: none, the paper's rule).
+
+    Re-exports overlap: LINE exports the whole history every time, so days 2–4 arrive after days 1–3.  A
+    message is the same message when it is in the same conversation (its source: the chat's name for a LINE
+    ``.txt``, the file's name for the paper's JSON, the sample for LoCoMo), at the same time, from the same
+    sender, of the same type, with the same text, and is the same occurrence among identical ones (two "OK"
+    stickers in one minute are two messages).  Its key is the SHA-1 of those; the store keeps one message per
+    key, so a message already stored counts as already present.  Occurrences are counted per timestamp over
+    the last :data:`RECENT_TIMES` timestamps seen, so memory stays bounded on any file (messages come in time
+    order; identical messages further apart than that are told apart by their time anyway).
+    """
+
+    RECENT_TIMES = 1_000
+
+    def __init__(self, merge: bool = True):
+        self.merge = merge
+        self._seen: OrderedDict[tuple[str, str], Counter] = OrderedDict()
+
+    def __call__(self, m: MessageRecord) -> str | None:
+        if not self.merge:
+            return None
+        moment = (m.source, m.occurred_text)
+        counts = self._seen.get(moment)
+        if counts is None:
+            counts = self._seen[moment] = Counter()
+            if len(self._seen) > self.RECENT_TIMES:
+                self._seen.popitem(last=False)
+        content = (m.sender, m.type, m.text)
+        occurrence = counts[content]
+        counts[content] += 1
+        joined = "\x1f".join((m.source, m.occurred_text, m.sender, m.type, m.text, str(occurrence)))
+        return hashlib.sha1(joined.encode("utf-8")).hexdigest()
+
+
+def message_row(m: MessageRecord, merge_key: str | None = None) -> tuple:
     """One message as a row of ``messages``, in the table's column order."""
     return (m.message_id, m.source, m.source_order, m.date_order, m.occurred_text, m.time_unknown,
-            m.sender, m.type, m.text, m.native_id, m.location)
+            m.sender, m.type, m.text, m.native_id, m.location, merge_key)
 
 
-def message_rows(batch: SourceBatch) -> list[tuple]:
+def keyed_rows(records, merge: bool = True) -> Iterator[tuple]:
+    """Rows of ``records`` (one file's messages, in file order) with their merge keys (:class:`MergeKeys`)."""
+    keys = MergeKeys(merge)
+    return (message_row(m, keys(m)) for m in records)
+
+
+def message_rows(batch: SourceBatch, merge: bool = True) -> list[tuple]:
     """Rows in primary-key (message ID) order, so inserts walk the index in order instead of at random."""
-    return sorted(map(message_row, batch.messages))
+    return sorted(keyed_rows(batch.messages, merge))
+
+
+def already_ingested(engine: Engine, sha256: str) -> dict | None:
+    """The ``files`` row of content ``sha256`` stored under any name before, else None."""
+    with engine.connect() as conn:
+        row = conn.execute(select(files).where(files.c.sha256 == sha256).order_by(files.c.path)).first()
+    return None if row is None else dict(row._mapping)
+
+
+def record_same_file(engine: Engine, path: str, sha256: str, earlier: dict) -> StoreReport:
+    """Record ``path`` as one more name of a file already ingested, storing no message twice: every message it
+    holds is already present (the reconciliation of the earlier ingest, rejections included, carries over)."""
+    with engine.begin() as conn:
+        conn.execute(insert(files).prefix_with("OR REPLACE"), [{**earlier, "path": path}])
+        rejected = conn.execute(select(func.count()).select_from(rejections).where(
+            rejections.c.sha256 == sha256, rejections.c.kind == "message")).scalar_one()
+    return StoreReport(path=path, format=earlier["format"], encoding=earlier["encoding"] or "",
+                       dialect=earlier["dialect"] or "", read=earlier["records_read"], stored=0,
+                       already_present=earlier["records_read"] - rejected, rejected=rejected, questions_read=0,
+                       questions_stored=0, questions_rejected=0, same_as=earlier["path"])
 
 
 def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, int]:
@@ -92,15 +158,16 @@ def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, in
 
 
 def store_batch(engine: Engine, batch: SourceBatch, sha256: str,
-                rows: list[tuple] | Iterator[list[tuple]] | None = None) -> StoreReport:
-    """Store one adapter batch; a message already in the store (same message ID) is not stored twice.
+                rows: list[tuple] | Iterator[list[tuple]] | None = None, merge: bool = True) -> StoreReport:
+    """Store one adapter batch; a message already in the store (same message ID, or with ``merge`` the same
+    merge key: :class:`MergeKeys`) is not stored twice.
 
     ``rows`` are the batch's message rows (:func:`message_row`) when they were built elsewhere (the batch's
     ``messages`` list is then empty: tuples cross a process boundary far cheaper than records): a list, or a
     one-pass iterator of row lists that completes the batch as it is read
     (:func:`pmrag.ingest.pipeline.read_all`); the batch's counts and rejections are only read after it.
     """
-    rows = message_rows(batch) if rows is None else rows
+    rows = message_rows(batch, merge) if rows is None else rows
     chunks = _batched(rows, INSERT_ROWS) if isinstance(rows, list) else rows
     del rows
     with engine.begin() as conn, _page_cache(conn, INSERT_CACHE_KIB):

@@ -109,9 +109,10 @@ def _synthetic_outputs(manifest: dict) -> list[Path]:
 
 
 def _ingest(ctx) -> pd.DataFrame:
+    import sys
+
     from pmrag.core import store
-    from pmrag.ingest import store as ingest_store
-    from pmrag.ingest.pipeline import read_all
+    from pmrag.ingest.pipeline import ingest_files
 
     dataset = ctx.params.dataset
     files = [Path(p) for p in dataset.inputs]
@@ -125,9 +126,12 @@ def _ingest(ctx) -> pd.DataFrame:
             conn.execute(table.delete())
     jobs = [(path, dataset.format) for path in files] + ([(questions, "questions-json")] if questions else [])
     reports = []
-    for batch, rows in read_all(jobs, permissive=dataset.permissive, options=dataset):
-        report = asdict(ingest_store.store_batch(ctx.store, batch, store.file_sha256(batch.path), rows))
+    for batch, report in ingest_files(ctx.store, jobs, permissive=dataset.permissive, options=dataset):
+        if batch.empty:
+            print(f"warning: {batch.path}: no message or question found; is it a chat export?", file=sys.stderr)
+        report = asdict(report)
         report["path"] = _display_path(Path(report["path"]), ctx.run_dir, ctx.params.path)
+        report["same_as"] = report["same_as"] and _display_path(Path(report["same_as"]), ctx.run_dir, ctx.params.path)
         reports.append(report)
     return pd.DataFrame(reports)
 
@@ -405,7 +409,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
     stages += [
         Stage("ingest", _ingest, needs=("synthetic",) if synthetic else (),
               params=("dataset.format", "dataset.permissive", "dataset.unknown_time_offset", "dataset.encoding",
-                      "dataset.inputs",
+                      "dataset.merge_exports", "dataset.inputs",
                       "dataset.questions", "dataset.synthetic.enabled"),
               modules=("pmrag.ingest", "pmrag.core.records", "pmrag.core.ids", "pmrag.core.parallel", *STORE_MODULES),
               files=inputs,

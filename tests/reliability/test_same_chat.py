@@ -1,0 +1,141 @@
+"""The same chat twice (issue 11 §3): the same file under another name, and overlapping re-exports (LINE exports
+the whole history each time), are merged; the paper's rule (every record stored) stays available."""
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+from pmrag.core import store
+from pmrag.core.params import DatasetSection
+from pmrag.ingest.pipeline import ingest_files
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+DAYS = {
+    "2024/04/08(月)": ["09:00\t山田\tおはよう", "09:01\tゆい\t[スタンプ]", "09:01\tゆい\t[スタンプ]"],
+    "2024/04/09(火)": ["10:00\t山田\t駅で待ってる", "10:05\tゆい\t今行く"],
+    "2024/04/10(水)": ["20:00\t山田\tまたね", "20:01\tゆい\tおやすみ"],
+    "2024/04/11(木)": ["08:00\t山田\t昨日はありがとう"],
+}
+
+
+def txt_export(path: Path, days, title: str = "山田") -> Path:
+    lines = [f"[LINE] {title}とのトーク履歴", "保存日時：2024/04/11 09:00", ""]
+    for day in days:
+        lines += [day, *DAYS[day], ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def json_export(path: Path, dates) -> Path:
+    content = {
+        "2024-04-08": [{"time": "09:00", "sender": "Aki", "type": "text", "text": "おはよう"},
+                       {"time": "09:01", "sender": "Ben", "type": "sticker", "text": "[スタンプ]"},
+                       {"time": "09:01", "sender": "Ben", "type": "sticker", "text": "[スタンプ]"}],
+        "2024-04-09": [{"time": "10:00", "sender": "Aki", "type": "text", "text": "駅で待ってる"}],
+        "2024-04-10": [{"time": "20:00", "sender": "Ben", "type": "text", "text": "またね"}],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({d: content[d] for d in dates}, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def ingest(db: Path, *paths: Path, merge: bool = True) -> list:
+    engine = store.open_store(db)
+    try:
+        return [report for _, report in ingest_files(engine, [(p, "auto") for p in paths],
+                                                     options=DatasetSection(merge_exports=merge))]
+    finally:
+        engine.dispose()
+
+
+def count(db: Path, sql: str):
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_the_same_file_under_another_name_is_not_stored_twice(tmp_path):
+    first = shutil.copy(FIXTURES / "line_json" / "family.json", tmp_path / "family.json")
+    second = shutil.copy(first, tmp_path / "family_backup.json")
+    db = tmp_path / "s.sqlite"
+    [one] = ingest(db, Path(first))
+    [two] = ingest(db, Path(second))
+    assert two.stored == 0 and two.already_present == one.stored + one.already_present and two.read == one.read
+    assert two.same_as == str(first) and "the same content as" in two.line()
+    assert count(db, "SELECT COUNT(*) FROM messages") == [(one.stored,)]
+    paths = count(db, "SELECT path FROM files ORDER BY path")
+    assert paths == [(str(first),), (str(second),)]                      # the first file's row is kept
+
+
+def test_two_names_of_one_file_in_one_run(tmp_path):
+    a = txt_export(tmp_path / "a.txt", list(DAYS))
+    b = Path(shutil.copy(a, tmp_path / "b.txt"))
+    reports = ingest(tmp_path / "s.sqlite", a, b)
+    assert [r.stored for r in reports] == [8, 0] and reports[1].already_present == 8
+    assert count(tmp_path / "s.sqlite", "SELECT COUNT(*) FROM messages") == [(8,)]
+
+
+def test_an_overlapping_txt_re_export_stores_only_what_is_new(tmp_path):
+    days = list(DAYS)
+    earlier = txt_export(tmp_path / "chat_march.txt", days[:3])          # days 1-3, then 2-4 under another name
+    later = txt_export(tmp_path / "chat_april.txt", days[1:])
+    db = tmp_path / "s.sqlite"
+    [one] = ingest(db, earlier)
+    [two] = ingest(db, later)
+    assert (one.stored, one.already_present) == (7, 0)
+    assert (two.read, two.stored, two.already_present) == (5, 1, 4)      # only 2024/04/11 is new
+    assert count(db, "SELECT source, COUNT(*) FROM messages GROUP BY source") == [("山田", 8)]
+    # identical messages in one minute (two stickers) are two messages, stored once each
+    assert count(db, "SELECT COUNT(*) FROM messages WHERE text = '[スタンプ]'") == [(2,)]
+
+
+def test_an_overlapping_json_re_export_of_the_same_conversation_merges(tmp_path):
+    db = tmp_path / "s.sqlite"
+    [one] = ingest(db, json_export(tmp_path / "march" / "family.json", ["2024-04-08", "2024-04-09"]))
+    [two] = ingest(db, json_export(tmp_path / "april" / "family.json", ["2024-04-09", "2024-04-10"]))
+    assert (one.stored, two.stored, two.already_present) == (4, 1, 1)
+    assert count(db, "SELECT COUNT(*) FROM messages") == [(5,)]
+
+
+def test_the_papers_rule_stores_every_record_of_every_file(tmp_path):
+    first = shutil.copy(FIXTURES / "line_json" / "family.json", tmp_path / "family.json")
+    second = shutil.copy(first, tmp_path / "family_backup.json")
+    db = tmp_path / "s.sqlite"
+    [one] = ingest(db, Path(first), merge=False)
+    [two] = ingest(db, Path(second), merge=False)
+    assert two.stored == one.stored and two.same_as is None
+    assert count(db, "SELECT COUNT(*) FROM messages") == [(2 * one.stored,)]
+    assert count(db, "SELECT COUNT(*) FROM messages WHERE merge_key IS NOT NULL") == [(0,)]
+
+
+def test_a_re_export_is_merged_through_the_command_line_and_kept_with_keep_duplicates(tmp_path):
+    from pmrag.cli import main
+
+    days = list(DAYS)
+    a, b = txt_export(tmp_path / "x.txt", days[:3]), txt_export(tmp_path / "y.txt", days[1:])
+    assert main(["ingest", str(a), str(b), "--db", str(tmp_path / "merged.sqlite")]) == 0
+    assert main(["ingest", str(a), str(b), "--db", str(tmp_path / "paper.sqlite"), "--keep-duplicates"]) == 0
+    assert count(tmp_path / "merged.sqlite", "SELECT COUNT(*) FROM messages") == [(8,)]
+    assert count(tmp_path / "paper.sqlite", "SELECT COUNT(*) FROM messages") == [(12,)]
+
+
+def test_a_store_written_before_merge_keys_is_upgraded_and_its_files_kept(tmp_path):
+    db = tmp_path / "old.sqlite"
+    [one] = ingest(db, txt_export(tmp_path / "a.txt", list(DAYS)[:2]))
+    with sqlite3.connect(db) as conn:                                    # make it a version-1 store
+        conn.execute("DROP INDEX ix_messages_merge_key")
+        conn.execute("ALTER TABLE messages DROP COLUMN merge_key")
+        conn.execute("ALTER TABLE files RENAME TO files_new")
+        conn.execute("CREATE TABLE files (sha256 VARCHAR(64) PRIMARY KEY, path TEXT NOT NULL, format VARCHAR NOT NULL, "
+                     "encoding VARCHAR, dialect VARCHAR, records_read INTEGER NOT NULL, rejected INTEGER NOT NULL)")
+        conn.execute("INSERT INTO files SELECT * FROM files_new")
+        conn.execute("DROP TABLE files_new")
+        conn.execute("PRAGMA user_version = 1")
+    [two] = ingest(db, txt_export(tmp_path / "b.txt", list(DAYS)[1:]))
+    assert count(db, "PRAGMA user_version") == [(store.SCHEMA_VERSION,)]
+    assert "merge_key" in [row[1] for row in count(db, "PRAGMA table_info(messages)")]
+    assert count(db, "SELECT COUNT(*) FROM files") == [(2,)]
+    # messages stored before the upgrade have no key, so the overlap with them is stored again (documented)
+    assert two.stored == 5 and count(db, "SELECT COUNT(*) FROM messages") == [(one.stored + 5,)]
