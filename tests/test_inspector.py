@@ -1,12 +1,15 @@
 """Failure inspector (pmrag.present.inspector): the pure queries on hand-built frames, the HTML escaping/highlighting,
 and the widgets driven from Python (set a control's ``.value``, read what the HTML views now hold)."""
 
+import html
 import re
 
+import ipywidgets as widgets
 import pandas as pd
 import pytest
 
-from pmrag.present.inspector import FailureInspector, InspectorData, highlight
+from pmrag.present.inspector import (GOLD_COLUMNS_PER_TABLE, WIDGET_HINT, FailureInspector, InspectorData, abbreviate,
+                                     highlight, render_gold_table, retriever_label)
 
 BM25, VEC = "raw_text_bm25", "raw_text_vector"
 HYBRID = "hybrid:raw_text_bm25+raw_text_vector@0.45"
@@ -84,6 +87,20 @@ def inspector(data) -> FailureInspector:
 
 def chunk_order(html_text: str) -> list[str]:
     return re.findall(r'data-chunk-id="([^"]+)"', html_text)
+
+
+def gold_matrix(html_text: str) -> dict[str, list[str]]:
+    """``{retriever (full name): [rank cell text per gold column]}`` of the gold view's rank tables."""
+    matrix: dict[str, list[str]] = {}
+    for name, cells in re.findall(r'<tr class="retriever[^"]*" data-retriever="([^"]+)">(.*?)</tr>', html_text):
+        ranks = re.findall(r'<td class="rank [^"]+"[^>]*>([^<]*)</td>', cells)
+        matrix.setdefault(html.unescape(name), []).extend(ranks)
+    return matrix
+
+
+def visible_text(html_text: str) -> str:
+    """What a reader sees: the markup without tags (attributes such as ``title`` included) and styles."""
+    return html.unescape(re.sub(r"<[^>]*>", "", re.sub(r"<style>.*?</style>", "", html_text)))
 
 
 # -- filters -----------------------------------------------------------------------------------------
@@ -254,6 +271,75 @@ def test_choosing_question_updates_header_and_gold(inspector):
 
 def test_gold_table_shows_not_ranked(inspector):
     assert "not ranked" in inspector.gold.value  # c2 under the hybrid
+    assert re.search(rf'data-retriever="{re.escape(HYBRID)}">.*?<td class="rank top20">7</td>'
+                     r'<td class="rank unranked" title="not ranked">–</td></tr>', inspector.gold.value)
+
+
+def test_gold_view_one_row_per_retriever_and_each_text_once(inspector):
+    gold = inspector.gold.value
+    assert gold_matrix(gold) == {BM25: ["2", "5"], VEC: ["3", "1"], HYBRID: ["7", "–"]}
+    assert gold.count("<tr class=\"retriever") == 3
+    header = re.search(r"<thead>(.*?)</thead>", gold).group(1)
+    assert len(re.findall(r"<th", header)) == 1 + 2  # the retriever column and one per gold chunk
+    assert 'title="c1 · ★ primary"' in header and 'title="c2 · ☆ supporting"' in header
+    assert visible_text(gold).count("軽井沢") == 1  # c1's preview, once
+    assert visible_text(gold).count("合宿の写真") == 1  # c2's
+    assert chunk_order(gold) == ["c1", "c2"]
+    assert "2024-05-01 10:00" in gold and "さき, ゆうた" in gold
+    assert re.search(r"<tr[^>]*data-retriever=\"" + re.escape(HYBRID) + r"\">.*?<small>focus</small>", gold)
+
+
+def test_abbreviate_retriever_and_hybrid_names():
+    assert abbreviate("raw_text_bm25") == "raw·bm25"
+    assert abbreviate("embedding_text_vector") == "emb·vec"
+    assert abbreviate("raw_text_bm25_sudachi") == "raw·bm25·sudachi"
+    assert abbreviate("hybrid:raw_text_bm25+embedding_text_vector@0.35") == "raw·bm25 + emb·vec β=.35"
+    assert abbreviate("hybrid:summary_bm25+summary_vector@0.5") == "sum·bm25 + sum·vec β=.50"
+    assert abbreviate("hybrid:summary_bm25+summary_vector@1") == "sum·bm25 + sum·vec β=1.00"
+    assert abbreviate("hybrid:raw_text_bm25+raw_text_vector@0.005") == "raw·bm25 + raw·vec β=.005"
+    assert abbreviate("my_run") == "my_run"  # not a retriever name: unchanged
+    assert retriever_label("x<y>") == '<abbr title="x&lt;y&gt;">x&lt;y&gt;</abbr>'
+    assert (retriever_label("hybrid:raw_text_bm25+embedding_text_vector@0.35")
+            == '<abbr title="hybrid:raw_text_bm25+embedding_text_vector@0.35">raw·bm25 + emb·vec β=.35</abbr>')
+
+
+def twelve_retrievers() -> list[str]:
+    singles = [f"{rep}_{method}" for rep in ("raw_text", "summary", "embedding_text") for method in ("bm25", "vector")]
+    hybrids = [f"hybrid:{a}_bm25+{b}_vector@{beta}" for a, b, beta in (
+        ("raw_text", "raw_text", "0.45"), ("raw_text", "embedding_text", "0.35"), ("summary", "summary", "0.50"),
+        ("summary", "embedding_text", "0.60"), ("embedding_text", "embedding_text", "0.40"),
+        ("embedding_text", "raw_text", "0.55"))]
+    return singles + hybrids
+
+
+def test_gold_view_with_twelve_retrievers_is_narrow():
+    names = twelve_retrievers()
+    data = make_data(rankings={name: RANKINGS[BM25] for name in names}, per_question=None, pairings=[], betas=None)
+    ranks = data.gold_ranks("q1")
+    gold = render_gold_table(ranks, data.chunk_details(ranks["chunk_id"]), "テニス部", k=5)
+    assert list(gold_matrix(gold)) == names
+    assert all(cells == ["2", "5"] for cells in gold_matrix(gold).values())
+    assert len(re.findall(r"<th", re.search(r"<thead>(.*?)</thead>", gold).group(1))) == 3  # not 2 + 12 + 3
+    for name in names:  # every full name on hover, the abbreviation shown
+        assert f'title="{html.escape(name)}"' in gold
+    shown = visible_text(gold)
+    assert "hybrid:" not in shown and "raw·bm25 + emb·vec β=.35" in shown
+    labels = re.findall(r'<th scope="row" class="retriever">(.*?)</th>', gold)
+    assert max(len(visible_text(label)) for label in labels) <= 24
+    assert visible_text(gold).count("軽井沢") == 1
+    assert not re.findall(r"(?<![-\w])width\s*:", gold)  # only min-/max-widths, nothing fixed
+
+
+def test_gold_view_splits_many_gold_chunks_into_narrow_tables():
+    n = GOLD_COLUMNS_PER_TABLE + 1
+    ranks = pd.DataFrame({"chunk_id": [f"g{i:02d}" for i in range(n)], "relevance": [2] * n,
+                          BM25: pd.array(list(range(1, n + 1)), dtype="Int64")})
+    details = pd.DataFrame({"chunk_id": [], "start_at": [], "speakers": [], "preview": []})
+    gold = render_gold_table(ranks, details, "")
+    heads = re.findall(r"<thead>(.*?)</thead>", gold)
+    assert [len(re.findall(r"<th", h)) for h in heads] == [1 + GOLD_COLUMNS_PER_TABLE, 1 + 1]
+    assert gold_matrix(gold) == {BM25: [str(i) for i in range(1, n + 1)]}
+    assert len(chunk_order(gold)) == n
 
 
 def test_retriever_and_k_change_top_table(inspector):
@@ -287,16 +373,33 @@ def test_top_table_escapes_chat_text(inspector):
 
 
 def test_filter_leaving_nothing_shows_message(inspector):
+    needs_question = (inspector.question, inspector.retriever, inspector.k, inspector.pairing, inspector.beta)
+    assert not any(control.disabled for control in needs_question)
     inspector.type_filter.value = "temporal"
     inspector.label_filter.value = "aggregate_failure"
     assert inspector.question_ids == []
     assert inspector.question.value is None
+    views = (inspector.status, inspector.header, inspector.gold, inspector.top, inspector.fused)
+    assert sum(view.value.count("No question matches") for view in views) == 1
     assert "No question matches" in inspector.status.value
-    assert "No question matches" in inspector.header.value
-    assert inspector.gold.value == inspector.top.value == inspector.fused.value == ""
+    assert inspector.header.value == inspector.gold.value == inspector.top.value == inspector.fused.value == ""
+    assert all(control.disabled for control in needs_question)
+    assert not inspector.type_filter.disabled and not inspector.label_filter.disabled
     inspector.label_filter.value = "All"  # recovering from the empty state works
     assert inspector.question_ids == ["q4"]
     assert chunk_order(inspector.gold.value) == ["c8"]
+    assert not any(control.disabled for control in needs_question)
+    assert "No question matches" not in "".join(view.value for view in views)
+
+
+def test_without_pairings_recovery_keeps_fusion_controls_disabled():
+    inspector = FailureInspector(make_data(pairings=[], betas=None))
+    inspector.type_filter.value = "temporal"
+    inspector.label_filter.value = "aggregate_failure"
+    assert inspector.retriever.disabled and inspector.k.disabled
+    inspector.label_filter.value = "All"
+    assert not inspector.retriever.disabled and not inspector.k.disabled
+    assert inspector.pairing.disabled and inspector.beta.disabled
 
 
 def test_without_pairings_fused_view_explains():
@@ -316,3 +419,115 @@ def test_pairing_change_resets_beta_to_its_default():
     inspector.pairing.value = (BM25, VEC)
     assert inspector.beta.value == pytest.approx(0.45)
     assert f"{BM25} + {VEC}" in inspector.fused.value
+
+
+# -- the labels' retriever ---------------------------------------------------------------------------
+SUMMARY_BM25, SUMMARY_VEC = "summary_bm25", "summary_vector"
+DIAGNOSTIC = "hybrid:summary_bm25+summary_vector@0.50"
+BEST = pd.DataFrame([(BM25, VEC, 0.45)], columns=["bm25", "vector", "beta"])
+
+
+def study_inspector(**overrides) -> FailureInspector:
+    """``from_results`` the way notebook 06 calls it: single rankings, the selected β, the labels and the
+    diagnostic hybrid (here summary_bm25 + summary_vector, whose rankings copy the raw ones)."""
+    rankings = {BM25: RANKINGS[BM25], VEC: RANKINGS[VEC], SUMMARY_BM25: RANKINGS[BM25].copy(),
+                SUMMARY_VEC: RANKINGS[VEC].copy()}
+    kwargs = dict(pairings=[(BM25, VEC)], labels=LABELS, diagnostic=DIAGNOSTIC)
+    kwargs.update(overrides)
+    return FailureInspector.from_results(QUESTIONS, CHUNKS, QRELS, rankings, BEST, **kwargs)
+
+
+def test_diagnostic_hybrid_is_a_retriever_and_names_the_labels():
+    inspector = study_inspector()
+    data = inspector.data
+    assert data.labelled_by == DIAGNOSTIC
+    assert data.retrievers == [BM25, VEC, SUMMARY_BM25, SUMMARY_VEC, "hybrid:raw_text_bm25+raw_text_vector@0.45",
+                               DIAGNOSTIC]
+    assert DIAGNOSTIC in [value for _, value in inspector.retriever.options]
+    assert (f"{DIAGNOSTIC} · labels", DIAGNOSTIC) in inspector.retriever.options
+    # q1 at β = .5 (hand-computed as in test_fused_top_k_intermediate_beta_hand_computed): c1 .6875, then c3 and
+    # c2 tie at .5 (chunk ID descending: c3 first), so the gold c1 ranks 1 and c2 ranks 3.
+    assert gold_matrix(inspector.gold.value)[DIAGNOSTIC] == ["1", "3"]
+    assert f"label (by {DIAGNOSTIC}; recall@5=1.00, recall@20=1.00): other_rule_based_failure" in visible_text(
+        inspector.header.value)
+    inspector.retriever.value = DIAGNOSTIC
+    live = list(data.fused_top_k(SUMMARY_BM25, SUMMARY_VEC, 0.5, "q1", k=5)["chunk_id"])
+    assert chunk_order(inspector.top.value)[:3] == ["c1", "c3", "c2"]  # c4, c5 tie at .4375 up to rounding
+    assert chunk_order(inspector.top.value) == live
+    assert set(data.per_question["retriever"]) >= {DIAGNOSTIC}
+
+
+def test_diagnostic_pairing_joins_the_beta_slider_at_its_beta():
+    inspector = study_inspector()
+    assert inspector.data.pairings == [(BM25, VEC), (SUMMARY_BM25, SUMMARY_VEC)]
+    inspector.pairing.value = (SUMMARY_BM25, SUMMARY_VEC)
+    assert inspector.beta.value == pytest.approx(0.5)
+    assert chunk_order(inspector.fused.value)[:3] == ["c1", "c3", "c2"]
+    inspector.retriever.value = DIAGNOSTIC  # the stored diagnostic ranking is this fusion at its β
+    assert chunk_order(inspector.top.value) == chunk_order(inspector.fused.value)
+    assert study_inspector(diagnostic=None).data.labelled_by is None
+
+
+def test_diagnostic_of_an_unknown_retriever_is_named():
+    with pytest.raises(ValueError, match="no ranking of 'embedding_text_bm25'"):
+        study_inspector(diagnostic="hybrid:embedding_text_bm25+summary_vector@0.50")
+    with pytest.raises(ValueError, match="unknown retriever 'nope' in labelled_by"):
+        make_data(labelled_by="nope")
+
+
+def test_header_without_labelled_by_keeps_plain_label(inspector):
+    assert "label: other_rule_based_failure" in visible_text(inspector.header.value)
+    labelled = FailureInspector(make_data(labelled_by=BM25))
+    assert (f"label (by {BM25}; recall@5=1.00, recall@20=1.00): other_rule_based_failure"
+            in visible_text(labelled.header.value))
+    assert f"focus {HYBRID}: recall@5=0.00, recall@20=1.00" in visible_text(labelled.header.value)
+
+
+# -- notebook display, widths, CSS hooks -------------------------------------------------------------
+def test_text_plain_is_a_hint_and_the_widget_view_stays(inspector):
+    for shown in (inspector.widget, inspector):
+        bundle = shown._repr_mimebundle_()
+        assert bundle["text/plain"] == WIDGET_HINT
+        assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == inspector.widget.model_id
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _ = DisplayFormatter().format(inspector.widget)  # the path a notebook's cell output takes
+    assert data["text/plain"] == WIDGET_HINT
+    assert "VBox(" not in str(data)
+
+
+def all_widgets(root) -> list:
+    found = [root]
+    for child in getattr(root, "children", ()):
+        found.extend(all_widgets(child))
+    return found
+
+
+def test_no_widget_has_a_fixed_width(inspector):
+    for widget in all_widgets(inspector.widget):
+        layout = widget.layout
+        for value in (layout.width, layout.min_width):
+            assert value in (None, "auto") or str(value).endswith("%"), (widget.description
+                                                                          if hasattr(widget, "description") else widget)
+    for box in all_widgets(inspector.widget):
+        if isinstance(box, widgets.HBox):
+            assert box.layout.flex_flow == "row wrap"
+    for view in (inspector.header, inspector.gold, inspector.top, inspector.fused, inspector.status):
+        assert not re.findall(r"(?<![-\w])width\s*:", view.value)
+
+
+def test_css_hooks_and_control_descriptions(inspector):
+    tree = all_widgets(inspector.widget)
+    expected = {"pmrag-inspector": inspector.widget, "pmrag-inspector-header": inspector.header,
+                "pmrag-inspector-gold": inspector.gold, "pmrag-inspector-topk": inspector.top,
+                "pmrag-inspector-fused": inspector.fused, "pmrag-inspector-message": inspector.status}
+    for css, widget in expected.items():
+        assert [w for w in tree if css in w._dom_classes] == [widget]
+    descriptions = [w.description for w in (inspector.type_filter, inspector.label_filter, inspector.recovered_filter,
+                                            inspector.question, inspector.retriever, inspector.k, inspector.pairing,
+                                            inspector.beta)]
+    assert descriptions == ["type", "label", "failed at 5, recovered at 20", "question", "retriever", "k", "pairing",
+                            "β"]
+    import pmrag.present.inspector as module
+
+    assert all(css in module.__doc__ for css in expected)

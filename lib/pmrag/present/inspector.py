@@ -13,7 +13,26 @@ Two layers, so the logic is testable without a browser:
 A question *failed at K* for a retriever when its ``recall@K`` is 0 (no primary gold chunk in the Top-K);
 the "failed at 5, recovered at 20" filter keeps the questions where the *focus* retriever has
 ``recall@5 == 0`` and ``recall@20 > 0``.  The fused view re-ranks one question live with
-:func:`pmrag.fusion.minmax_fuse` at the β of the slider.
+:func:`pmrag.fusion.minmax_fuse` at the β of the slider.  Failure labels describe one retriever's failures
+(``labelled_by``, the study's diagnostic hybrid): the header names it and shows its recall next to the label,
+and the retriever list offers it.
+
+Layout rule: the inspector reads at a 1,280 px screen without sideways scrolling.  No widget gets a fixed
+width (percentages and max widths only), control rows wrap, and the gold view is a matrix with one row per
+retriever (names abbreviated by :func:`abbreviate`, the full name in the ``title``) and one narrow column per
+gold chunk (at most :data:`GOLD_COLUMNS_PER_TABLE` per table), each chunk's text shown once below it.
+
+Stable hooks for browser tests (CSS classes; keep them):
+
+* ``pmrag-inspector`` — the root ``VBox`` (:attr:`FailureInspector.widget`);
+* ``pmrag-inspector-header`` — the question header (ID, type, text, labels and who labelled them);
+* ``pmrag-inspector-gold`` — the gold-chunk view; ``pmrag-inspector-topk`` — the Top-k view;
+  ``pmrag-inspector-fused`` — the fused (β) view;
+* ``pmrag-inspector-message`` — the status line (match count, or the one "No question matches" message);
+* the controls' ``description`` strings: "type", "label", "failed at 5, recovered at 20", "question",
+  "retriever", "k", "pairing", "β".
+
+Opened without a live kernel, a saved output shows :data:`WIDGET_HINT` (the root box's ``text/plain``).
 """
 
 from __future__ import annotations
@@ -21,12 +40,13 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
 
 import numpy as np
 import pandas as pd
 
 from pmrag.core.frames import require_columns
-from pmrag.core.names import HybridId, RetrieverId, is_hybrid
+from pmrag.core.names import HybridId, InvalidName, RetrieverId, format_beta, is_hybrid, parse_method
 from pmrag.retrieve.fusion import minmax_fuse
 from pmrag.retrieve.tokenizer import tokenize
 
@@ -45,6 +65,16 @@ PREVIEW_CHARS = 200
 TOP_K_COLUMNS = ("rank", "chunk_id", "score", "relevance", "start_at", "speakers", "preview")
 ALL = "All"
 MAX_K = 20
+GOLD_COLUMNS_PER_TABLE = 12
+REPRESENTATION_ABBREVIATIONS = {"raw_text": "raw", "summary": "sum", "embedding_text": "emb"}
+METHOD_ABBREVIATIONS = {"vector": "vec"}
+WIDGET_HINT = "Failure inspector: run this cell (and the ones above) to use it; widgets need a live kernel."
+CSS_ROOT = "pmrag-inspector"
+CSS_HEADER = "pmrag-inspector-header"
+CSS_GOLD = "pmrag-inspector-gold"
+CSS_TOPK = "pmrag-inspector-topk"
+CSS_FUSED = "pmrag-inspector-fused"
+CSS_MESSAGE = "pmrag-inspector-message"
 
 
 # -- pure helpers ------------------------------------------------------------------------------------
@@ -80,6 +110,30 @@ def preview(text, n_chars: int = PREVIEW_CHARS) -> str:
         return ""
     text = str(text)
     return text if len(text) <= n_chars else text[:n_chars] + "…"
+
+
+def abbreviate(name: str) -> str:
+    """A short label for a retriever or hybrid name (the inspector shows the full name on hover).
+
+    A retriever's representation becomes ``raw`` / ``sum`` / ``emb`` and ``vector`` becomes ``vec``, joined by
+    ``·`` (a variant is kept): ``raw_text_bm25_sudachi`` → ``raw·bm25·sudachi``.  A hybrid is its two parts and
+    β without the leading zero: ``hybrid:raw_text_bm25+embedding_text_vector@0.35`` → ``raw·bm25 + emb·vec
+    β=.35``.  A name that is neither is returned unchanged."""
+    try:
+        method = parse_method(str(name))
+    except InvalidName:
+        return str(name)
+    if isinstance(method, HybridId):
+        beta = format_beta(method.beta)
+        beta = beta[1:] if beta.startswith("0.") else beta
+        return f"{_abbreviate_retriever(method.first)} + {_abbreviate_retriever(method.second)} β={beta}"
+    return _abbreviate_retriever(method)
+
+
+def _abbreviate_retriever(retriever: RetrieverId) -> str:
+    parts = (REPRESENTATION_ABBREVIATIONS.get(retriever.representation, retriever.representation),
+             METHOD_ABBREVIATIONS.get(retriever.method, retriever.method), retriever.variant)
+    return "·".join(p for p in parts if p)
 
 
 def compute_per_question(rankings: Mapping[str, pd.DataFrame], qrels: pd.DataFrame,
@@ -132,6 +186,8 @@ class InspectorData:
     betas : ``{(bm25, vector): beta}`` default β per pairing (0.5 where missing); overrides ``pairings``' β.
     focus : the retriever whose failures :meth:`filter_questions` ``failed_recovered`` uses; default
         :func:`default_focus`.
+    labelled_by : the retriever (a ``rankings`` name) whose failures ``labels`` describe — the study's
+        diagnostic hybrid; ``None`` when unknown.  The header names it and shows its recall.
     """
 
     def __init__(self, questions: pd.DataFrame, chunks: pd.DataFrame, qrels: pd.DataFrame,
@@ -139,7 +195,7 @@ class InspectorData:
                  labels: pd.DataFrame | None = None,
                  pairings: Sequence[tuple[str, str]] | Mapping[tuple[str, str], float] = (),
                  betas: Mapping[tuple[str, str], float] | None = None, focus: str | None = None,
-                 preview_chars: int = PREVIEW_CHARS):
+                 preview_chars: int = PREVIEW_CHARS, labelled_by: str | None = None):
         require_columns(questions, QUESTION_COLUMNS, "questions")
         if questions["question_id"].duplicated().any():
             raise ValueError("questions has duplicate question_id values")
@@ -188,6 +244,9 @@ class InspectorData:
         if focus is not None and known and focus not in known:
             raise ValueError(f"unknown focus retriever {focus!r}; per_question has {', '.join(map(str, known))}")
         self.focus = focus
+        if labelled_by is not None:
+            self._check_retriever(labelled_by, "labelled_by")
+        self.labelled_by = labelled_by
         self.preview_chars = preview_chars
 
     # -- vocabularies --------------------------------------------------------------------------
@@ -334,12 +393,21 @@ def _validated_k(k) -> int:
 
 
 # -- HTML rendering (pure) ---------------------------------------------------------------------------
-_STYLE = ("<style>.pmrag-insp table{border-collapse:collapse;font-size:12px}"
+_STYLE = ("<style>.pmrag-insp{max-width:100%;font-size:12px}"
+          ".pmrag-insp table{border-collapse:collapse;font-size:12px;max-width:100%;margin-bottom:4px}"
           ".pmrag-insp th,.pmrag-insp td{border:1px solid #ddd;padding:2px 6px;vertical-align:top;text-align:left}"
-          ".pmrag-insp td.preview{white-space:pre-wrap;max-width:60em}"
-          ".pmrag-insp tr.rel2{background:#e6f4ea}.pmrag-insp tr.rel1{background:#fff8e1}"
+          ".pmrag-insp td.preview{white-space:pre-wrap;overflow-wrap:anywhere;min-width:20em}"
+          ".pmrag-insp .rel2{background:#e6f4ea}.pmrag-insp .rel1{background:#fff8e1}"
           ".pmrag-insp .top5{color:#137333;font-weight:bold}.pmrag-insp .top20{color:#b06000}"
-          ".pmrag-insp .deep{color:#777}.pmrag-insp .unranked{color:#c5221f}</style>")
+          ".pmrag-insp .deep{color:#777}.pmrag-insp .unranked{color:#c5221f}"
+          ".pmrag-insp td.rank{text-align:right;min-width:2.5em}"
+          ".pmrag-insp th.retriever{font-weight:normal;overflow-wrap:anywhere;max-width:24em}"
+          ".pmrag-insp tr.noted th.retriever{font-weight:bold}"
+          ".pmrag-insp abbr{text-decoration:underline dotted;cursor:help}"
+          ".pmrag-insp .legend{color:#555;font-size:11px;margin:2px 0}"
+          ".pmrag-insp div.gold-chunk{border:1px solid #ddd;margin:4px 0;padding:2px 6px}"
+          ".pmrag-insp div.gold-chunk p{margin:2px 0}"
+          ".pmrag-insp div.gold-chunk .preview{white-space:pre-wrap;overflow-wrap:anywhere}</style>")
 GOLD_MARKERS = {2: "★ primary", 1: "☆ supporting"}
 
 
@@ -355,10 +423,22 @@ def _format_time(value) -> str:
 
 def _rank_cell(rank, k: int) -> str:
     if rank is None or pd.isna(rank):
-        return '<td class="rank unranked">not ranked</td>'
+        return '<td class="rank unranked" title="not ranked">–</td>'
     rank = int(rank)
     css = "top5" if rank <= k else ("top20" if rank <= RECOVERED_AT else "deep")
     return f'<td class="rank {css}">{rank}</td>'
+
+
+def retriever_label(name: str) -> str:
+    """``<abbr title="full name">`` :func:`abbreviate` ``(name)`` ``</abbr>``, both escaped."""
+    return f'<abbr title="{html.escape(str(name))}">{html.escape(abbreviate(name))}</abbr>'
+
+
+def _recalls(metrics: pd.Series | None) -> str:
+    if metrics is None:
+        return ""
+    return ", ".join(f"{c}={metrics[c]:.2f}" for c in (f"recall@{FAILED_AT}", f"recall@{RECOVERED_AT}")
+                     if c in metrics.index)
 
 
 def render_message(message: str) -> str:
@@ -367,41 +447,74 @@ def render_message(message: str) -> str:
 
 
 def render_header(question: pd.Series, labels: Sequence[str], focus: str | None = None,
-                  metrics: pd.Series | None = None) -> str:
-    """The question's ID, type, text and labels, plus the focus retriever's recall@5 / recall@20."""
+                  metrics: pd.Series | None = None, labelled_by: str | None = None,
+                  label_metrics: pd.Series | None = None) -> str:
+    """The question's ID, type, text and labels, plus the focus retriever's recall@5 / recall@20.
+
+    With ``labelled_by`` the label line names the retriever the labels were assigned on and its recalls
+    (``label_metrics``): ``label (by hybrid:summary_bm25+summary_vector@0.50; recall@5=0.00, recall@20=1.00):
+    aggregate_failure``, so a label never sits unexplained next to another retriever's recall."""
+    source = ""
+    if labelled_by is not None:
+        recalls = _recalls(label_metrics)
+        source = (f' (by <span class="labelled-by">{html.escape(str(labelled_by))}</span>'
+                  f'{"; " + html.escape(recalls) if recalls else ""})')
     parts = [f'<h4 class="question-id">{html.escape(str(question["question_id"]))} '
              f'<small>[{html.escape(str(question["type"]))}]</small></h4>',
              f'<p class="question-text">{html.escape(str(question["text"]))}</p>',
-             f'<p class="labels">label: {html.escape(", ".join(labels))}</p>']
+             f'<p class="labels">label{source}: {html.escape(", ".join(labels))}</p>']
     if focus is not None and metrics is not None:
-        scores = ", ".join(f"{c}={metrics[c]:.2f}" for c in (f"recall@{FAILED_AT}", f"recall@{RECOVERED_AT}")
-                           if c in metrics.index)
-        parts.append(f'<p class="focus">focus {html.escape(str(focus))}: {html.escape(scores)}</p>')
+        parts.append(f'<p class="focus">focus {html.escape(str(focus))}: {html.escape(_recalls(metrics))}</p>')
     return _wrap("".join(parts))
 
 
-def render_gold_table(gold_ranks: pd.DataFrame, details: pd.DataFrame, query: str, k: int = 5) -> str:
-    """The gold chunks with their rank under every retriever (ranks ≤ ``k`` bold green, ≤ 20 amber, deeper
-    grey, "not ranked" red) and a highlighted preview."""
+def render_gold_table(gold_ranks: pd.DataFrame, details: pd.DataFrame, query: str, k: int = 5,
+                      notes: Mapping[str, str] | None = None) -> str:
+    """The gold chunks' ranks as a matrix and each gold chunk's text once.
+
+    The matrix has one row per retriever (``data-retriever`` = its full name; the row header is
+    :func:`retriever_label`, followed by ``notes[name]`` such as "focus" or "labels") and one narrow column per
+    gold chunk, numbered in :meth:`InspectorData.gold` order with its marker (★ primary, ☆ supporting) and its
+    chunk ID in the ``title``; at most :data:`GOLD_COLUMNS_PER_TABLE` columns per table, further chunks in
+    further tables.  Ranks ≤ ``k`` bold green, ≤ 20 amber, deeper grey, "–" (not ranked) red.  Below it, one
+    block per gold chunk (``data-chunk-id``): number, relevance, chunk ID, start time, speakers and the
+    preview highlighted with the query tokens."""
     if gold_ranks.empty:
         return render_message("This question has no gold chunk (relevance ≥ 1).")
+    notes = dict(notes or {})
     retrievers = [c for c in gold_ranks.columns if c not in ("chunk_id", "relevance")]
-    head = ("<tr><th>chunk</th><th>gold</th>" + "".join(f"<th>{html.escape(str(r))}</th>" for r in retrievers)
-            + "<th>start</th><th>speakers</th><th>preview</th></tr>")
+    gold = [(number, row) for number, (_, row) in enumerate(gold_ranks.iterrows(), start=1)]
+    tables = []
+    for start in range(0, len(gold), GOLD_COLUMNS_PER_TABLE):
+        group = gold[start:start + GOLD_COLUMNS_PER_TABLE]
+        head = "<tr><th>retriever</th>" + "".join(
+            f'<th class="chunk rel{int(row["relevance"])}" '
+            f'title="{html.escape(str(row["chunk_id"]))} · {GOLD_MARKERS.get(int(row["relevance"]), "")}">'
+            f'{number} {GOLD_MARKERS.get(int(row["relevance"]), " ")[0]}</th>' for number, row in group) + "</tr>"
+        body = []
+        for name in retrievers:
+            note = notes.get(name)
+            label = retriever_label(name) + (f" <small>{html.escape(note)}</small>" if note else "")
+            cells = "".join(_rank_cell(row[name], k) for _, row in group)
+            body.append(f'<tr class="retriever{" noted" if note else ""}" data-retriever="{html.escape(str(name))}">'
+                        f'<th scope="row" class="retriever">{label}</th>{cells}</tr>')
+        tables.append(f'<table class="gold-ranks"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>')
+    legend = (f'<p class="legend">Rank of each gold chunk (columns) under each retriever (rows): ≤ {k} green, '
+              f"≤ {RECOVERED_AT} amber, deeper grey, – not ranked. Hover a name for the full retriever name, "
+              "a column number for the chunk ID.</p>")
     info = details.set_index("chunk_id")
-    rows = []
-    for _, row in gold_ranks.iterrows():
+    blocks = []
+    for number, row in gold:
         rel = int(row["relevance"])
-        chunk = row["chunk_id"]
-        cells = "".join(_rank_cell(row[r], k) for r in retrievers)
-        d = info.loc[chunk] if chunk in info.index else None
-        start = _format_time(d["start_at"]) if d is not None else ""
-        speakers = html.escape(d["speakers"]) if d is not None else ""
+        chunk = html.escape(str(row["chunk_id"]))
+        d = info.loc[row["chunk_id"]] if row["chunk_id"] in info.index else None
+        meta = [f"<b>{number}</b> {GOLD_MARKERS.get(rel, '')}", f"<code>{chunk}</code>"]
+        if d is not None:
+            meta += [p for p in (_format_time(d["start_at"]), html.escape(d["speakers"])) if p]
         text = highlight(d["preview"], query) if d is not None else ""
-        rows.append(f'<tr class="gold rel{rel}" data-chunk-id="{html.escape(str(chunk))}">'
-                    f"<td>{html.escape(str(chunk))}</td><td>{GOLD_MARKERS.get(rel, '')}</td>{cells}"
-                    f'<td>{start}</td><td>{speakers}</td><td class="preview">{text}</td></tr>')
-    return _wrap(f'<table class="gold-ranks"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>')
+        blocks.append(f'<div class="gold-chunk rel{rel}" data-chunk-id="{chunk}">'
+                      f'<p class="meta">{" · ".join(meta)}</p><p class="preview">{text}</p></div>')
+    return _wrap("".join(tables) + legend + "".join(blocks))
 
 
 def render_ranking_table(top: pd.DataFrame, query: str, caption: str = "") -> str:
@@ -432,14 +545,17 @@ class FailureInspector:
     ``retriever``, ``k`` (IntSlider 1..20), ``pairing`` (values ``(bm25, vector)``) and ``beta``
     (FloatSlider 0..1, step 0.05, reset to the pairing's default β when the pairing changes).
     Views (``ipywidgets.HTML``): ``status`` (match count or why nothing matches), ``header``, ``gold``,
-    ``top``, ``fused``.  ``widget`` is the top-level ``VBox``.
+    ``top``, ``fused``.  ``widget`` is the top-level ``VBox`` (its ``text/plain`` is :data:`WIDGET_HINT`).
+    When no question matches, ``status`` alone says so and ``retriever``, ``k``, ``pairing`` and ``beta`` are
+    disabled until one matches again.  The CSS hooks of the module docstring are on these widgets.
     """
 
     def __init__(self, data: InspectorData, k: int = 5):
         import ipywidgets as w
 
         self.data = data
-        wide = w.Layout(width="auto")
+        wide = w.Layout(width="auto", max_width="100%")
+        row = w.Layout(flex_flow="row wrap", width="100%")
         style = {"description_width": "initial"}
         label_options = [ALL, *data.label_values]
         if any(data.labels_of(q) == (NO_LABEL,) for q in data.question_ids):
@@ -449,9 +565,11 @@ class FailureInspector:
         self.label_filter = w.Dropdown(options=label_options, value=ALL, description="label", style=style)
         self.recovered_filter = w.Checkbox(value=False, description="failed at 5, recovered at 20",
                                            tooltip=f"focus retriever: {data.focus}", indent=False)
-        self.question = w.Dropdown(options=[], description="question", style=style, layout=w.Layout(width="60em"))
+        self.question = w.Dropdown(options=[], description="question", style=style,
+                                   layout=w.Layout(width="100%", max_width="60em"))
         retrievers = data.retrievers
-        self.retriever = w.Dropdown(options=retrievers,
+        notes = self.retriever_notes()
+        self.retriever = w.Dropdown(options=[(f"{r} · {notes[r]}" if r in notes else r, r) for r in retrievers],
                                     value=data.focus if data.focus in retrievers else retrievers[0],
                                     description="retriever", style=style, layout=wide)
         self.k = w.IntSlider(value=min(max(int(k), 1), MAX_K), min=1, max=MAX_K, step=1, description="k",
@@ -468,13 +586,16 @@ class FailureInspector:
         self.gold = w.HTML()
         self.top = w.HTML()
         self.fused = w.HTML()
-        self.widget = w.VBox([
-            w.HBox([self.type_filter, self.label_filter, self.recovered_filter]),
+        self.widget = _inspector_box()([
+            w.HBox([self.type_filter, self.label_filter, self.recovered_filter], layout=row),
             self.status, self.question, self.header,
             w.HTML("<b>Gold chunks: rank under every retriever</b>"), self.gold,
-            w.HBox([self.retriever, self.k]), self.top,
-            w.HBox([self.pairing, self.beta]), self.fused,
-        ])
+            w.HBox([self.retriever, self.k], layout=row), self.top,
+            w.HBox([self.pairing, self.beta], layout=row), self.fused,
+        ], layout=w.Layout(width="100%", max_width="100%"))
+        for view, css in ((self.widget, CSS_ROOT), (self.header, CSS_HEADER), (self.gold, CSS_GOLD),
+                          (self.top, CSS_TOPK), (self.fused, CSS_FUSED), (self.status, CSS_MESSAGE)):
+            view.add_class(css)
 
         self._refreshing = False
         for control in (self.type_filter, self.label_filter, self.recovered_filter):
@@ -490,21 +611,47 @@ class FailureInspector:
     def from_results(cls, questions: pd.DataFrame, chunks: pd.DataFrame, qrels: pd.DataFrame,
                      rankings: Mapping[str, pd.DataFrame], best: pd.DataFrame,
                      pairings: Sequence[tuple[str, str]] = (), labels: pd.DataFrame | None = None,
-                     focus: str | None = None, k: int = 5) -> "FailureInspector":
-        """An inspector over a study's results: its evaluable ``questions``, ``chunks`` (with a ``speakers``
-        column), ``qrels``, the single retrievers' ``rankings`` by name, and ``best`` (each pairing's selected
-        β: ``bm25, vector, beta``), whose fused runs are added under their :class:`~pmrag.core.names.HybridId`
-        names; ``pairings`` orders the β slider's pairing choices (default: ``best``'s order).  Per-question
-        metrics are computed from those rankings."""
+                     focus: str | None = None, k: int = 5,
+                     diagnostic: HybridId | str | None = None) -> "FailureInspector":
+        """An inspector over a study's results.
+
+        Parameters
+        ----------
+        questions, chunks, qrels : the evaluable questions, the chunks (with a ``speakers`` column), the qrels.
+        rankings : the single retrievers' rankings by name.
+        best : each pairing's selected β (``bm25, vector, beta``); their fused runs are added under their
+            :class:`~pmrag.core.names.HybridId` names.
+        pairings : the order of the β slider's pairing choices (default: ``best``'s order).
+        labels : the rule-based failure labels (``question_id, label``).
+        focus : the retriever of the "failed at 5, recovered at 20" filter (default :func:`default_focus`).
+        diagnostic : the hybrid the labels were assigned on (the study's ``analysis.diagnostic()``); its fused
+            run is added the same way as ``best``'s, the retriever list offers it, the header names it, and its
+            pairing joins the β slider's choices (at its own β) when ``pairings`` lacks it.
+
+        Per-question metrics are computed from the resulting rankings."""
         rankings = {name: frame.drop(columns="retriever", errors="ignore").reset_index(drop=True)
                     for name, frame in rankings.items()}
         betas = {(row.bm25, row.vector): float(row.beta) for row in best.itertuples(index=False)}
-        for (first, second), beta in betas.items():
-            name = HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta)
-            rankings[str(name)] = minmax_fuse(rankings[first], rankings[second], beta)
+        hybrids = [HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta)
+                   for (first, second), beta in betas.items()]
         pairings = [tuple(map(str, p)) for p in pairings] or list(betas)
+        if diagnostic is not None:
+            diagnostic = diagnostic if isinstance(diagnostic, HybridId) else HybridId.parse(str(diagnostic))
+            hybrids.append(diagnostic)
+            pair = (str(diagnostic.first), str(diagnostic.second))
+            if pair not in pairings:
+                pairings.append(pair)
+            betas.setdefault(pair, diagnostic.beta)
+        for hybrid in hybrids:
+            if str(hybrid) not in rankings:
+                first, second = str(hybrid.first), str(hybrid.second)
+                for name in (first, second):
+                    if name not in rankings:
+                        raise ValueError(f"hybrid {hybrid}: no ranking of {name!r}; rankings has "
+                                         f"{', '.join(map(str, rankings))}")
+                rankings[str(hybrid)] = minmax_fuse(rankings[first], rankings[second], hybrid.beta)
         data = InspectorData(questions, chunks, qrels, rankings, labels=labels, pairings=pairings, betas=betas,
-                             focus=focus)
+                             focus=focus, labelled_by=None if diagnostic is None else str(diagnostic))
         return cls(data, k=k)
 
     # -- state ----------------------------------------------------------------------------------
@@ -512,6 +659,14 @@ class FailureInspector:
     def question_ids(self) -> list[str]:
         """The question IDs the question dropdown currently offers."""
         return [value for _, value in self.question.options]
+
+    def retriever_notes(self) -> dict[str, str]:
+        """``{retriever: "focus" | "labels" | "focus, labels"}`` for the focus and the labels' retriever."""
+        notes: dict[str, list[str]] = {}
+        for name, note in ((self.data.focus, "focus"), (self.data.labelled_by, "labels")):
+            if name is not None:
+                notes.setdefault(name, []).append(note)
+        return {name: ", ".join(parts) for name, parts in notes.items()}
 
     def filters(self) -> dict:
         """The current filter values as :meth:`InspectorData.filter_questions` keyword arguments."""
@@ -534,6 +689,8 @@ class FailureInspector:
         finally:
             self._refreshing = False
         self.question.disabled = not ids
+        self.retriever.disabled = self.k.disabled = not ids
+        self.pairing.disabled = self.beta.disabled = not ids or not self.data.pairings
         if ids:
             self.status.value = render_message(f"{len(ids)} of {len(self.data.question_ids)} questions match.")
         else:
@@ -548,17 +705,18 @@ class FailureInspector:
 
     def render_question(self) -> None:
         qid = self.question.value
-        if qid is None:
-            self.header.value = self.status.value
-            self.gold.value = ""
+        if qid is None:  # the status line alone says why
+            self.header.value = self.gold.value = ""
             return
         data = self.data
         question = data.question(qid)
-        self.header.value = render_header(question, data.labels_of(qid), data.focus,
-                                          data.metrics(data.focus, qid) if data.focus else None)
+        self.header.value = render_header(
+            question, data.labels_of(qid), data.focus, data.metrics(data.focus, qid) if data.focus else None,
+            labelled_by=data.labelled_by,
+            label_metrics=data.metrics(data.labelled_by, qid) if data.labelled_by else None)
         ranks = data.gold_ranks(qid)
         self.gold.value = render_gold_table(ranks, data.chunk_details(ranks["chunk_id"]), question["text"],
-                                            k=self.k.value)
+                                            k=self.k.value, notes=self.retriever_notes())
 
     def render_top(self) -> None:
         qid = self.question.value
@@ -621,7 +779,27 @@ class FailureInspector:
         chosen = "; ".join(p for p in parts if p) or "no filter"
         return f"No question matches the filters ({chosen}). Relax a filter to see questions."
 
-    def _ipython_display_(self):  # pragma: no cover - notebook only
-        from IPython.display import display
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """The root box's bundle: the widget view for a live kernel, :data:`WIDGET_HINT` as ``text/plain``."""
+        return self.widget._repr_mimebundle_(**kwargs)
 
-        display(self.widget)
+    def __repr__(self) -> str:
+        return (f"FailureInspector({len(self.data.question_ids)} questions, {len(self.data.retrievers)} retrievers, "
+                f"question={self.question.value!r})")
+
+
+@cache
+def _inspector_box() -> type:
+    """The root ``VBox`` class whose ``text/plain`` is :data:`WIDGET_HINT` (built on first use, so importing
+    this module does not import ipywidgets)."""
+    import ipywidgets as w
+
+    class InspectorBox(w.VBox):
+        """A ``VBox`` that a notebook saved without its widget state shows as a one-line hint, not as
+        ``VBox(children=(HBox(...`` (ipywidgets puts ``repr(widget)`` in ``text/plain``)."""
+
+        def _repr_mimebundle_(self, **kwargs):
+            bundle = super()._repr_mimebundle_(**kwargs) or {}
+            return {**bundle, "text/plain": WIDGET_HINT}
+
+    return InspectorBox
