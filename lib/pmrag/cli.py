@@ -49,7 +49,10 @@ def _ingest(args) -> int:
         for batch, report in ingest_files(engine, jobs, permissive=args.permissive, options=options):
             print(report.line(), flush=True)
             for rejected in batch.rejected:
-                print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")
+                if rejected.kind == "evidence":   # an evidence id read as its one reading, or dropped: not an error
+                    print(f"  evidence at {rejected.location}: {rejected.reason}")
+                else:
+                    print(f"  rejected {rejected.kind} at {rejected.location}: {rejected.reason}")
             if batch.empty:
                 print(f"pmrag ingest: warning: {batch.path}: no message or question found; is it a chat export?",
                       file=sys.stderr, flush=True)
@@ -75,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     study = sub.add_parser("study", help="execute the numbered notebooks on a params file")
     study.add_argument("params", help="params YAML, e.g. params/demo.yaml")
-    study.add_argument("--quiet", action="store_true", help="no progress display")
+    study.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     study.add_argument("--fresh", action="store_true",
                        help="recompute every stage (the content-addressed embedding cache is kept)")
     study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: cores + 1, at most 4)")

@@ -165,7 +165,7 @@ def test_locomo_numeric_answer_is_still_kept_as_text(tmp_path):
     """LoCoMo has numeric answers: they stay accepted (as text), unlike numbers in string fields."""
     batch = read_source(write(tmp_path, "l.json", json.dumps(locomo_sample())), "locomo")
     [question] = batch.questions
-    assert question.answer == "7" and question.type == "category_1"
+    assert question.answer == "7" and question.type == "multi-hop"
 
 
 @pytest.mark.parametrize("evidence, refused", [

@@ -73,11 +73,19 @@ class QuestionRecord:
 
 @dataclass(frozen=True)
 class Rejected:
-    """A record that was read but not stored, with where it was and why."""
+    """A record that was read but not stored as it was, with where it was and why.
+
+    ``kind`` is ``"message"`` or ``"question"`` for a record left out (``action`` ``"rejected"``), or
+    ``"evidence"`` for one evidence id of a question that was kept or left out on its own: ``action``
+    ``"normalised"`` (an id with one obvious reading, stored as that reading) or ``"dropped"`` (an id that
+    names no turn; the question keeps its other evidence).  Evidence notes are not records: they take no
+    part in the counts that reconcile.
+    """
 
     location: str
     reason: str
-    kind: str = "message"  # "message" or "question"
+    kind: str = "message"  # "message", "question" or "evidence"
+    action: str = "rejected"  # "rejected"; for kind "evidence": "normalised" or "dropped"
 
 
 @dataclass

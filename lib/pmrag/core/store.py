@@ -46,7 +46,8 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 2            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path)
+SCHEMA_VERSION = 3            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+                              # 3: rejections.action)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -63,12 +64,13 @@ files = Table(                                           # one row per file inge
     Column("rejected", Integer, nullable=False),
 )
 
-rejections = Table(
+rejections = Table(                                      # what a file's ingest did not store as it was read
     "rejections", metadata,
     Column("sha256", String(64), nullable=False, index=True),
-    Column("kind", String, nullable=False),
+    Column("kind", String, nullable=False),              # message | question | evidence (a LoCoMo evidence id)
     Column("location", Text, nullable=False),
     Column("reason", Text, nullable=False),
+    Column("action", String, nullable=False, server_default="rejected"),   # rejected; evidence: normalised | dropped
 )
 
 messages = Table(
@@ -304,11 +306,13 @@ def _columns(conn, name: str) -> list[str]:
 
 def _upgrade(conn) -> None:
     """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
-    NULL merge key: they are never merged with later exports)."""
+    NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``)."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
         conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS ix_messages_merge_key ON messages (merge_key)")
+    if "rejections" in tables and "action" not in _columns(conn, "rejections"):
+        conn.exec_driver_sql("ALTER TABLE rejections ADD COLUMN action VARCHAR NOT NULL DEFAULT 'rejected'")
     if "files" in tables:
         key = [row[1] for row in conn.exec_driver_sql('PRAGMA table_info("files")').all() if row[5]]
         if key == ["sha256"]:   # version 1: one row per content, the path of the last name ingested
@@ -327,7 +331,8 @@ def _schema_objects(conn) -> dict[str, str]:
     return dict(rows)
 
 
-_EARLIER_COLUMNS = {"messages": [c.name for c in messages.columns if c.name != "merge_key"]}
+_EARLIER_COLUMNS = {"messages": [c.name for c in messages.columns if c.name != "merge_key"],
+                    "rejections": [c.name for c in rejections.columns if c.name != "action"]}
 """Tables whose columns changed since schema version 1 (:func:`_upgrade`), as version 1 had them."""
 
 

@@ -4,6 +4,12 @@ A file is stored in one transaction, its messages inserted :data:`INSERT_ROWS` a
 large export is never held whole).  Its counts come from that transaction alone: ``stored`` is the number
 of rows its ``INSERT OR IGNORE`` statements inserted, so another process writing to the same database at
 the same time cannot move them (a before/after ``COUNT(*)`` could, down to a negative "already present").
+
+Questions are counted the same way: a question whose ID is already stored with the same text, type, answer,
+source and resolved evidence is already present and is not written again; one whose ID is stored with other
+content replaces it (the newer file wins, as it always has for a question file ingested again) and counts as
+stored.  A file's rejections, and the notes on its LoCoMo evidence ids (``kind`` ``evidence``, ``action``
+``normalised`` or ``dropped``), replace those of its earlier ingest in the ``rejections`` table.
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ _INSERT_MESSAGES = (
 
 @dataclass(frozen=True)
 class StoreReport:
-    """Reconciliation of one file: ``read == stored + already_present + rejected``."""
+    """Reconciliation of one file: ``read == stored + already_present + rejected`` for its messages and
+    ``questions_read == questions_stored + questions_already_present + questions_rejected`` for its questions.
+
+    ``evidence_normalised`` / ``evidence_dropped`` count the LoCoMo evidence ids read as their one obvious
+    reading or dropped (the ``evidence`` rows of ``rejections``); they are not records and reconcile nothing.
+    """
 
     path: str
     format: str
@@ -48,7 +59,10 @@ class StoreReport:
     rejected: int
     questions_read: int
     questions_stored: int
+    questions_already_present: int
     questions_rejected: int
+    evidence_normalised: int
+    evidence_dropped: int
     same_as: str | None = None   # the name under which the same content was ingested before
 
     def line(self) -> str:
@@ -59,7 +73,10 @@ class StoreReport:
         if self.same_as:
             text += f"; the same content as {self.same_as}, ingested before"
         if self.questions_read:
-            text += f"; questions read {self.questions_read}, stored {self.questions_stored}, rejected {self.questions_rejected}"
+            text += (f"; questions read {self.questions_read}, stored {self.questions_stored}, "
+                     f"already present {self.questions_already_present}, rejected {self.questions_rejected}")
+        if self.evidence_normalised or self.evidence_dropped:
+            text += f"; evidence ids normalised {self.evidence_normalised}, dropped {self.evidence_dropped}"
         return text
 
 
@@ -132,7 +149,8 @@ def record_same_file(engine: Engine, path: str, sha256: str, earlier: dict) -> S
     return StoreReport(path=path, format=earlier["format"], encoding=earlier["encoding"] or "",
                        dialect=earlier["dialect"] or "", read=earlier["records_read"], stored=0,
                        already_present=earlier["records_read"] - rejected, rejected=rejected, questions_read=0,
-                       questions_stored=0, questions_rejected=0, same_as=earlier["path"])
+                       questions_stored=0, questions_already_present=0, questions_rejected=0,
+                       evidence_normalised=0, evidence_dropped=0, same_as=earlier["path"])
 
 
 def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, int]:
@@ -174,32 +192,50 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str,
         offered, stored = _insert_messages(conn, chunks)
         if offered != batch.kept_messages:
             raise AssertionError(f"{batch.path}: {offered} message rows for {batch.kept_messages} messages kept")
+        questions_stored = 0
         for question in batch.questions:
-            evidence = _resolve_evidence(conn, batch.path, question)
-            conn.execute(delete(question_evidence).where(question_evidence.c.question_id == question.question_id))
-            conn.execute(insert(questions).prefix_with("OR REPLACE"), [{
-                "question_id": question.question_id, "text": question.text, "type": question.type,
-                "answer": question.answer, "source": question.source,
-            }])
-            conn.execute(insert(question_evidence), [
-                {"question_id": question.question_id, "message_id": mid, "relevance": rel} for mid, rel in evidence.items()
-            ])
+            questions_stored += _store_question(conn, question, _resolve_evidence(conn, batch.path, question))
         conn.execute(delete(rejections).where(rejections.c.sha256 == sha256))
         if batch.rejected:
             conn.execute(insert(rejections), [
-                {"sha256": sha256, "kind": r.kind, "location": r.location, "reason": r.reason} for r in batch.rejected
+                {"sha256": sha256, "kind": r.kind, "location": r.location, "reason": r.reason, "action": r.action}
+                for r in batch.rejected
             ])
         conn.execute(insert(files).prefix_with("OR REPLACE"), [{
             "sha256": sha256, "path": batch.path, "format": batch.format, "encoding": batch.encoding,
-            "dialect": batch.dialect, "records_read": batch.records_read, "rejected": len(batch.rejected),
+            "dialect": batch.dialect, "records_read": batch.records_read,
+            "rejected": sum(r.action == "rejected" for r in batch.rejected),
         }])
-    rejected_messages = sum(r.kind == "message" for r in batch.rejected)
+    actions = Counter((r.kind, r.action) for r in batch.rejected)
     return StoreReport(
         path=batch.path, format=batch.format, encoding=batch.encoding, dialect=batch.dialect,
-        read=batch.records_read, stored=stored, already_present=offered - stored, rejected=rejected_messages,
-        questions_read=batch.questions_read, questions_stored=len(batch.questions),
+        read=batch.records_read, stored=stored, already_present=offered - stored, rejected=actions["message", "rejected"],
+        questions_read=batch.questions_read, questions_stored=questions_stored,
+        questions_already_present=len(batch.questions) - questions_stored,
         questions_rejected=batch.questions_read - len(batch.questions),
+        evidence_normalised=actions["evidence", "normalised"], evidence_dropped=actions["evidence", "dropped"],
     )
+
+
+def _store_question(conn, question: QuestionRecord, evidence: dict[str, int]) -> bool:
+    """Write ``question`` with its resolved ``evidence`` (``message_id -> relevance``) unless the store already
+    holds it with the same content; True when it was written (new, or replacing other content)."""
+    row = {"question_id": question.question_id, "text": question.text, "type": question.type,
+           "answer": question.answer, "source": question.source}
+    stored = conn.execute(select(questions).where(questions.c.question_id == question.question_id)).first()
+    if stored is not None and dict(stored._mapping) == row:
+        stored_evidence = conn.execute(
+            select(question_evidence.c.message_id, question_evidence.c.relevance)
+            .where(question_evidence.c.question_id == question.question_id)
+        ).all()
+        if dict(stored_evidence) == evidence:
+            return False
+    conn.execute(delete(question_evidence).where(question_evidence.c.question_id == question.question_id))
+    conn.execute(insert(questions).prefix_with("OR REPLACE"), [row])
+    conn.execute(insert(question_evidence), [
+        {"question_id": question.question_id, "message_id": mid, "relevance": rel} for mid, rel in evidence.items()
+    ])
+    return True
 
 
 def _insert_messages(conn, chunks: Iterator[list[tuple]]) -> tuple[int, int]:
