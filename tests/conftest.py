@@ -17,7 +17,8 @@ def make_tiny_study(root, extra_yaml: str = ""):
     shutil.copy(fixtures / "questions" / "family_questions.json", root / "data" / "questions.json")
     (root / "p.yaml").write_text(
         "run: tiny\noutputs_dir: out\ncache_dir: cache\n"
-        "dataset: {inputs: [data/family.json], questions: data/questions.json}\n" + extra_yaml,
+        "dataset: {inputs: [data/family.json], questions: data/questions.json}\n" + extra_yaml
+        + ("" if "analysis:" in extra_yaml else "analysis: {aggregate_type: contextual}\n"),   # the fixture's types
         encoding="utf-8",
     )
     return Study.from_params(root / "p.yaml")

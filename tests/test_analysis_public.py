@@ -17,7 +17,7 @@ RAW_TEXT_ONLY = "retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25, 
 TINY = (
     f"retrieval: {{{RAW_TEXT_ONLY}}}\nbootstrap: {{n_resamples: 200}}\n"
     "hybrid: {pairings: [[raw_text_bm25, raw_text_vector], [summary_bm25, raw_text_vector]], beta_step: 0.25}\n"
-    "analysis: {reference_retriever: summary_bm25, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n"
+    "analysis: {aggregate_type: contextual, reference_retriever: summary_bm25, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n"
 )
 
 
@@ -49,7 +49,7 @@ def test_reliability_compares_the_selected_best_hybrid(study, results):
 def test_analysis_cutoffs_are_scored_even_when_retrieval_ks_omit_them(tmp_path):
     study = make_tiny_study(tmp_path, f"retrieval: {{{RAW_TEXT_ONLY}, ks: [1, 5]}}\n"
                                       "hybrid: {pairings: [[raw_text_bm25, raw_text_vector]]}\n"
-                                      "analysis: {recovery_ks: [7], diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n")
+                                      "analysis: {aggregate_type: contextual, recovery_ks: [7], diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n")
     assert study.params.metric_ks() == (1, 5, 7)
     assert {"recall@1", "recall@5", "recall@7"} <= set(study.metrics().columns)
     assert {"recall@1", "recall@5", "recall@7"} <= set(study.per_question().columns)

@@ -65,6 +65,13 @@ def test_every_figure_is_saved_once_by_its_notebook():
         assert writers.get(("figure", name)) == [spec.notebook], (name, writers.get(("figure", name)))
 
 
+def test_committed_notebooks_carry_the_kernel_name_jupyterlab_writes():
+    """Opening and saving a notebook in JupyterLab must not change it: its kernelspec is JupyterLab's own."""
+    for notebook in NOTEBOOKS:
+        spec = json.loads(notebook.read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+        assert spec == {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, notebook.name
+
+
 def test_declared_notebooks_exist():
     stems = {notebook.stem for notebook in NOTEBOOKS}
     for spec in [*TABLES.values(), *FIGURES.values()]:
@@ -103,4 +110,16 @@ def test_study_save_table_takes_only_declared_specs_with_their_columns(tmp_path)
         study.save_figure("chunk_lengths", None)
     written = study.save_table(T.table1_dataset, frame)
     assert written == "tables/table1_dataset.csv"
-    assert pd.read_csv(study.run_dir / written).to_dict("records") == [{"Item": "messages", "Value": 3}]
+    stand_in = study.params.summarizer.label()
+    assert study.params.summarizer.backend == "extractive"
+    assert pd.read_csv(study.run_dir / written).to_dict("records") == [
+        {"Item": "messages", "Value": 3, "summarizer": stand_in}]   # made with the stand-in: every row says so
+
+
+def test_a_table_made_with_an_llm_has_no_stand_in_column(tmp_path):
+    study = make_tiny_study(tmp_path)
+    study.params = study.params.model_copy(update={
+        "summarizer": study.params.summarizer.model_copy(update={"backend": "openai"})})
+    assert study.summarizer_note() is None
+    written = study.save_table(T.table1_dataset, pd.DataFrame({"Item": ["messages"], "Value": [3]}))
+    assert list(pd.read_csv(study.run_dir / written).columns) == ["Item", "Value"]

@@ -16,7 +16,7 @@ TOY = "raw_text_toy"
 RETRIEVERS_LISTED = ["raw_text_bm25", "summary_bm25", "raw_text_vector", "summary_vector", TOY]
 TOY_YAML = (
     f"retrieval: {{retrievers: [{', '.join(RETRIEVERS_LISTED)}]}}\n"
-    "analysis: {reference_retriever: raw_text_bm25}\n"
+    "analysis: {aggregate_type: contextual, reference_retriever: raw_text_bm25}\n"
     f"hybrid: {{pairings: [[raw_text_bm25, raw_text_vector], [{TOY}, raw_text_vector]], beta_step: 0.25}}\n"
     "bootstrap: {n_resamples: 200}\n"
 )

@@ -11,7 +11,7 @@ from conftest import make_tiny_study
 
 RETRIEVERS = "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25, raw_text_vector]}\n"
 PAIRINGS = "[[summary_bm25, raw_text_vector], [raw_text_bm25, raw_text_vector]]"
-ANALYSIS = "analysis: {diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n"
+ANALYSIS = "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n"
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def tiny_study(tmp_path_factory):
         tmp_path_factory.mktemp("tiny"),
         "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25, raw_text_vector], ks: [1, 5]}\n"
         "hybrid: {pairings: [[raw_text_bm25, raw_text_vector]]}\n"
-        "analysis: {diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\nbootstrap: {n_resamples: 200}\n",
+        "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\nbootstrap: {n_resamples: 200}\n",
     )
 
 

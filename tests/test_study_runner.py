@@ -110,7 +110,7 @@ def write_tiny_params(tmp_path, notebooks_dir, bootstrap: int = 200) -> Path:
         "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
         "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
         "hybrid: {pairings: [[raw_text_bm25, summary_bm25]], beta_step: 0.25}\n"
-        "analysis: {reference_retriever: embedding_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
+        "analysis: {aggregate_type: contextual, reference_retriever: embedding_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
         f"bootstrap: {{n_resamples: {bootstrap}}}\n",
         encoding="utf-8",
     )

@@ -9,6 +9,7 @@ from pmrag.retrieve.tokenizer import (
     parse_spec,
     tokenize,
     tokenize_many,
+    with_latin_letters,
 )
 
 
@@ -254,3 +255,41 @@ def test_spec_is_what_the_tokenizer_uses(tmp_path):
 def test_spec_validation(text, message):
     with pytest.raises(ValueError, match=message):
         parse_spec(text)
+
+
+# ----------------------------------------------------------------------- the English text path (latin_letters)
+
+@pytest.mark.parametrize("text, expected", [
+    ("Café au lait", ["café", "au", "lait"]),
+    ("my RÉSUMÉ.pdf", ["my", "résumé.pdf"]),
+    ("Straße und Öl", ["straße", "und", "öl"]),
+    ("Łódź, Dvořák, naïve", ["łódź", "dvořák", "naïve"]),
+    ("cafe\u0301 decomposed", ["cafe\u0301", "decomposed"]),   # e + combining acute stays one word
+])
+def test_latin_letters_keep_accented_words_whole(text, expected):
+    assert with_latin_letters(default_spec()).tokenize(text) == expected
+
+
+def test_without_latin_letters_the_paper_tokenizer_cuts_accented_words():
+    assert tokenize("Café résumé") == ["caf", "sum"]
+
+
+def test_latin_letters_change_nothing_else():
+    latin = with_latin_letters(default_spec())
+    for text in ("usbメモリとPV数", "スマホ充電器を買った", "恒例行事 これ 2024-04-10 a b c", "ｕｓｂ ＵＳＢ"):
+        assert latin.tokenize(text) == tokenize(text)
+    assert "\u0301" not in "".join(latin.tokenize("\u0301only a mark"))   # a combining mark never starts a token
+
+
+def test_latin_letters_param_reaches_the_bm25_tokenizer():
+    from pmrag.core.params import BM25Section
+    from pmrag.retrieve.tokenizer import RegexTokenizer
+
+    assert RegexTokenizer.from_params(BM25Section(latin_letters=True)).tokenize_many(["Café"]) == [["café"]]
+    assert RegexTokenizer.from_params(BM25Section()).tokenize_many(["Café"]) == [["caf"]]
+
+
+def test_latin_letters_needs_an_alnum_class():
+    spec = parse_spec("[katakana]\nstart U+30A1..U+30FA\n")
+    with pytest.raises(ValueError, match=r"no \[alnum\] class"):
+        with_latin_letters(spec)

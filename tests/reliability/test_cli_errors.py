@@ -341,7 +341,7 @@ def tiny_built(tmp_path_factory):
         "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
         "retrieval: {retrievers: [raw_text_bm25, summary_bm25]}\n"
         "hybrid: {pairings: [[raw_text_bm25, summary_bm25]], beta_step: 0.5}\n"
-        "analysis: {reference_retriever: raw_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
+        "analysis: {aggregate_type: contextual, reference_retriever: raw_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
         "bootstrap: {n_resamples: 50}\n", encoding="utf-8")
     from pmrag.study import Study
 

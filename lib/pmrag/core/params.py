@@ -76,9 +76,26 @@ class DatasetSection(Section):
         "text and occurrence among identical ones, counts as already present, and a file whose content was "
         "ingested under another name is not stored again; false: the paper's rule (§3.1), every record of every "
         "file is stored")
+    include_types: Annotated[tuple[str, ...], Lax] | None = key(
+        None, "evaluate only questions of these types (null: every type); a type that matches no question is an error")
+    exclude_types: Annotated[tuple[str, ...], Lax] = key(
+        (), "leave questions of these types out of the evaluation (LoCoMo's adversarial questions, answered 'not "
+        "mentioned', have no evidence to retrieve); counted in the study's losses; a type that matches no question "
+        "is an error")
+    show_chat_text: Literal["auto"] | bool = key(
+        "auto", "print chat text (example chunks, messages) in notebook outputs: auto shows it only for public data "
+        "(the embedded synthetic demo, LoCoMo) and never for your own exports; true / false decide it")
     unknown_time_offset: Literal["date_order", "source_order"] = key(
         "date_order", "a message without a time is placed at its date 00:00:00 plus its position within the date "
         "(date_order) or within the file (source_order, the paper's literal wording)")
+
+
+    @model_validator(mode="after")
+    def _types_disjoint(self):
+        both = sorted(set(self.include_types or ()) & set(self.exclude_types))
+        if both:
+            raise ValueError(f"question type {shown(both[0])} is both in include_types and in exclude_types")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- chunking
@@ -244,6 +261,10 @@ class BM25Section(Section):
     b: Number = key(0.75, "length normalisation", paper=0.75, ge=0, le=1)
     tokenizer_spec: str | None = key(None, "the regex tokenizer's spec file (default: the packaged "
                                            "retrieve/bm25_tokenizer_spec.txt, the paper's tokenizer)")
+    latin_letters: bool = key(
+        False, "the English text path: accented Latin letters (é, ü, ß, ø, ł …, and combining accents) are letters of "
+        "the alnum class, so café and résumé stay whole words; false: the paper's ASCII-only class (café → caf)",
+        paper=False)
     zero_scores: Literal["pad", "drop"] = key(
         "pad", "chunks scoring 0 (no query token): pad the top-depth list with them in tie-break order (the paper "
         "sorts every chunk; a list's min-max minimum is then 0) or drop them (a list holds only matching chunks)",

@@ -109,5 +109,6 @@ def topk_sensitivity_figure(sensitivity: pd.DataFrame, title: str):
     sns.barplot(data=data, x="question_type", y="success_rate", hue="K", ax=ax)
     ax.set(xlabel="", ylabel="questions with primary gold in Top-K", ylim=(0, 1), title=title)
     ax.title.set_fontsize(9)
+    ax.legend(title="K", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)   # outside: covers no bar
     fig.tight_layout()
     return fig

@@ -209,14 +209,15 @@ def vocabulary(reliability, failures) -> set[str]:
 
 def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
                   vocabulary: Iterable[str], private: Mapping[str, set[str]],
-                  mode: str = "pseudonym") -> tuple[list[str], pd.DataFrame]:
+                  mode: str = "pseudonym", summarizer: str | None = None) -> tuple[list[str], pd.DataFrame]:
     """Check, then write ``public/per_question_metrics.csv``, each of ``tables`` and ``public/README.md``.
 
     A ``question_id`` column of any table is replaced by the public IDs (``mode``: pseudonym or original).
     ``vocabulary`` lists the strings the tables may hold besides numbers (fixed wording, labels); retriever
     names, question types and the public IDs are allowed here; ``private`` (:func:`private_strings`) is what no
-    cell may contain.  Returns the written paths relative to ``run_dir`` and the private ID map (for
-    ``tables/public_question_ids.csv``).
+    cell may contain.  ``summarizer`` (the study's ``Study.summarizer_note()``: set when the summaries come from
+    the offline stand-in) becomes a ``summarizer`` column of every file and a line of the README.  Returns the
+    written paths relative to ``run_dir`` and the private ID map (for ``tables/public_question_ids.csv``).
     """
     run_dir = Path(run_dir)
     public_rows, mapping = public_per_question(per_question, mode)
@@ -229,6 +230,9 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
         everything[name] = frame
     wording = set(vocabulary) | set(public_rows["retriever"])   # our wording and the study's validated retriever names
     user_values = set(mapping["public_id"]) | set(public_rows["question_type"].astype(str))
+    if summarizer is not None:
+        everything = {name: frame.assign(summarizer=summarizer) for name, frame in everything.items()}
+        wording.add(summarizer)
     check_tables(everything, wording, private, user_values)
     folder = run_dir / PUBLIC_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -238,12 +242,12 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
         frame.to_csv(path, index=False)
         written.append(str(path.relative_to(run_dir)))
     readme = folder / "README.md"
-    readme.write_text(_readme(run_name, list(everything), mode), encoding="utf-8")
+    readme.write_text(_readme(run_name, list(everything), mode, summarizer), encoding="utf-8")
     written.append(str(readme.relative_to(run_dir)))
     return written, mapping
 
 
-def _readme(run_name: str, names: list[str], mode: str) -> str:
+def _readme(run_name: str, names: list[str], mode: str, summarizer: str | None = None) -> str:
     ids = ("pseudonymised (`q_` + 12 hex digits of SHA-1 of the ID; the private map is `../tables/public_question_ids.csv`)"
            if mode == "pseudonym" else "the study's own question IDs")
     lines = [
@@ -257,6 +261,7 @@ def _readme(run_name: str, names: list[str], mode: str) -> str:
         "Intervals are percentile-bootstrap 95 % CIs over questions, conditional on the configurations selected",
         "on the same questions (selection uncertainty is not included).",
         "",
+        *([f"Summaries: {summarizer}; every file says so in its `summarizer` column.", ""] if summarizer else []),
         "| file | |",
         "|---|---|",
     ]

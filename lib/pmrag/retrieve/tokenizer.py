@@ -17,6 +17,11 @@ The same tokenizer is applied to queries and documents::
 Hiragana, single Kanji, emoji, punctuation and full-width ASCII are never emitted.  The spec file
 documents every range and edge choice; :meth:`TokenizerSpec.load` reads and validates it and the
 module-level :func:`tokenize` uses the packaged spec, compiled once on first use.
+
+The English text path (``bm25.latin_letters: true``, :func:`with_latin_letters`) adds the accented Latin
+letters (``LATIN_LETTERS``) to the ``alnum`` class as start characters and the combining accents
+(``COMBINING_ACCENTS``) as continue characters, so ``café`` and ``résumé`` (composed or decomposed) stay
+whole words instead of ``caf`` and ``sum``.  Nothing else changes; the paper's spec is ASCII-only.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ MIN_TOKEN_CHARS = 2
 _RANGE = re.compile(r"U\+([0-9A-Fa-f]{4,6})(?:\.\.U\+([0-9A-Fa-f]{4,6}))?")
 
 CodeRange = tuple[int, int]
+
+# Lowercase accented Latin letters after str.lower() (ß..ö, ø..ÿ, Latin Extended-A/B, Latin Extended Additional;
+# the uppercase letters of those blocks are lowercased before matching) and the combining diacritical marks.
+LATIN_LETTERS: tuple[CodeRange, ...] = ((0x00DF, 0x00F6), (0x00F8, 0x00FF), (0x0100, 0x024F), (0x1E00, 0x1EFF))
+COMBINING_ACCENTS: tuple[CodeRange, ...] = ((0x0300, 0x036F),)
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,17 @@ def filter_tokens(matches: Iterable[str], spec: TokenizerSpec) -> list[str]:
     return [m for m in matches if m in short or ((len(m) >= MIN_TOKEN_CHARS or m in single) and m not in stop)]
 
 
+def with_latin_letters(spec: TokenizerSpec, class_name: str = "alnum") -> TokenizerSpec:
+    """``spec`` with accented Latin letters as start and combining accents as continue characters of its
+    ``class_name`` class (the English text path); the other classes and word lists are unchanged."""
+    names = [c.name for c in spec.classes]
+    if class_name not in names:
+        raise ValueError(f"the tokenizer spec has no [{class_name}] class to add Latin letters to")
+    classes = tuple(CharClass(c.name, c.start + LATIN_LETTERS, c.cont + COMBINING_ACCENTS, c.inner)
+                    if c.name == class_name else c for c in spec.classes)
+    return TokenizerSpec(classes, spec.short_terms, spec.keep_single, spec.stopwords)
+
+
 @lru_cache(maxsize=1)
 def default_spec() -> TokenizerSpec:
     """The packaged spec, parsed and compiled once."""
@@ -198,8 +219,10 @@ class RegexTokenizer:
 
     @classmethod
     def from_params(cls, section) -> RegexTokenizer:
-        """From the ``bm25`` section: its ``tokenizer_spec`` file, or the packaged spec."""
-        return cls(default_spec() if section.tokenizer_spec is None else TokenizerSpec.load(section.tokenizer_spec))
+        """From the ``bm25`` section: its ``tokenizer_spec`` file, or the packaged spec; with ``latin_letters``
+        the English text path (:func:`with_latin_letters`)."""
+        spec = default_spec() if section.tokenizer_spec is None else TokenizerSpec.load(section.tokenizer_spec)
+        return cls(with_latin_letters(spec) if section.latin_letters else spec)
 
     @staticmethod
     def files(section) -> list[Path]:

@@ -8,6 +8,7 @@ store table that stage wrote.  Every computation lives in the pipeline's modules
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,14 @@ from pmrag.present.artifacts import FigureSpec, TableSpec, check_columns
 from pmrag.study.engine import Engine, StageStatus
 from pmrag.study.params import load_params
 from pmrag.study.stages import EvaluationSet, Hybrids, QueryVectors, build_stages, notebook_stages
+
+
+STAND_IN_COLUMN = "summarizer"
+PUBLIC_FORMATS = frozenset({"locomo"})   # ingest formats of public benchmarks (chat text may be shown)
+
+
+def _yaml(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class Study:
@@ -42,6 +51,7 @@ class Study:
         self.computed_stages = tuple(stage.name for stage in computed)
         stages = computed + notebook_stages(params, list(notebooks), computed)
         self.engine = Engine(stages, params, self.store, self.run_dir)
+        self.engine.progress = "JPY_SESSION_NAME" in os.environ
 
     @classmethod
     def from_params(cls, path, notebooks: Sequence[Path] = ()) -> Study:
@@ -53,15 +63,35 @@ class Study:
         """A stage's result (computed once, then cached and memoised)."""
         return self.engine.get(name)
 
-    def build(self, *, progress: bool = False) -> None:
-        """Compute every stage that is not cached (upstream first), with progress bars; notebooks are the
-        runner's to execute."""
-        self.engine.progress = progress
+    def build(self, *, progress: bool | None = None) -> None:
+        """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
+
+        With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
+        and the long stages (summaries, embeddings) add their own bars with an ETA."""
+        from tqdm.auto import tqdm
+
+        previous = self.progress
+        self.progress = previous if progress is None else progress
+        bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
         try:
             for name in self.computed_stages:
+                bar.set_postfix_str(name, refresh=True)
                 self.engine.get(name, retry=True)
+                bar.update(1)
         finally:
-            self.engine.progress = False
+            bar.close()
+            self.progress = previous
+
+    @property
+    def progress(self) -> bool:
+        """Whether computing a stage shows progress bars (in the terminal, or in the cell in JupyterLab).  On by
+        default in a kernel that a Jupyter server started for an open notebook (``JPY_SESSION_NAME`` is set);
+        off under papermill and nbval, whose recorded outputs must not hold bars."""
+        return self.engine.progress
+
+    @progress.setter
+    def progress(self, value: bool) -> None:
+        self.engine.progress = bool(value)
 
     def status(self) -> list[StageStatus]:
         """Each stage as cached / stale (why) / incomplete / missing; computes nothing."""
@@ -82,6 +112,13 @@ class Study:
     def evaluation(self) -> EvaluationSet:
         """The evaluable questions (primary gold in some chunk) and their qrels."""
         return self.get("qrels")
+
+    def question_types(self) -> list[str]:
+        """The evaluated question types in the one order every table and figure uses (the paper's three first,
+        then by name; :func:`pmrag.evaluate.analysis.question_types`)."""
+        from pmrag.evaluate.analysis import question_types
+
+        return question_types(self.evaluation().questions)
 
     def summaries(self) -> pd.DataFrame:
         return self.get("summaries")
@@ -186,8 +223,36 @@ class Study:
         if not isinstance(spec, TableSpec):
             raise TypeError(f"save_table takes a declared table (pmrag.present.artifacts.T), got {spec!r}")
         check_columns(spec, frame.columns)
+        note = self.summarizer_note()
+        if note is not None:   # a table made with the offline stand-in says so in every row (README promise)
+            frame = frame.assign(**{STAND_IN_COLUMN: note})
         frame.to_csv(self.path(spec.file), index=False)
         return spec.file
+
+    def summarizer_note(self) -> str | None:
+        """What every saved table says of its summaries when they come from the offline extractive stand-in
+        (``summarizer`` column); None when an LLM wrote them."""
+        section = self.params.summarizer
+        return section.label() if section.backend == "extractive" else None
+
+    def shows_chat_text(self) -> bool:
+        """Whether notebooks may print chat text (``dataset.show_chat_text``): ``auto`` shows it only when every
+        input is public data — the embedded synthetic demo or a public benchmark (LoCoMo) — never a user's export."""
+        setting = self.params.dataset.show_chat_text
+        if setting != "auto":
+            return setting
+        formats = set(self.ingest_report()["format"])
+        synthetic = self.params.dataset.synthetic.enabled and not self.params.dataset.inputs
+        return synthetic or (bool(formats) and formats <= PUBLIC_FORMATS)
+
+    def chat_text_caption(self) -> str:
+        """The caption above printed chat text, saying why it is (or is not) shown."""
+        dataset = self.params.dataset
+        if not self.shows_chat_text():
+            return ("chat text hidden: this study's inputs are private chats (dataset.show_chat_text: "
+                    f"{_yaml(dataset.show_chat_text)}); set it to true to print them in your own copy")
+        what = "the embedded synthetic demo" if dataset.synthetic.enabled and not dataset.inputs else "public data"
+        return f"chat text shown: {what} (dataset.show_chat_text: {_yaml(dataset.show_chat_text)})"
 
     def save_figure(self, spec: FigureSpec, fig) -> str:
         """Write a declared figure to ``outputs/<run>/figures/<name>.png``; returns its path in the run folder."""

@@ -47,6 +47,7 @@ class EvaluationSet:
     questions: pd.DataFrame
     qrels: pd.DataFrame
     n_questions: int          # all questions, evaluable or not
+    excluded_types: tuple[str, ...] = ()   # types the params leave out (dataset.include_types / exclude_types)
 
 
 @dataclass(frozen=True)
@@ -166,11 +167,41 @@ def _qrels(ctx) -> EvaluationSet:
     ctx.get("chunks")
     questions = store.read_table(ctx.store, "questions", ("question_id",))
     qrels = store.read_table(ctx.store, "qrels", ("question_id", "chunk_id"))
+    excluded = excluded_types(questions["type"], ctx.params.dataset, ctx.params.path)
     evaluable = primary_gold_questions(qrels)
-    kept = questions[questions["question_id"].isin(evaluable)].reset_index(drop=True)
+    kept = questions[questions["question_id"].isin(evaluable) & ~questions["type"].isin(excluded)].reset_index(drop=True)
+    check_analysis_types(kept["type"], ctx.params.analysis, ctx.params.path)
     kept_qrels = qrels[qrels["question_id"].isin(kept["question_id"])].reset_index(drop=True)
     trec.write_qrels(ctx.path(QRELS_FILE), kept_qrels)
-    return EvaluationSet(kept, kept_qrels, len(questions))
+    return EvaluationSet(kept, kept_qrels, len(questions), excluded)
+
+
+def excluded_types(types: pd.Series, dataset, params_path: Path | None) -> tuple[str, ...]:
+    """The question types the params leave out of the evaluation (sorted); a type named in
+    ``dataset.include_types`` or ``dataset.exclude_types`` that no question has is an error (a typo would
+    otherwise silently evaluate everything or nothing)."""
+    from pmrag.core.errors import PmragError
+
+    present = set(types)
+    for name in ("include_types", "exclude_types"):
+        for value in getattr(dataset, name) or ():
+            if value not in present:
+                raise PmragError(f"{params_path or 'params'}: key 'dataset.{name}': question type {value!r} matches "
+                                 f"no question of this dataset (types: {', '.join(sorted(present)) or 'none'})")
+    kept = set(dataset.include_types) if dataset.include_types is not None else present
+    return tuple(sorted(present - (kept - set(dataset.exclude_types))))
+
+
+def check_analysis_types(types: pd.Series, analysis, params_path: Path | None) -> None:
+    """``analysis.aggregate_type`` must name a type of the evaluated questions: otherwise Table 8 and the
+    aggregate section would silently show zeros (LoCoMo's params name multi-hop)."""
+    from pmrag.core.errors import PmragError
+
+    present = set(types)
+    if analysis.aggregate_type not in present:
+        raise PmragError(f"{params_path or 'params'}: key 'analysis.aggregate_type': {analysis.aggregate_type!r} "
+                         f"matches no evaluated question type (types: {', '.join(sorted(present)) or 'none'}); "
+                         "name the dataset's type whose evidence is spread over many chunks")
 
 
 def _summaries(ctx) -> pd.DataFrame:
@@ -419,6 +450,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
                        *STORE_MODULES),
               description="session-bounded windows (§3.2) and chunk-level gold"),
         Stage("qrels", _qrels, needs=("ingest", "chunks"),
+              params=("dataset.include_types", "dataset.exclude_types", "analysis.aggregate_type"),
               modules=("pmrag.chunking.stats", "pmrag.evaluate.trec", "pmrag.core.frames", *STORE_MODULES),
               outputs=lambda value: [params.run_dir / QRELS_FILE],
               description="evaluable questions and their qrels (qrels.trec)"),
