@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: study test install clean notebooks demo-cache docs
+.PHONY: study test browser-test install clean notebooks demo-cache docs
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ study: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# The browser tests alone: notebook 06's failure inspector in JupyterLab in headless Chromium (tests/browser;
+# skipped without Debian's chromium); screenshots in outputs/browser/.
+browser-test: $(STAMP)
+	$(BIN)/python -m pytest tests/browser -m browser
 
 # Regenerate docs/params.md from the params schema (lib/pmrag/core/params.py); a test keeps them equal.
 docs: $(STAMP)

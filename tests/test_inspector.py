@@ -531,3 +531,12 @@ def test_css_hooks_and_control_descriptions(inspector):
     import pmrag.present.inspector as module
 
     assert all(css in module.__doc__ for css in expected)
+
+
+def test_gold_legend_names_amber_only_below_the_recovery_cut_off():
+    data = make_data(rankings={BM25: RANKINGS[BM25]}, per_question=None, pairings=[], betas=None)
+    ranks = data.gold_ranks("q1")
+    details = data.chunk_details(ranks["chunk_id"])
+    assert "≤ 5 green, ≤ 20 amber" in render_gold_table(ranks, details, "", k=5)
+    wide = render_gold_table(ranks, details, "", k=20)
+    assert "≤ 20 green, deeper grey" in wide and "amber" not in visible_text(wide)

@@ -51,6 +51,10 @@ class T:
     raw_text_lengths = TableSpec("raw_text_lengths", "01_chunking", "raw_text length (§3.3)",
                                  ("statistic", "this dataset", "paper"))
     message_inventory = TableSpec("message_inventory", "01_chunking", "What the messages contain", ("Item", "Messages"))
+    messages_in_no_chunk = TableSpec("messages_in_no_chunk", "01_chunking", "Messages in no chunk, per source",
+                                     ("source", "messages", "in_no_chunk", "share_in_no_chunk"))
+    questions_dropped = TableSpec("questions_dropped", "01_chunking", "Questions read, evaluated and dropped, by reason",
+                                  ("stage", "reason", "questions"))
     # 02_representations
     representation_lengths = TableSpec("representation_lengths", "02_representations", "Length per representation",
                                        ("representation", "mean", "p95", "max", "> 4,000", "> 7,000"))
@@ -70,6 +74,13 @@ class T:
                                             "Representation × retriever")
     single_retriever_recall_by_type = TableSpec("single_retriever_recall_by_type", "03_retrievers",
                                                 "Single retrievers: Recall@5 by question type")
+    evidence_visibility = TableSpec("evidence_visibility", "03_retrievers",
+                                    "Primary evidence each retriever sees: shown, partly shown, hidden")
+    evidence_visibility_reasons = TableSpec("evidence_visibility_reasons", "03_retrievers",
+                                            "Why primary evidence is not shown, per retriever",
+                                            ("retriever", "status", "reason", "evidence_messages"))
+    recall_by_evidence_visibility = TableSpec("recall_by_evidence_visibility", "03_retrievers",
+                                              "Recall@5 where the retriever sees all the primary evidence vs the rest")
     matching_candidates = TableSpec("matching_candidates", "03_retrievers",
                                     "Chunks scoring above 0 per question, by retriever",
                                     ("retriever", "questions", "min", "p10", "median", "p90", "max",

@@ -499,8 +499,9 @@ def render_gold_table(gold_ranks: pd.DataFrame, details: pd.DataFrame, query: st
             body.append(f'<tr class="retriever{" noted" if note else ""}" data-retriever="{html.escape(str(name))}">'
                         f'<th scope="row" class="retriever">{label}</th>{cells}</tr>')
         tables.append(f'<table class="gold-ranks"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>')
+    amber = f"≤ {RECOVERED_AT} amber, " if k < RECOVERED_AT else ""   # at k ≥ 20 nothing is amber
     legend = (f'<p class="legend">Rank of each gold chunk (columns) under each retriever (rows): ≤ {k} green, '
-              f"≤ {RECOVERED_AT} amber, deeper grey, – not ranked. Hover a name for the full retriever name, "
+              f"{amber}deeper grey, – not ranked. Hover a name for the full retriever name, "
               "a column number for the chunk ID.</p>")
     info = details.set_index("chunk_id")
     blocks = []

@@ -32,6 +32,7 @@ def headline(run_dir) -> list[str]:
         values = {item.strip(): (f"{int(v):,}" if v.isdigit() else v) for item, v in zip(dataset["Item"], dataset["Value"])}
         parts = [f"{values[k]} {k.lower()}" for k in ("Messages", "Sources", "Chunks", "Evaluation questions") if k in values]
         lines.append("- Dataset: " + ", ".join(parts))
+    lines += losses(run_dir)
     cis = _read(run_dir, T.bootstrap_cis)
     if cis is not None:
         recall = cis[cis["metric"] == "recall@5"]
@@ -60,6 +61,39 @@ def headline(run_dir) -> list[str]:
         worst = failures[failures["Question type"] != "Overall"]
         lines.append(f"- {failed} of the best hybrid: {overall[failed]} of {overall['Questions']} ({overall['Failure rate']}); by type: "
                      + ", ".join(f"{t} {f}/{n}" for t, f, n in zip(worst["Question type"], worst[failed], worst["Questions"])))
+    return lines
+
+
+def losses(run_dir: Path) -> list[str]:
+    """Headline lines on what the study loses: messages in no chunk, questions not evaluated (by reason), and
+    the share of primary evidence each retriever never sees, with its Recall@5 on those questions."""
+    lines = []
+    coverage = _read(run_dir, T.messages_in_no_chunk)
+    if coverage is not None:
+        left, total = int(coverage["in_no_chunk"].sum()), int(coverage["messages"].sum())
+        lines.append(f"- Messages in no chunk: {left:,} of {total:,}" + (" (no retriever can find them)" if left else ""))
+    dropped = _read(run_dir, T.questions_dropped)
+    if dropped is not None:
+        lost = dropped[dropped["stage"] != "evaluated"]
+        read = int(dropped["questions"].sum())
+        lines.append(f"- Questions not evaluated: {int(lost['questions'].sum()):,} of {read:,}"
+                     + ("".join(f"; {int(r.questions):,} {r.stage}: {r.reason}" for r in lost.itertuples(index=False))))
+    seen = _read(run_dir, T.evidence_visibility)
+    split = _read(run_dir, T.recall_by_evidence_visibility)
+    if seen is not None:
+        recall = {} if split is None else {r.retriever: r for r in split.itertuples(index=False)}
+        cells = []
+        for r in seen.itertuples(index=False):
+            if not (r.hidden or r.partly):
+                continue
+            cell = f"`{r.retriever}` {r.share_hidden:.0%} hidden, {r.share_partly:.0%} partly shown"
+            other = recall.get(r.retriever)
+            if other is not None and other.questions_not_all_shown:
+                cell += (f" (Recall@5 {other.recall_not_all_shown:.3f} on the {int(other.questions_not_all_shown):,} "
+                         f"questions it does not see in full, {other.recall_all_shown:.3f} on the rest)")
+            cells.append(cell)
+        lines.append("- Primary evidence a retriever never sees: " + ("; ".join(cells) if cells else
+                                                                       "none: every retriever sees all of it"))
     return lines
 
 

@@ -21,7 +21,7 @@ from pmrag.core.params import StudyParams
 from pmrag.present.artifacts import FigureSpec, TableSpec, check_columns
 from pmrag.study.engine import Engine, StageStatus
 from pmrag.study.params import load_params
-from pmrag.study.stages import EvaluationSet, Hybrids, QueryVectors, build_stages, notebook_stages
+from pmrag.study.stages import Coverage, EvaluationSet, Hybrids, QueryVectors, build_stages, notebook_stages
 
 
 STAND_IN_COLUMN = "summarizer"
@@ -112,6 +112,11 @@ class Study:
     def evaluation(self) -> EvaluationSet:
         """The evaluable questions (primary gold in some chunk) and their qrels."""
         return self.get("qrels")
+
+    def coverage(self) -> Coverage:
+        """What the study loses: messages in no chunk, questions dropped and why, and the primary evidence each
+        retriever never sees (:mod:`pmrag.evaluate.coverage`)."""
+        return self.get("coverage")
 
     def question_types(self) -> list[str]:
         """The evaluated question types in the one order every table and figure uses (the paper's three first,

