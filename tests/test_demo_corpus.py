@@ -352,3 +352,38 @@ def test_supporting_evidence_is_sometimes_on_its_own_date(corpus):
         support_days = {corpus.day_of(e["source"], e["source_order"]) for e in q["evidence"] if e["relevance"] == 1}
         apart += bool(support_days - primary_days)
     assert apart >= 10
+
+
+# ----------------------------------------------------------------------------- lexical regime (issue 13)
+
+def _evidence_tokens(corpus: Corpus, q: dict) -> set[str]:
+    """BM25 tokens of a question's evidence lines (primary and supporting)."""
+    from pmrag.retrieve.tokenizer import tokenize
+
+    return {t for e in q["evidence"] for t in tokenize(corpus.message(e["source"], e["source_order"])["text"])}
+
+
+def test_every_question_shares_whole_tokens_with_its_evidence(corpus):
+    from pmrag.retrieve.tokenizer import tokenize
+
+    for q in corpus.questions:
+        shared = set(tokenize(q["question"])) & _evidence_tokens(corpus, q)
+        assert shared, q["question_id"]
+
+
+def test_the_words_a_question_shares_with_its_evidence_recur_in_unrelated_chats(corpus):
+    from pmrag.retrieve.tokenizer import tokenize
+
+    outside: Counter[str] = Counter()
+    evidence_keys = {(e["source"], e["source_order"]) for q in corpus.questions for e in q["evidence"]}
+    for s in SOURCES:
+        for o, (_, _, m) in enumerate(corpus.flat[s]):
+            if (s, o) not in evidence_keys:
+                outside.update(set(tokenize(m["text"])))
+    all_recur = 0
+    for q in corpus.questions:
+        tokens = set(tokenize(q["question"]))
+        assert max(outside[t] for t in tokens) >= 5, q["question_id"]
+        shared = tokens & _evidence_tokens(corpus, q)
+        all_recur += all(outside[t] > 0 for t in shared)
+    assert all_recur >= 0.9 * len(corpus.questions)

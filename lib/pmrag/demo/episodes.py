@@ -9,6 +9,30 @@ other and the question names what tells them apart (the person, the occasion, th
 Names (cafés, inns, teachers, objects...) are drawn per seed from :data:`~pmrag.demo.vocab.EVIDENCE_POOLS`
 without replacement; the filler never uses these pools.  Decoy scenes reuse the vocabulary of an
 episode with another name or person and carry no relevance.
+
+How questions are written (the rules every kind follows; the paper's questions are users asking about
+their own chats, §4.1):
+
+* **Same surface forms.**  A question names the people, places, shops, events and things of its
+  episode the way the chat wrote them, so that the content words it shares with its evidence are the
+  same tokens under the paper's BM25 tokenizer (lowercased ASCII words, Katakana runs, Kanji runs of
+  two or more; Hiragana never counts).  A run is a token only as a whole: 「ライブハウス」 is not
+  「ライブ」, 「恒例行事」 is not 「恒例」, 「陶芸教室」 is not 「陶芸」, so both sides use the same run (the
+  chat writes 「陶芸の教室」 when the question asks about 「陶芸」).  Hiragana names (けんと, まい) never
+  match; Kanji names (高橋, 店長) and sender names in the chunk text do.
+* **Where the words are.**  The words a question shares with its episode sit in a primary line or in
+  a line of the same scene (a context line that carries them is marked supporting, relevance 1).
+* **By type.**  named_entity: the context of the name (occasion, place, product, person) in the
+  chat's words, never the answer.  contextual: one or two words of the situation in the chat's words
+  and the rest paraphrased (「代わりに頼んだこと」 for 「その代わり…お願い」).  aggregate: the topic of the
+  story, which only some of its dated, spread-out scenes repeat.
+* **Never copied.**  No question shares more than 7 consecutive characters with any evidence line
+  (the answer aside), and no question text is placed in a chat; gold is only the planted lines.
+* **Never sufficient.**  Every shared word also occurs in unrelated chats: the filler talks about the
+  same occasions and things (:data:`~pmrag.demo.vocab.TOPICS`), decoy scenes repeat a name with
+  another answer (a destination with another inn, a café's pudding at another café), and the generic
+  words of questions (カフェ, 予約, 友達, 先輩, ゼミ, バイト, サークル...) occur in dozens of chunks, so a
+  question has many positive-score candidates and the planted chunk must win on the combination.
 """
 
 from __future__ import annotations
@@ -187,15 +211,15 @@ def cafe_suggestion(ctx: Ctx, v: dict) -> Episode:
     meet = next_weekday(d, 5, 2)
     s1 = Scene(src, d, [
         L(a, f"{mdw(meet)}ってひま？久々にお茶しよ"), L(U, "ひま！いこいこ"),
-        L(a, f"{cafe}ってお店が気になってて", 2),
+        L(a, f"{cafe}ってカフェが気になってて", 2),
         L(a, "駅の裏に先月オープンしたらしい、固めのプリンが看板なんだって", 1),
         L(U, "え、最高じゃん"), L(a, "13時に改札でどう？", 1), L(U, "おけ！"),
     ])
     s2 = Scene(src, meet, [L(U, "改札ついた〜"), L(a, "いま階段のぼってる！"), photo(U), L(a, "プリンほんとに固くて感動", 1)])
     dsrc, dwho = ctx.pick([s for s in (("partner", "けんと"), ("family", "母"), ("dm_souta", "そうた")) if s[0] != src])
     dd = ctx.day(dsrc, "2023-04-15", "2025-03-15")
-    decoy_scene = Scene(dsrc, dd, [L(dwho, f"{decoy}のプリン食べた？やわらかめで好き"), L(U, "まだ！今度行ってみる")])
-    q = f"{season(meet)}に{a}とお茶したとき、{a}が行ってみたいと言ってた新しいお店の名前は？"
+    decoy_scene = Scene(dsrc, dd, [L(dwho, f"{decoy}ってカフェのプリン食べた？やわらかめで好き"), L(U, "まだ！今度行ってみる")])
+    q = f"{season(meet)}に{a}と行った、プリンが看板メニューのカフェの名前は？"
     return episode("named_entity", q, cafe, [cafe], [s1, s2], [decoy_scene])
 
 
@@ -206,19 +230,19 @@ def helpful_teacher(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "thesis":
         d = ctx.day("study_group", "2024-04-15", "2024-06-30")
         s = Scene("study_group", d, [
-            L("みなみ", "卒論のテーマ決まった？"), L(U, "まだ…方向性すら怪しい"),
-            L(U, f"でも今日{teacher}の研究室行って、30分くらい話聞いてもらった", 2),
+            L("みなみ", "卒論のテーマ決まった？", 1), L(U, "まだ…方向性すら怪しい"),
+            L(U, f"でも今日、{teacher}の研究室に行って、30分くらい話聞いてもらった", 2),
             L(U, "地域のお店が人の居場所になってる話、面白いから深めてみたらって", 1),
             L("しょう", "いいじゃん、方向見えてきたね"), L("だいき", "あの先生やさしいよな"),
         ])
-        q = "卒論のテーマで迷ってたころ、個別に相談しに行った先生って誰だっけ？"
+        q = "卒論のテーマの相談で研究室まで話を聞きに行った先生って誰だっけ？"
     else:
         d = ctx.day("family", "2023-06-01", "2023-12-20")
         s = Scene("family", d, [
             L("母", f"そうたの塾の{teacher}、面談で数学がすごく伸びてるって褒めてくれたよ", 2),
             L("母", "冬期講習も毎日見てくれるって", 1), L(U, "よかったじゃん"), L("そうた", "まあね"),
         ])
-        q = "そうたの塾の担当で、面談のとき母にいい話をしてくれた先生の名前は？"
+        q = "弟の塾の面談で数学を褒めてくれた先生は誰？"
     return episode("named_entity", q, teacher, [teacher], [s])
 
 
@@ -229,18 +253,18 @@ def project_name(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "internship":
         d = ctx.day("work_project", "2024-06-05", "2024-06-28", weekday=ctx.rng.randint(0, 4))
         s = Scene("work_project", d, [
-            L("高橋", "今回の商店街イベントの件ですが、社内での呼び名を決めました"),
+            L("高橋", "今回の商店街イベントの件ですが、社内での呼び名を決めました", 1),
             L("高橋", f"今後は{project}で統一します。フォルダ名も変更済みです", 2),
             L(U, "承知しました！"), L("森本", "了解です。チャットのタイトルも直しておきます"),
         ])
-        q = "インターン先で関わった、地元の通りを盛り上げる企画は社内で何と呼ばれてた？"
+        q = "インターンでやった商店街イベント、社内では何て呼び名で統一してた？"
     else:
         d = ctx.day("study_group", "2023-10-01", "2024-01-31")
         s = Scene("study_group", d, [
-            L("だいき", "共同研究、名前あったほうが申請書書きやすいよね"),
+            L("だいき", "共同研究、名前あったほうが申請書書きやすいよね", 1),
             L("みなみ", f"{project}はどう？なんか明るいし", 2), L(U, "いいと思う！"), L("しょう", "賛成、それで出そ", 1),
         ])
-        q = "ゼミのみんなでやった共同研究、申請のときにつけた名前は？"
+        q = "ゼミの共同研究の申請書に書いた名前は？"
     return episode("named_entity", q, project, [project], [s])
 
 
@@ -251,24 +275,24 @@ def forgotten_object(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "partner":
         d = ctx.day("partner", "2023-05-01", "2025-02-28")
         s = Scene("partner", d, [
-            L("けんと", f"昨日うちに{obj}置いてったでしょ", 2), L(U, "え、うそ、探してた！"),
+            L("けんと", f"昨日のデートのあと、うちの玄関に{obj}置いてったでしょ", 2), L(U, "え、うそ、探してた！"),
             L("けんと", "次会うとき持ってくね"), L(U, "ありがと〜助かる"),
         ])
-        q = "けんとの家に忘れて帰ったのって何だったっけ？"
+        q = "デートの帰りにけんとの家の玄関に忘れてきた私の物は？"
     elif v["variant"] == "family":
         d = ctx.day("family", "2023-05-01", "2025-02-28")
         s = Scene("family", d, [
-            L("母", f"押し入れ片付けてたら、ゆいの{obj}出てきたよ", 2), L(U, "それずっと探してたやつ！"),
+            L("母", f"大掃除で押し入れ片付けてたら、ゆいの{obj}出てきたよ", 2), L(U, "それずっと探してたやつ！"),
             L("母", "部屋の机に置いとくね"),
         ])
-        q = "家の片付けをしていた母が見つけてくれた私の持ち物は？"
+        q = "大掃除のとき母が押し入れを片付けてて見つけた私の物って？"
     else:
         d = ctx.day("club_tennis", "2023-08-25", "2024-09-10")
         s = Scene("club_tennis", d, [
             L("こうへい", f"合宿所に{obj}残ってたんだけど誰のかわかる？", 2), L(U, "私のだ…！"),
             L("こうへい", "次の練習で渡すわ"), L(U, "ありがとう🙏"),
         ])
-        q = "サークルの合宿のあと、宿に置きっぱなしにしていた私の物は何？"
+        q = "サークルの合宿所に置きっぱなしだった私の物は何？"
     return episode("named_entity", q, obj, [obj], [s])
 
 
@@ -284,7 +308,7 @@ def trip_inn(ctx: Ctx, v: dict) -> Episode:
             L("けんと", "最高すぎる"), L("けんと", "電車は俺が調べとく"),
         ])
         s2 = Scene("partner", trip, [photo(U), L(U, "部屋ひろい！露天風呂ほんとにあった", 1), L("けんと", "先に温泉行ってくる")])
-        q = f"けんとと{dest}へ旅行したときに泊まった宿はどこ？"
+        q = f"けんとと{dest}に旅行したとき、部屋に露天風呂がついてた宿の名前は？"
         dsrc, dwho = "dm_mai", "まい"
     else:
         d = ctx.day("friends_highschool", "2024-12-01", "2025-01-31")
@@ -294,10 +318,10 @@ def trip_inn(ctx: Ctx, v: dict) -> Episode:
             L("りな", "朝ごはんビュッフェなの嬉しい"), L(U, "卒業旅行っぽくなってきた〜", 1),
         ])
         s2 = Scene("friends_highschool", trip, [photo("りな"), L("まい", f"{dest}着いたー！", 1), L(U, "部屋からの眺めやばい")])
-        q = f"高校の友達と卒業旅行で{dest}に行ったとき、泊まった宿の名前は？"
+        q = f"高校の友達との卒業旅行で{dest}に行ったとき、4人1部屋で泊まった宿は？"
         dsrc, dwho = "partner", "けんと"
     dd = ctx.day(dsrc, "2023-04-15", "2025-03-15")
-    decoy_scene = Scene(dsrc, dd, [L(dwho, f"前に{decoy}に泊まったけど、ごはんおいしかったよ"), L(U, "宿選び迷うね")])
+    decoy_scene = Scene(dsrc, dd, [L(dwho, f"前に{dest}に行ったとき、{decoy}に泊まったけど、部屋も広くてごはんおいしかったよ"), L(U, "宿選び迷うね")])
     return episode("named_entity", q, inn, [inn], [s1, s2], [decoy_scene])
 
 
@@ -314,7 +338,7 @@ def camp_site(ctx: Ctx, v: dict) -> Episode:
     camp_day = Scene("club_tennis", date(y, 8, start), [
         photo("こうへい"), L("はると", "合宿1日目おつかれさまでした！明日は8時半コート集合です", 1), L(U, "湖きれいすぎた"),
     ])
-    q = f"{y}年のサークルの夏合宿って、どこでやったんだっけ？"
+    q = f"{y}年の夏合宿、サークルで行った場所はどこだっけ？"
     return episode("named_entity", q, camp, [camp], [s, camp_day])
 
 
@@ -325,17 +349,17 @@ def pet_name(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "family":
         d = ctx.day("family", "2023-05-01", "2024-12-31")
         s = Scene("family", d, [
-            photo("母"), L("母", f"今日から家族です。名前は{pet}になりました🐶", 2), L("そうた", "かわいすぎる"),
+            photo("母"), L("母", f"今日から家族です。子犬の名前は{pet}になりました🐶", 2), L("そうた", "かわいすぎる"),
             L(U, "はやく帰りたい"),
         ])
-        q = "うちで飼い始めた子犬の名前は？"
+        q = "家族になった子犬の名前は何にした？"
     else:
         d = ctx.day("dm_mai", "2023-05-01", "2024-12-31")
         s = Scene("dm_mai", d, [
-            L("まい", "保護猫の譲渡会で運命の出会いした"), L("まい", f"名前は{pet}にした🐱", 2), photo("まい"),
+            L("まい", "保護猫の譲渡会で運命の出会いした", 1), L("まい", f"名前は{pet}にした🐱", 2), photo("まい"),
             L(U, "天使じゃん"),
         ])
-        q = "まいが引き取った猫の名前って何だっけ？"
+        q = "まいが譲渡会で出会った保護猫、名前は何にしたんだっけ？"
     return episode("named_entity", q, pet, [pet], [s])
 
 
@@ -348,7 +372,7 @@ def cafe_menu(ctx: Ctx, v: dict) -> Episode:
         L("店長", f"来月から期間限定で{menu}を出します", 2), L("店長", "レシピはノートに載せたので各自確認お願いします"),
         L("ちひろ", "おいしそう！"), L(U, "試食楽しみです"),
     ])
-    q = f"{season(d + timedelta(days=30))}、バイト先で新しく始まった季節限定の商品は何？"
+    q = f"{season(d + timedelta(days=30))}、バイト先のカフェで期間限定メニューとして出た新作は？"
     return episode("named_entity", q, menu, [menu], [s])
 
 
@@ -362,15 +386,15 @@ def clinic(ctx: Ctx, v: dict) -> Episode:
             L(U, "親知らず痛くて夜寝れない", 1), L("母", f"{name}、木曜の17時で予約とっといたよ", 2),
             L(U, "ありがとう…"), L("父", "抜くなら早いほうがいいぞ"),
         ])
-        q = "奥歯が痛かったとき、母が予約を取ってくれた歯医者はどこ？"
+        q = "親知らずが痛かったとき、母が予約してくれた歯医者はどこ？"
     else:
         name = ctx.take("bodycare")
         d = ctx.day("partner", "2023-06-01", "2024-12-31")
         s = Scene("partner", d, [
-            L("けんと", "友達の引っ越し手伝ったら腰やった"), L("けんと", f"{name}ってとこ通うことにした", 2),
+            L("けんと", "友達の引っ越し手伝ったら腰やった", 1), L("けんと", f"{name}ってとこ通うことにした", 2),
             L(U, "無理しないでね"),
         ])
-        q = "けんとが腰を痛めたときに通い始めたところの名前は？"
+        q = "けんとが友達の引っ越しを手伝って腰を痛めたとき、通い始めた治療院は？"
     return episode("named_entity", q, name, [name], [s])
 
 
@@ -384,14 +408,14 @@ def celebration_restaurant(ctx: Ctx, v: dict) -> Episode:
             L("けんと", "もうすぐ2年だね", 1), L(U, f"記念日、{rest}の19時で予約できたよ", 2),
             L("けんと", "え、あそこ高いとこじゃん、ありがとう"), L(U, "たまにはね"),
         ])
-        q = "けんとと付き合って2年のお祝いをしたお店はどこ？"
+        q = "けんととの記念日に予約したレストランはどこ？"
     else:
         d = ctx.day("family", "2023-09-01", "2023-11-30")
         s = Scene("family", d, [
-            L("母", f"お父さんの誕生日、{rest}でどう？", 2), L("そうた", "いいじゃん"), L(U, "賛成！予約する？"),
+            L("母", f"お父さんの誕生日、家族で{rest}でどう？", 2), L("そうた", "いいじゃん"), L(U, "賛成！予約する？"),
             L("母", "お母さんがしとくね"),
         ])
-        q = "父の誕生日を家族で祝った食事のお店は？"
+        q = "父の誕生日に家族で食事したお店は？"
     return episode("named_entity", q, rest, [rest], [s])
 
 
@@ -402,18 +426,18 @@ def recommended_book(ctx: Ctx, v: dict) -> Episode:
         book = ctx.take("book_job")
         d = ctx.day("dm_saki", "2023-11-01", "2024-02-28")
         s = Scene("dm_saki", d, [
-            L(U, "ESが全然書けない…"), L("さき", f"{book}って本読んでみて。私それで書き方変わった", 2),
+            L(U, "ESが全然書けない…", 1), L("さき", f"{book}って本読んでみて。私それで書き方変わった", 2),
             L(U, "買ってみます！"), L("さき", "図書館にもあるよ"),
         ])
-        q = "就活の書類に苦戦してた時、さき先輩が勧めてくれた本のタイトルは？"
+        q = "ESが書けなくて悩んでたとき、さき先輩に勧められた本は？"
     else:
         book = ctx.take("book_research")
         d = ctx.day("study_group", "2024-05-01", "2024-07-20")
         s = Scene("study_group", d, [
-            L("みなみ", f"聞き取りのやり方なら{book}がわかりやすかったよ", 2), L(U, "ありがと、借りてみる"),
+            L("みなみ", f"卒論のインタビューのやり方なら{book}がわかりやすかったよ", 2), L(U, "ありがと、借りてみる"),
             L("だいき", "研究室にあったよな"),
         ])
-        q = "卒論のインタビューの進め方で、ゼミの友達が参考になるって言ってた本は？"
+        q = "卒論でインタビューするとき、ゼミの友達が参考にしてって言ってた本は？"
     return episode("named_entity", q, book, [book], [s])
 
 
@@ -424,17 +448,17 @@ def employer(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "mai":
         d = ctx.day("dm_mai", "2024-04-01", "2024-07-31")
         s = Scene("dm_mai", d, [
-            L("まい", f"{company}から内定きた！！！", 2), L(U, "おめでとう！！！"), L("まい", "第一志望だったから泣いた"),
+            L("まい", f"{company}から内定きた！！！", 2), L(U, "おめでとう！！！"), L("まい", "第一志望だったから泣いた", 1),
             L(U, "今度お祝いしよ"),
         ])
-        q = "まいの就職先に決まった会社はどこ？"
+        q = "まいが第一志望の会社から内定をもらった、その会社はどこ？"
     else:
         d = ctx.day("partner", "2024-04-20", "2024-05-31")
         s = Scene("partner", d, [
             L("けんと", "研修おわった〜"), L("けんと", f"正式に{company}の営業企画部に配属になった", 2),
             L(U, "おめでとう！スーツ姿見たい"),
         ])
-        q = "けんとが社会人になって勤め始めた会社の名前は？"
+        q = "けんとが社会人になって配属された会社はどこ？"
     return episode("named_entity", q, company, [company], [s])
 
 
@@ -445,17 +469,17 @@ def live_band(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "friends":
         d = ctx.day("friends_highschool", "2023-05-01", "2025-01-31")
         s = Scene("friends_highschool", d, [
-            L("りな", f"{band}のツアー、4人分当たった！！", 2), L("まい", "天才"), L("あかり", "休講祈る"),
+            L("りな", f"{band}のツアー、4人分当たった！！ライブ久々", 2), L("まい", "天才"), L("あかり", "休講祈る"),
             L(U, "グッズ何買う？"),
         ])
-        q = "高校の友達と4人で行くことになったライブは、どのバンドのだった？"
+        q = "高校の友達と4人で当たったライブのツアー、どのバンドの？"
     else:
         d = ctx.day("partner", "2023-05-01", "2025-01-31")
         s = Scene("partner", d, [
             L("けんと", f"{band}の対バン、チケット2枚とれた", 2), L(U, "え！行く！！"),
             L("けんと", "金曜の夜だけど大丈夫？"), L(U, "バイト休みもらう"),
         ])
-        q = "けんとが2人分押さえてくれたライブのバンド名は？"
+        q = "けんとがチケット2枚取ってくれた、対バンのライブのバンド名は？"
     return episode("named_entity", q, band, [band], [s])
 
 
@@ -466,16 +490,16 @@ def video_game(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "partner":
         d = ctx.day("partner", "2023-05-01", "2025-02-28")
         s = Scene("partner", d, [
-            L("けんと", f"最近{game}ばっかやってて寝るの3時", 2), L(U, "ちゃんと寝て"), L("けんと", "あと1ステージだけ…"),
+            L("けんと", f"最近{game}ってゲームばっかやってて寝るの3時", 2), L(U, "ちゃんと寝て"), L("けんと", "あと1ステージだけ…"),
         ])
-        q = "けんとが夜ふかしするほどハマってたゲームは何？"
+        q = "けんとが夜ふかしするくらいハマってたゲームのタイトルは？"
     else:
         d = ctx.day("dm_souta", "2023-05-01", "2025-02-28")
         s = Scene("dm_souta", d, [
             L("そうた", f"姉ちゃん{game}始めない？フレンドなろ", 2), L(U, "どんなゲーム？"),
             L("そうた", "協力プレイできるやつ、ゆるいよ"), L(U, "ちょっとやってみる"),
         ])
-        q = "弟に一緒にやろうって誘われたゲームのタイトルは？"
+        q = "弟にフレンドになろうって誘われたゲームは何？"
     return episode("named_entity", q, game, [game], [s])
 
 
@@ -492,7 +516,7 @@ def newcomer(ctx: Ctx, v: dict) -> Episode:
         first = Scene("parttime_cafe", next_weekday(d, 0, 5), [
             L("店長", "今日から新人さん来ます。ゆいさん、レジの説明からお願いします", 1), L(U, "了解です！"),
         ])
-        q = "バイト先に新しく入ってきたホール担当の人の名前は？"
+        q = "バイト先のカフェに新しく入ったホール担当の新人さんの名前は？"
         scenes = [s, first]
     else:
         d = ctx.day("work_project", "2024-08-01", "2024-10-31", weekday=ctx.rng.randint(0, 4))
@@ -500,7 +524,7 @@ def newcomer(ctx: Ctx, v: dict) -> Episode:
             L("高橋", f"来月から{person}さんがチームに加わります。デザインを担当してもらいます", 2),
             L(U, "よろしくお願いします！"), L("森本", "心強いです"),
         ])
-        q = "インターンのチームに途中から入ったデザイン担当の人は誰？"
+        q = "インターンのチームに途中から加わったデザイン担当の人は？"
         scenes = [s]
     return episode("named_entity", q, person, [person], scenes)
 
@@ -517,7 +541,7 @@ def festival_stall(ctx: Ctx, v: dict) -> Episode:
     fest = Scene("club_tennis", next_weekday(d, 5, 21), [
         L("はると", "学祭1日目、15時で完売しました！みんなありがとう", 1), photo("みゆ"), L(U, "売上あとで報告します"),
     ])
-    q = f"{y}年の学園祭で、サークルの出店は何を売った？"
+    q = f"{y}年の学祭の模擬店で、サークルは何を売った？"
     return episode("named_entity", q, stall, [stall], [s, fest])
 
 
@@ -528,17 +552,17 @@ def birthday_gift(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "mother":
         d = ctx.day("dm_souta", "2023-06-01", "2024-12-31")
         s = Scene("dm_souta", d, [
-            L("そうた", "母さんの誕生日なにする？"), L(U, f"{gift}とかどう？最近欲しいって言ってた", 2),
+            L("そうた", "母さんの誕生日なにする？", 1), L(U, f"{gift}とかどう？最近欲しいって言ってた", 2),
             L("そうた", "いいね、半分ずつ出そ", 1), L(U, "じゃあ私が買っとく"),
         ])
-        q = "母の誕生日に弟と二人で贈ったものは？"
+        q = "母の誕生日に弟とお金を半分ずつ出して贈ったプレゼントは？"
     else:
         d = ctx.day("partner", "2023-06-01", "2024-12-31")
         s = Scene("partner", d, [
-            L("けんと", "誕生日おめでとう！"), L("けんと", f"プレゼント、{gift}にしてみた。気に入るといいけど", 2),
+            L("けんと", "誕生日おめでとう！", 1), L("けんと", f"プレゼント、{gift}にしてみた。気に入るといいけど", 2),
             L(U, "うれしい！！ずっと大事にする"),
         ])
-        q = "けんとから誕生日にもらったプレゼントは何？"
+        q = "誕生日にけんとからもらったプレゼントは何だった？"
     return episode("named_entity", q, gift, [gift], [s])
 
 
@@ -549,17 +573,17 @@ def hair_stylist(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "mai":
         d = ctx.day("dm_mai", "2023-05-01", "2025-02-28")
         s = Scene("dm_mai", d, [
-            L(U, "髪切りたいけどいい美容院知らない？"), L("まい", f"{stylist}おすすめ！カットうまいし話しやすい", 2),
+            L(U, "髪切りたいけどいい美容院知らない？", 1), L("まい", f"{stylist}おすすめ！カットうまいし話しやすい", 2),
             L(U, "予約してみる"),
         ])
-        q = "まいに紹介してもらった美容師さんって誰だっけ？"
+        q = "まいにおすすめされた美容院、カットしてくれる人の名前は？"
     else:
         d = ctx.day("dm_saki", "2023-12-01", "2024-02-28")
         s = Scene("dm_saki", d, [
-            L("さき", f"就活用の髪なら{stylist}に頼むといいよ、印象すごく良くなった", 2),
+            L("さき", f"就活の髪なら{stylist}に頼むといいよ、印象すごく良くなった", 2),
             L(U, "教えてくれてありがとうございます！"),
         ])
-        q = "面接に向けて髪を整えたかったころ、さき先輩が教えてくれた美容師は？"
+        q = "就活の面接前に、さき先輩が印象が良くなるって勧めてくれた美容師は？"
     return episode("named_entity", q, stylist, [stylist], [s])
 
 
@@ -572,7 +596,7 @@ def hanami_park(ctx: Ctx, v: dict) -> Episode:
         L("あかり", f"お花見、{park}にしない？屋台も出るらしい", 2), L("まい", "いいね"),
         L("りな", "レジャーシート持ってく"), L(U, "お弁当係やる！"),
     ])
-    q = f"{d.year}年の春、高校の友達と桜を見に行った場所は？"
+    q = f"{d.year}年の春、高校の友達とお花見した公園はどこ？"
     return episode("named_entity", q, park, [park], [s])
 
 
@@ -587,14 +611,14 @@ def movie_reschedule(ctx: Ctx, v: dict) -> Episode:
     d0 = ctx.day(src, "2023-05-01", "2025-02-20")
     sat = next_weekday(d0, 5, 5)
     s0 = Scene(src, d0, [
-        L(a, f"{mdw(sat)}これ観に行かない？", 1), L(a, f"https://eiga.com/movie/{ctx.rng.randint(90000, 99999)}/"),
+        L(a, f"{mdw(sat)}この映画見に行かない？", 1), L(a, f"https://eiga.com/movie/{ctx.rng.randint(90000, 99999)}/"),
         L(U, "行く！"),
     ])
     s1 = Scene(src, sat - timedelta(days=2), [
         L(a, f"ごめん、土曜{v['reason']}…", 2), L(a, "次の日とかどう？"),
         L(U, "日曜いけるよ！11時に駅でいい？", 2), L(a, "ありがと！！それで！"),
     ])
-    q = f"{a}と映画に行く約束、どうして日にちが変わって、結局いつにしたんだっけ？"
+    q = f"{a}と映画の約束、土曜がだめになって結局、日曜の何時にしたんだっけ？"
     ans = f"土曜は{a}に{v['why']}ため行けなくなり、翌日の日曜11時に駅で待ち合わせることにした。"
     return episode("contextual", q, ans, ["日曜", "11時"], [s0, s1])
 
@@ -613,7 +637,7 @@ def shift_swap(ctx: Ctx, v: dict) -> Episode:
         L(a, "もちろんです！ありがとうございます🙏", 2), L("店長", "了解、シフト表直しておきます"),
     ])
     later = Scene("parttime_cafe", back, [L(a, "今日の朝、約束どおり入ります！", 1), L(U, "ありがとう〜助かる")])
-    q = f"{a}から頼まれたシフトの交代、私は何を条件に受けたんだっけ？"
+    q = f"{a}が{v['reason']}でラストのシフトに入れなかったとき、交代する代わりに私が出した条件は？"
     ans = f"{md(target)}の閉店までの枠を代わるかわりに、{md(back)}の朝の枠に{a}に入ってもらうことにした。"
     return episode("contextual", q, ans, [mdw(back)], [s, later])
 
@@ -624,31 +648,31 @@ def borrow_request(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "laptop":
         d = ctx.day("dm_souta", "2024-05-01", "2025-01-31")
         s = Scene("dm_souta", d, [
-            L("そうた", "姉ちゃんのノートパソコン貸してくれない？"),
+            L("そうた", "姉ちゃんのノートパソコン貸してくれない？", 1),
             L("そうた", "俺のやつ画面つかなくなった、レポート明日締め切りなのに", 2),
             L(U, "いいよ、充電器も持ってって"), L("そうた", "神"),
         ])
-        q = "弟が私のPCを使わせてほしいと言ってきた事情は？"
+        q = "弟がノートパソコンを借りたいって言ってきた事情は？"
         ans = "自分のパソコンの画面がつかなくなったのに、翌日がレポートの締め切りだったから。"
         keys = ["画面つかなくなった"]
     elif v["variant"] == "yukata":
         d = ctx.day("friends_highschool", "2023-07-01", "2023-08-10")
         s = Scene("friends_highschool", d, [
-            L("あかり", "誰か浴衣持ってない？"),
+            L("あかり", "誰か浴衣持ってない？", 1),
             L("あかり", "花火大会で着たいんだけど、自分のはおばあちゃんちに置いてきちゃって", 2),
             L(U, "私の貸せるよ！帯もある", 1), L("あかり", "ゆい神すぎる"),
         ])
-        q = "夏祭りの前に、あかりが着物を借りたいと言い出したのはなぜ？"
+        q = "花火大会の前に、あかりが着る物を借りたがってた理由は？"
         ans = "花火大会で浴衣を着たかったが、自分のものを祖母の家に置いてきてしまったから（ゆいが帯ごと貸した）。"
         keys = ["おばあちゃんち"]
     else:
         d = ctx.day("club_tennis", "2023-05-01", "2024-10-31")
         s = Scene("club_tennis", d, [
-            L("たくみ", "明日の試合なのにガット切れた…"),
+            L("たくみ", "明日の試合なのにガット切れた…", 1),
             L("たくみ", "張り替え間に合わないから、予備のラケットある人貸してほしい", 2),
             L(U, "予備あるよ！明日持ってく", 1), L("たくみ", "まじ助かる"),
         ])
-        q = "試合の前の日に、たくみが道具を借りたがっていたのはなぜ？"
+        q = "試合の前日に、たくみがラケットを借りたがってたのはなぜ？"
         ans = "ラケットの糸が切れて張り替えが間に合わなかったため、予備のラケットが必要だった（ゆいが貸した）。"
         keys = ["張り替え間に合わない"]
     return episode("contextual", q, ans, keys, [s])
@@ -660,25 +684,25 @@ def interview_advice(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "saki":
         d = ctx.day("dm_saki", "2024-03-01", "2024-06-15")
         s = Scene("dm_saki", d, [
-            L(U, "最終面接の逆質問、何聞けばいいかわからなくなってきた"),
+            L(U, "最終面接の逆質問、何聞けばいいかわからなくなってきた", 1),
             L("さき", "その会社で活躍してる若手の共通点を聞くといいよ", 2),
             L("さき", "入社したあとのこと考えてる感じが伝わるから", 2), L(U, "なるほど…それ使わせてもらいます！"),
         ])
         follow = Scene("dm_saki", d + timedelta(days=ctx.rng.randint(4, 10)), [
             L(U, "教えてもらった逆質問、最終面接で使ったら面接官にいい質問ですねって言われました！", 1), L("さき", "よかった〜！"),
         ])
-        q = "面接の最後にこちらから何を聞こうか悩んでいた時、先輩にどうするといいと言われた？"
+        q = "最終面接での逆質問、さき先輩には何を聞くといいって言われた？"
         ans = "その会社で活躍している若手社員の共通点を聞くとよい、入社後を考えていることが伝わるから、と助言された。"
         keys = ["若手の共通点"]
         scenes = [s, follow]
     else:
         d = ctx.day("family", "2024-02-01", "2024-05-31")
         s = Scene("family", d, [
-            L(U, "今日のグループディスカッション、全然しゃべれなかった…"),
+            L(U, "今日の選考のグループディスカッション、全然しゃべれなかった…", 1),
             L("母", "最初に時間配分を決める役を引き受けてみたら？", 2),
             L("母", "お母さんも昔それで話に入りやすくなったよ", 1), L(U, "次やってみる"),
         ])
-        q = "集団で議論する選考でうまく話せなかったとき、母にはどうすればいいと言われた？"
+        q = "選考の討論でうまく話せなかった時、母にどんな役を勧められた？"
         ans = "最初に時間配分を決める役を引き受ければ話に入りやすくなる、と勧められた。"
         keys = ["時間配分"]
         scenes = [s]
@@ -691,11 +715,11 @@ def cost_split(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "friends":
         d = ctx.day("friends_highschool", "2023-07-01", "2024-09-30")
         s = Scene("friends_highschool", d, [
-            L("まい", "ドライブ旅行のお金のことなんだけど"),
+            L("まい", "ドライブ旅行のお金のことなんだけど", 1),
             L("まい", "宿代は4人で割って、レンタカー代とガソリン代は運転しない3人で割るのはどう？", 2),
             L("あかり", "賛成！運転するりなの分はなしで", 2), L("りな", "え、ありがたい"), L(U, "それでいこ！"),
         ])
-        q = "友達と車で出かけた旅行で、お金の負担はどういう決まりになった？"
+        q = "ドライブ旅行のとき、お金の分け方はどう決めた？"
         ans = "宿代は4人で等分し、レンタカー代とガソリン代は運転するりな以外の3人で割ることになった。"
         keys = ["運転しない3人"]
     else:
@@ -704,7 +728,7 @@ def cost_split(ctx: Ctx, v: dict) -> Episode:
             L("はると", "合宿費は一人2万3千円です", 2), L("はると", "1年生は3千円引きにします", 2),
             L("こうへい", "1年やさしい"), L(U, "集金は私が担当します！", 1),
         ])
-        q = "2023年のサークル合宿の参加費って、学年によってどう違ってた？"
+        q = "2023年のサークルの合宿費、1年生だけいくら安くなってた？"
         ans = "基本は一人2万3千円で、1年生だけ3千円安く（2万円に）なっていた。"
         keys = ["3千円引き", "2万3千円"]
     return episode("contextual", q, ans, keys, [s])
@@ -723,20 +747,20 @@ def lost_and_found(ctx: Ctx, v: dict) -> Episode:
             L(U, "財布見つかった！！", 1), L(U, "電車の忘れ物センターに届いてたって", 2), L("けんと", "よかった〜〜"),
             L(U, "中身も全部あった"),
         ])
-        q = "なくした財布、結局どこで保管されてたんだっけ？"
+        q = "交番に届けた財布、結局どこに届いてたんだっけ？"
         ans = "交番に届けを出した2日後、電車の忘れ物センターに届いていたとわかった（中身も無事だった）。"
         keys = ["忘れ物センター"]
     else:
         d0 = ctx.day("family", "2023-05-01", "2025-02-28")
         s0 = Scene("family", d0, [
-            L("父", "携帯をタクシーに置いてきたかもしれない"), L("母", "え、どこのタクシー？"),
+            L("父", "携帯をタクシーに置いてきたかもしれない", 1), L("母", "え、どこのタクシー？"),
             L("父", "駅から乗った緑のやつ", 1),
         ])
         s1 = Scene("family", d0 + timedelta(days=1), [
             L("母", "タクシー会社に電話したら見つかったって。明日家まで届けてくれるそうです", 2), L(U, "よかった！"),
             L("父", "ご迷惑おかけしました"),
         ])
-        q = "父がスマホをどこかに置き忘れた件は、どういう流れで戻ってきた？"
+        q = "父が携帯をどこかに置き忘れたとき、どうやって戻ってきた？"
         ans = "駅から乗ったタクシーに置き忘れており、母がタクシー会社に電話して見つかり、家まで届けてもらえることになった。"
         keys = ["タクシー会社"]
     return episode("contextual", q, ans, keys, [s0, s1])
@@ -748,19 +772,19 @@ def missed_last_train(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "father":
         d = ctx.day("family", "2023-05-01", "2025-03-20")
         s = Scene("family", d, [
-            L(U, "終電のがした…"), L("父", "今どこ？車で迎えに行くよ", 2), L(U, "隣の駅のロータリーにいる", 1),
+            L(U, "終電のがした…", 1), L("父", "今どこ？車で迎えに行くよ", 2), L(U, "隣の駅のロータリーにいる", 1),
             L("父", "20分で着く"), L(U, "ありがとう🙏"),
         ])
-        q = "電車がなくなって帰れなくなった夜、どうやって家に帰った？"
+        q = "終電を逃した夜、お父さんはどこまで迎えに来てくれた？"
         ans = "父が車で隣の駅のロータリーまで迎えに来てくれた。"
         keys = ["迎えに行く"]
     else:
         d = ctx.day("partner", "2023-05-01", "2025-03-20")
         s = Scene("partner", d, [
-            L(U, "やばい、終電ない"), L("けんと", "うち泊まってきなよ", 2), L("けんと", "明日の朝、駅まで送る", 2),
+            L(U, "やばい、終電ない", 1), L("けんと", "うち泊まってきなよ", 2), L("けんと", "明日の朝、駅まで送る", 2),
             L(U, "ありがと、そうする"),
         ])
-        q = "けんとと会った日に帰りの電車がなくなって、結局どうしたんだっけ？"
+        q = "けんとと会ってて終電がなくなった日、結局どうしたんだっけ？"
         ans = "けんとの家に泊まらせてもらい、翌朝駅まで送ってもらうことになった。"
         keys = ["泊まって"]
     return episode("contextual", q, ans, keys, [s])
@@ -772,11 +796,11 @@ def sick_visit(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "partner":
         d = ctx.day("partner", "2023-05-01", "2025-03-20")
         s = Scene("partner", d, [
-            L("けんと", "熱38度5分ある…"), L(U, "え、大丈夫？"),
+            L("けんと", "熱38度5分ある…寝込んでる", 1), L(U, "え、大丈夫？"),
             L(U, "ポカリとゼリーとレトルトのおかゆ、ドアノブにかけとくね", 2), L("けんと", "ありがとう、まじで助かる"),
         ])
         after = Scene("partner", d + timedelta(days=1), [L("けんと", "熱下がった！昨日のゼリーまじで救われた", 1), L(U, "よかった")])
-        q = "けんとが熱で寝込んでいたとき、私は何を差し入れた？"
+        q = "けんとが熱で寝込んでたとき、私が差し入れたものは？"
         ans = "ポカリとゼリーとレトルトのおかゆを、家のドアノブにかけて届けた。"
         keys = ["ポカリ", "おかゆ"]
         scenes = [s, after]
@@ -784,13 +808,13 @@ def sick_visit(ctx: Ctx, v: dict) -> Episode:
     else:
         d = ctx.day("dm_mai", "2023-05-01", "2025-03-20")
         s = Scene("dm_mai", d, [
-            L("まい", "インフルかかった…"), L(U, "のど飴と冷えピタ、ポストに入れといた！", 2), L("まい", "天使？ありがとう"),
+            L("まい", "インフルかかった…", 1), L(U, "のど飴と冷えピタ、ポストに入れといた！", 2), L("まい", "天使？ありがとう"),
         ])
-        q = "まいが高熱で寝込んでいた時、何を届けてあげた？"
+        q = "まいがインフルで寝込んでたとき、ポストに何を入れてあげた？"
         ans = "のど飴と冷えピタをまいの家のポストに入れて届けた。"
         keys = ["のど飴", "冷えピタ"]
         scenes = [s]
-        dsrc, dline = "friends_highschool", L("りな", "熱出た…のど飴なめて寝る")
+        dsrc, dline = "friends_highschool", L("りな", "インフルかも…のど飴なめて寝る")
     dd = ctx.day(dsrc, "2023-04-15", "2025-03-15")
     return episode("contextual", q, ans, keys, scenes, [Scene(dsrc, dd, [dline, L(U, "お大事に！")])])
 
@@ -808,17 +832,17 @@ def surprise_roles(ctx: Ctx, v: dict) -> Episode:
         party = Scene("club_tennis", next_weekday(d, 5, 6), [
             L("さき", "こうへい誕生日おめでとう！！", 1), photo("みゆ"), L("こうへい", "まじでびっくりした、ありがとう"),
         ])
-        q = "こうへいの誕生日をサークルで祝う計画で、さき先輩と私はそれぞれ何を受け持った？"
+        q = "こうへいの誕生日サプライズで、さき先輩と私はそれぞれ何の係だった？"
         ans = "さきがケーキを予約し、ゆいが寄せ書きの色紙をメンバーに回して練習前までに集めることになった。"
         keys = ["色紙", "ケーキは私が予約"]
         scenes = [s, party]
     else:
         d = ctx.day("dm_souta", "2024-03-01", "2024-10-31")
         s = Scene("dm_souta", d, [
-            L(U, "お父さんの還暦、どうする？"), L("そうた", "俺は昔の写真集めてアルバム作る", 2),
+            L(U, "お父さんの還暦、どうする？", 1), L("そうた", "俺は昔の写真集めてアルバム作る", 2),
             L(U, "じゃあ私はお店の予約と花束やる", 2), L("そうた", "ナイス"),
         ])
-        q = "父の60歳のお祝いに向けて、弟と私はどう分担した？"
+        q = "父の還暦のお祝い、弟と私はどう分担した？"
         ans = "そうたが昔の写真を集めてアルバムを作り、ゆいがお店の予約と花束を担当することにした。"
         keys = ["アルバム", "花束"]
         scenes = [s]
@@ -831,18 +855,18 @@ def meeting_mixup(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "mai":
         d = ctx.day("dm_mai", "2023-05-01", "2025-03-20")
         s = Scene("dm_mai", d, [
-            L("まい", "東口ついたよ〜"), L(U, "え、西口って言ってなかった？"), L("まい", "ごめん勘違いしてた！"),
+            L("まい", "東口ついたよ〜", 1), L(U, "え、西口って言ってなかった？", 1), L("まい", "ごめん勘違いしてた！"),
             L("まい", "真ん中の本屋の前で会お！", 2), L(U, "おけ、本屋向かう", 1),
         ])
-        q = "まいと待ち合わせで行き違いになった日、最終的にどこで合流した？"
+        q = "まいと東口で待ち合わせて行き違いになった日、どこで合流した？"
         ans = "まいは東口、ゆいは西口にいたため、間にある本屋の前で会うことにした。"
         keys = ["本屋の前"]
     else:
         d = ctx.day("partner", "2023-05-01", "2025-03-20")
         s = Scene("partner", d, [
-            L("けんと", "改札の中にいる"), L(U, "私、外にいる笑"), L("けんと", "じゃあ出口のパン屋の前で", 2), L(U, "はーい"),
+            L("けんと", "改札の中にいる", 1), L(U, "私、外にいる笑"), L("けんと", "じゃあ出口のパン屋の前で", 2), L(U, "はーい"),
         ])
-        q = "けんとと駅でお互いを見つけられなかった時、どこで落ち合うことにした？"
+        q = "けんとと改札の中と外ですれ違ったとき、どこで待ち合わせし直した？"
         ans = "けんとは改札の中、ゆいは外にいたので、出口のパン屋の前で会うことにした。"
         keys = ["パン屋の前"]
     return episode("contextual", q, ans, keys, [s])
@@ -854,19 +878,19 @@ def presentation_swap(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "daiki":
         d = ctx.day("study_group", "2023-05-01", "2023-12-20")
         s = Scene("study_group", d, [
-            L("だいき", "来週の発表、インフル明けで準備間に合わない…誰か順番代わってくれない？"),
+            L("だいき", "来週の発表、インフル明けで準備間に合わない…誰か順番代わってくれない？", 1),
             L(U, "じゃあ私が先にやるよ", 2), L(U, "その代わりレジュメの印刷お願いしていい？", 2), L("だいき", "もちろん！ほんとありがとう"),
         ])
-        q = "ゼミの発表の順番を入れ替えてあげたとき、代わりに何をしてもらうことにした？"
+        q = "ゼミの発表の順番をだいきと代わってあげたとき、代わりに頼んだことは？"
         ans = "病み上がりで準備が間に合わないだいきと順番を代わり、そのかわりレジュメの印刷を頼んだ。"
         keys = ["レジュメの印刷"]
     else:
         d = ctx.day("study_group", "2024-03-01", "2024-06-30")
         s = Scene("study_group", d, [
-            L("しょう", "再来週の発表、最終面接とかぶった…"), L(U, "私の回と交換しよっか", 2),
+            L("しょう", "再来週の発表、最終面接とかぶった…", 1), L(U, "私の回と交換しよっか", 2),
             L(U, "そのかわり次の打ち上げの幹事よろしく", 2), L("しょう", "喜んで！"),
         ])
-        q = "しょうの就活の予定とゼミの担当が重なった時、どう話がまとまった？"
+        q = "しょうの最終面接がゼミの発表の日と重なったとき、どう解決した？"
         ans = "ゆいが自分の回と交換してあげ、そのかわりしょうが次の打ち上げの幹事をすることになった。"
         keys = ["幹事"]
     return episode("contextual", q, ans, keys, [s])
@@ -886,18 +910,18 @@ def internship_assignment(ctx: Ctx, v: dict) -> Episode:
         done = Scene("work_project", deadline, [
             L(U, "分類結果を共有フォルダに格納しました。カテゴリは8つにまとめています", 1), L("高橋", "ありがとうございます、確認します"),
         ])
-        q = "インターンの案件で私が引き受けた作業と、その期限は？"
+        q = "インターンで頼まれたアンケートの作業、内容と締め切りは？"
         ans = f"アンケートの自由記述回答の分類を、{md(deadline)}までに仕上げること。"
         keys = ["自由記述", mdw(deadline)]
         scenes = [s, done]
     else:
         d = ctx.day("work_project", "2024-10-20", "2024-11-08", weekday=ctx.rng.randint(0, 4))
         s = Scene("work_project", d, [
-            L("高橋", "当日の配置をお送りします"),
+            L("高橋", "商店街イベント当日の配置をお送りします", 1),
             L("高橋", "ゆいさんは受付と整理券の配布をお願いします。9時に本部テント集合です", 2),
             L(U, "承知しました！"), L("井上", "私は物販ブースにいます"),
         ])
-        q = "商店街イベントの本番の日、私の持ち場と集合時刻はどうなってた？"
+        q = "商店街イベントの当日、私の担当と集合の時間はどうなってた？"
         ans = "受付と整理券の配布を担当し、9時に本部テントへ集合することになっていた。"
         keys = ["受付", "9時"]
         scenes = [s]
@@ -910,20 +934,20 @@ def revision_feedback(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "poster":
         d = ctx.day("work_project", "2024-08-01", "2024-10-10", weekday=ctx.rng.randint(0, 4))
         s = Scene("work_project", d, [
-            L("森本", "先方からポスター案へのコメントが来ました"),
+            L("森本", "先方からポスター案へのコメントが来ました", 1),
             L("森本", "①店名の文字をもっと大きく ②写真はお店の人が写っているものに差し替え、とのことです", 2),
             L(U, "承知しました、写真の候補を探します"), L("高橋", "よろしくお願いします"),
         ])
-        q = "告知用のポスター案について、依頼主からどんな直しを頼まれた？"
+        q = "ポスター案について、先方からどんな修正を頼まれた？"
         ans = "店名の文字を大きくすることと、写真をお店の人が写っているものに差し替えること。"
         keys = ["差し替え", "文字をもっと大きく"]
     else:
         d = ctx.day("study_group", "2024-07-10", "2024-08-05")
         s = Scene("study_group", d, [
-            L(U, "中間発表おわった…"), L(U, "先生から、対象を1店舗に絞ったほうがいいって言われた", 2),
+            L(U, "中間発表おわった…", 1), L(U, "先生から、対象を1店舗に絞ったほうがいいって言われた", 2),
             L(U, "あと先行研究の整理が甘いって", 2), L("みなみ", "おつかれ！でも方向性は褒められてたじゃん"),
         ])
-        q = "卒論の途中報告のあと、先生からどんな指摘を受けた？"
+        q = "卒論の中間発表のあと、先生にどんなことを言われた？"
         ans = "調査の対象を1店舗に絞ること、先行研究の整理が不十分であることを指摘された。"
         keys = ["1店舗", "先行研究"]
     return episode("contextual", q, ans, keys, [s])
@@ -935,20 +959,20 @@ def moving_help(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "mai":
         d = ctx.day("dm_mai", "2023-09-01", "2024-12-31")
         s = Scene("dm_mai", d, [
-            L("まい", "来月の引っ越し、ほんとに手伝ってくれる？"), L(U, "うん！日曜の午前なら行ける", 1),
+            L("まい", "来月の引っ越し、ほんとに手伝ってくれる？", 1), L(U, "うん！日曜の午前なら行ける", 1),
             L(U, "食器を包むのやるよ", 2), L("まい", "神！お昼おごる", 1),
         ])
-        q = "まいの引っ越しの日、私は何を手伝う約束をしてた？"
+        q = "まいの引っ越しの手伝いで、私は何を担当する約束だった？"
         ans = "日曜の午前に行って、食器を包む作業をすること（お昼はまいのおごり）。"
         keys = ["食器"]
     else:
         d = ctx.day("dm_saki", "2024-02-15", "2024-03-15")
         s = Scene("dm_saki", d, [
-            L("さき", "4月から社会人で引っ越すんだけど、荷物運ぶのに車出せる人探してて"),
+            L("さき", "4月から社会人で引っ越すんだけど、荷物運ぶのに車出せる人探してて", 1),
             L(U, "お父さんに聞いてみます！", 1), L(U, "父の車借りられました！土曜に私が運転して行きます", 2),
             L("さき", "ほんとにありがとう"),
         ])
-        q = "さき先輩の引っ越しで、荷物を運ぶ手段はどうなった？"
+        q = "さき先輩が社会人になって引っ越すとき、荷物はどうやって運んだ？"
         ans = "ゆいが父の車を借り、土曜に自分で運転して荷物を運ぶことになった。"
         keys = ["父の車"]
     return episode("contextual", q, ans, keys, [s])
@@ -963,16 +987,16 @@ def house_sitting(ctx: Ctx, v: dict) -> Episode:
             L("母", "金土で法事に行くから、メダカのエサと植木の水やりお願いね", 2), L(U, "了解、毎朝やっとく"),
             L("そうた", "俺も部活ないときやる"),
         ])
-        q = "両親が泊まりがけで出かけた週末、家のことで何を頼まれてた？"
+        q = "両親が法事で留守にした週末、家のことで何を頼まれてた？"
         ans = "メダカにエサをやることと、植木に水をやること。"
         keys = ["メダカ", "水やり"]
     else:
         d = ctx.day("dm_mai", "2023-05-01", "2025-03-20")
         s = Scene("dm_mai", d, [
-            L("まい", "週末実家に帰るんだけど、猫のごはんとトイレ掃除お願いできないかな", 2),
+            L("まい", "週末、実家に帰るんだけど、猫のごはんとトイレ掃除お願いできないかな", 2),
             L(U, "いいよ！合鍵ポストね", 1), L("まい", "ありがとう、お礼するね"),
         ])
-        q = "まいが家をあけた週末、私は何を頼まれていた？"
+        q = "まいが週末に実家へ帰ったとき、私が頼まれたお世話は？"
         ans = "まいの猫のごはんとトイレ掃除（合鍵はポストで受け渡し）。"
         keys = ["トイレ掃除"]
     return episode("contextual", q, ans, keys, [s])
@@ -985,18 +1009,18 @@ def cooking_tip(ctx: Ctx, v: dict) -> Episode:
         d = ctx.day("family", "2023-05-01", "2025-03-20")
         s = Scene("family", d, [
             L(U, "お母さんの肉じゃがの作り方教えて"), L("母", "お肉を先に炒めて、砂糖を入れてからお醤油ね", 2),
-            L("母", "最後に火を止めてしばらく置くと味がしみるよ", 2), L(U, "メモった！"),
+            L("母", "コツは最後に火を止めてしばらく置くこと、味がしみるよ", 2), L(U, "メモった！"),
         ])
-        q = "母の味の煮物を作ろうとした時、教わったコツは？"
+        q = "母に習った肉じゃがの味つけ、コツは何だった？"
         ans = "肉を先に炒め、砂糖を入れてから醤油を入れること、最後に火を止めてしばらく置いて味をしみこませること。"
         keys = ["火を止めて", "砂糖を入れてから"]
     else:
         d = ctx.day("family", "2023-05-01", "2025-03-20")
         s = Scene("family", d, [
-            L(U, "お父さんのカレー、なんであんなにおいしいの"), L("父", "隠し味にインスタントコーヒーを少し入れてる", 2),
+            L(U, "お父さんのカレー、なんであんなにおいしいの", 1), L("父", "隠し味にインスタントコーヒーを少し入れてる", 2),
             L("父", "あとは一晩寝かせる", 2), L(U, "まねしてみる"),
         ])
-        q = "父の作るカレーがおいしい秘密は何だと言ってた？"
+        q = "父のカレーがおいしい秘密、何を入れてるって言ってた？"
         ans = "隠し味にインスタントコーヒーを少し入れ、一晩寝かせること。"
         keys = ["インスタントコーヒー", "一晩"]
     return episode("contextual", q, ans, keys, [s])
@@ -1011,10 +1035,10 @@ def agreed_rule(ctx: Ctx, v: dict) -> Episode:
             L(U, "30分待ってたんだけど"), L("けんと", "ごめん、スマホの充電切れてた", 1),
         ])
         s1 = Scene("partner", d0 + timedelta(days=1), [
-            L("けんと", "昨日はほんとにごめん"), L("けんと", "これから遅れそうなときは、わかった時点ですぐ連絡する", 2),
+            L("けんと", "昨日は充電切れでほんとにごめん"), L("けんと", "これからのルール、遅れそうなときは、わかった時点ですぐ連絡する", 2),
             L(U, "うん、私も言いすぎた"), L(U, "出る前にモバイルバッテリー持ったか確認ね", 2), L("けんと", "約束する"),
         ])
-        q = "待ち合わせでもめた後、けんとと二人でどんな決まりを作った？"
+        q = "けんとのスマホの充電が切れて30分待たされたあと、二人で決めたルールは？"
         ans = "遅れそうなときはわかった時点ですぐ連絡すること、出かける前にモバイルバッテリーを持ったか確認すること。"
         return episode("contextual", q, ans, ["すぐ連絡", "モバイルバッテリー"], [s0, s1])
     d = ctx.day("friends_highschool", "2023-05-01", "2025-03-20")
@@ -1022,7 +1046,7 @@ def agreed_rule(ctx: Ctx, v: dict) -> Episode:
         L("りな", "アルバムに載せる写真、写りが微妙なのは先に本人に聞いてからにしない？", 2), L("まい", "賛成"),
         L(U, "それ大事"), L("あかり", "じゃあ載せる前に一言ね", 2),
     ])
-    q = "高校の友達グループで、撮った画像を共有するときに決めたルールは？"
+    q = "高校の友達グループで、アルバムに写真を載せるときのルールは？"
     ans = "写りが微妙な写真は、アルバムに載せる前に写っている本人に一言確認すること。"
     return episode("contextual", q, ans, ["本人に聞いて"], [s])
 
@@ -1033,11 +1057,11 @@ def day_plan(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "friends":
         d = ctx.day("friends_highschool", "2023-05-01", "2025-03-20")
         s = Scene("friends_highschool", d, [
-            L("まい", "当日の流れまとめた！"),
+            L("まい", "遊園地の当日の流れまとめた！", 1),
             L("まい", "8時入園→まずジェットコースター→11時半レストラン予約→午後はショー→夜パレード", 2),
             L("あかり", "完璧"), L(U, "カチューシャ持ってく！"),
         ])
-        q = "高校の友達と遊園地に行く日、どういう順番で回る計画だった？"
+        q = "高校の友達と遊園地に行った日、当日の流れはどういう順番だった？"
         ans = "8時に入園してまずジェットコースター、11時半に予約したレストランで昼食、午後はショー、夜はパレードを見る。"
         keys = ["ジェットコースター", "パレード"]
     else:
@@ -1047,7 +1071,7 @@ def day_plan(ctx: Ctx, v: dict) -> Episode:
             L("けんと", "お昼は館内のカフェで、そのあとペンギンのエサやり体験", 2), L(U, "ペンギン！！"),
             L(U, "帰りに観覧車も乗りたい", 2),
         ])
-        q = "けんとと水族館に行った日は、どんな段取りにしてた？"
+        q = "けんとと水族館に行った日、どんな順番で回る予定だった？"
         ans = "10時に着いてまずイルカショー、昼は館内のカフェ、そのあとペンギンのエサやり体験、帰りに観覧車。"
         keys = ["イルカショー", "観覧車"]
     return episode("contextual", q, ans, keys, [s])
@@ -1064,17 +1088,17 @@ def quitting_reason(ctx: Ctx, v: dict) -> Episode:
             L(person, "3月末でバイトを辞めることになりました。4月からカナダに1年留学します", 2),
             L(U, "えー寂しい！でも応援してる"), L("店長", "送別会しましょう"),
         ])
-        q = f"同じバイト先の{person}さんがお店を離れたのはどうして？"
+        q = f"バイト先の{person}さんが辞めた理由は？"
         ans = "4月から1年間カナダに留学するため、3月末で辞めることになった。"
         keys = ["カナダ", "留学"]
     else:
         d = ctx.day("club_tennis", "2024-04-10", "2024-06-30")
         s = Scene("club_tennis", d, [
-            L(person, "急ですが、今月でサークルを抜けます"),
+            L(person, "急ですが、今月でサークルを抜けます", 1),
             L(person, "教育実習と教員採用試験の勉強で、練習に来られなくなりそうで", 2),
             L("はると", "さみしいけど応援してる"), L(U, "がんばってね！"),
         ])
-        q = f"{person}さんがサークルをやめることになった理由は？"
+        q = f"{person}さんがサークルをやめた理由は？"
         ans = "教育実習と教員採用試験の勉強で練習に参加できなくなるため。"
         keys = ["教育実習"]
     return episode("contextual", q, ans, keys, [s])
@@ -1086,20 +1110,20 @@ def rain_plan(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "club":
         d = ctx.day("club_tennis", "2023-05-01", "2024-11-30")
         s = Scene("club_tennis", d, [
-            L("はると", "本日は雨のため練習中止です"),
+            L("はると", "本日は雨のため練習中止です", 1),
             L("はると", "代わりに18時から体育館2階でトレーニングします。来れる人だけで大丈夫です", 2),
             L("さき", "行きます"), L(U, "行きます！"),
         ])
-        q = "天気のせいでコートが使えなくなった日、練習の代わりに何をすることになった？"
+        q = "雨で練習中止になった日、代わりに何をすることになった？"
         ans = "18時から体育館2階でトレーニングをすることになった（参加は自由）。"
         keys = ["体育館"]
     else:
         d = ctx.day("friends_highschool", "2023-07-01", "2024-09-30")
         s = Scene("friends_highschool", d, [
-            L("りな", "明日のBBQ、台風で無理そう…"), L("あかり", "じゃあうちでたこパにしよ！", 2),
+            L("りな", "明日のBBQ、台風で無理そう…", 1), L("あかり", "じゃあうちでたこパにしよ！", 2),
             L("まい", "賛成、材料買ってく"), L(U, "たこ焼き器持ってく", 1),
         ])
-        q = "天気が悪くて外の予定が流れたとき、高校の友達と代わりに何をした？"
+        q = "台風で外の予定が流れたとき、高校の友達と代わりに何をした？"
         ans = "台風でBBQができなくなり、あかりの家でたこ焼きパーティーをした（ゆいがたこ焼き器を持参）。"
         keys = ["たこパ"]
     return episode("contextual", q, ans, keys, [s])
@@ -1111,19 +1135,19 @@ def family_present(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "grandma":
         d = ctx.day("family", "2023-09-01", "2023-09-12")
         s = Scene("family", d, [
-            L("母", "敬老の日、おばあちゃんに何あげる？"), L(U, "ひざ掛けどう？最近寒いって言ってたし", 2),
+            L("母", "敬老の日、おばあちゃんに何あげる？", 1), L(U, "ひざ掛けどう？最近寒いって言ってたし", 2),
             L("母", "いいね、ゆい土曜に買ってきてくれる？", 2), L(U, "りょ"),
         ])
-        q = "祖母への9月の贈り物は何にして、誰が買いに行くことになった？"
+        q = "敬老の日のおばあちゃんへのプレゼント、何にして誰が買いに行った？"
         ans = "最近寒いと言っていた祖母にひざ掛けを贈ることにし、ゆいが土曜に買いに行くことになった。"
         keys = ["ひざ掛け"]
     else:
         d = ctx.day("dm_souta", "2024-05-01", "2024-05-09")
         s = Scene("dm_souta", d, [
-            L("そうた", "母の日どうする？"), L(U, "カーネーションと、駅前のケーキ屋のロールケーキにしよ", 2),
+            L("そうた", "母の日のプレゼントどうする？", 1), L(U, "カーネーションと、駅前のケーキ屋のロールケーキにしよ", 2),
             L("そうた", "ケーキ俺が取りに行く", 2), L(U, "じゃあ花は私ね", 2),
         ])
-        q = "2024年の5月、母へのお祝いを弟とどう準備した？"
+        q = "2024年、母の日にあげるプレゼントを弟とどう手分けした？"
         ans = "カーネーションとロールケーキを贈ることにし、ケーキはそうたが受け取りに行き、花はゆいが用意した。"
         keys = ["カーネーション", "ロールケーキ"]
     return episode("contextual", q, ans, keys, [s])
@@ -1141,17 +1165,17 @@ def money_loan(ctx: Ctx, v: dict) -> Episode:
         repaid = Scene("dm_souta", next_day_of_month(d, 25), [
             L("そうた", "バイト代入ったから返した！", 1), L(U, "確認した、ありがと"),
         ])
-        q = "弟にお金を貸した時、いくら貸して、いつ返してもらう約束だった？"
+        q = "弟が友達へのプレゼント代を借りに来たとき、いくらをいつ返す約束だった？"
         ans = "5000円を貸し、25日にアルバイト代が入ったら返してもらう約束だった。"
         keys = ["5000円", "25日"]
         scenes = [s, repaid]
     else:
         d = ctx.day("partner", "2023-05-01", "2025-03-10")
         s = Scene("partner", d, [
-            L("けんと", "ライブのチケット代、立て替えといたよ"), L("けんと", "一人8,800円ね", 2),
+            L("けんと", "ライブのチケット代、立て替えといたよ", 1), L("けんと", "一人8,800円ね", 2),
             L(U, "ありがと！次会うとき現金で渡すね", 2),
         ])
-        q = "けんとに立て替えてもらったお金はいくらで、どう返すことにした？"
+        q = "けんとに立て替えてもらったライブのお金、いくらをどう返すことにした？"
         ans = "ライブのチケット代8,800円で、次に会うときに現金で渡すことにした。"
         keys = ["8,800円", "現金"]
         scenes = [s]
@@ -1164,21 +1188,21 @@ def transport_booking(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "train":
         d = ctx.day("partner", "2023-05-01", "2025-02-28")
         s = Scene("partner", d, [
-            L("けんと", "新幹線とれた！"), L("けんと", "行きは9:12発のこだま、帰りは日曜の17:40発", 2),
+            L("けんと", "新幹線とれた！", 1), L("けんと", "行きは9:12発のこだま、帰りは日曜の17:40発", 2),
             L(U, "ありがとう！！"), L(U, "駅弁買お"),
         ])
         ride = Scene("partner", next_weekday(d, 5, 10), [L(U, "こだま乗れた！駅弁あけるね", 1), photo(U)])
-        q = "けんとと二人で遠出した時、行きの列車は何時発で、誰が手配した？"
+        q = "けんとが予約してくれた新幹線、行きは何時に出る便だった？"
         ans = "けんとが新幹線を予約し、行きは9時12分発のこだま（帰りは日曜17時40分発）だった。"
         keys = ["9:12"]
         scenes = [s, ride]
     else:
         d = ctx.day("friends_highschool", "2023-05-01", "2025-02-28")
         s = Scene("friends_highschool", d, [
-            L("りな", "夜行バス予約したよ！"), L("りな", "22:30バスタ新宿発、朝6時着", 2),
+            L("りな", "夜行バス予約したよ！", 1), L("りな", "22:30バスタ新宿発、朝6時着", 2),
             L(U, "ありがと！寝れるかな"), L("まい", "アイマスク必須"),
         ])
-        q = "友達と夜通し移動した旅行で、乗り物は何時にどこを出る予定だった？"
+        q = "友達と夜行バスで行った旅行、何時にどこから出発した？"
         ans = "りなが予約した夜行バスで、22時30分にバスタ新宿を出て朝6時に着く予定だった。"
         keys = ["22:30", "バスタ新宿"]
         scenes = [s]
@@ -1191,19 +1215,19 @@ def health_advice(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "headache":
         d = ctx.day("family", "2023-05-01", "2025-03-20")
         s = Scene("family", d, [
-            L(U, "最近頭痛が続いてる…"), L("母", "スマホ見すぎじゃない？", 1),
+            L(U, "最近ずっと頭痛が続いてる…", 1), L("母", "スマホ見すぎじゃない？", 1),
             L("母", "一回眼科で視力測ってもらったら？メガネ合ってないのかも", 2), L(U, "たしかに最近見えづらい"),
         ])
-        q = "頭の痛い日が続いてると相談したら、母に何を勧められた？"
+        q = "頭痛が続いてるって相談したとき、母に何を勧められた？"
         ans = "眼鏡が合っていないのかもしれないので、眼科で視力を測ってもらうよう勧められた。"
         keys = ["眼科"]
     else:
         d = ctx.day("dm_saki", "2023-05-01", "2025-03-20")
         s = Scene("dm_saki", d, [
-            L(U, "最近寝つき悪くて…"), L("さき", "寝る1時間前にスマホ置くのおすすめ", 2),
+            L(U, "最近寝つき悪くて…寝不足", 1), L("さき", "寝る1時間前にスマホ置くのおすすめ", 2),
             L("さき", "あと朝に散歩すると夜眠くなるよ", 2), L(U, "やってみます！"),
         ])
-        q = "なかなか眠れないと先輩に話した時、どんなアドバイスをもらった？"
+        q = "寝不足で寝つきが悪かったころ、さき先輩からもらったアドバイスは？"
         ans = "寝る1時間前にはスマホを置くこと、朝に散歩をすること。"
         keys = ["スマホ置く", "散歩"]
     return episode("contextual", q, ans, keys, [s])
@@ -1220,17 +1244,17 @@ def gift_collection(ctx: Ctx, v: dict) -> Episode:
             L("みゆ", "了解！"), L("こうへい", "花束にする？"),
         ])
         collected = Scene("club_tennis", pay, [L(U, "集金ありがとうございました！全員分そろいました", 1), L("こうへい", "おつかれ！")])
-        q = "先輩の卒業祝いのお金は、いくらをいつまでに集めることにした？"
+        q = "先輩の卒業祝い、いくらをいつまでに集めることにした？"
         ans = f"一人500円を、{md(pay)}の練習のときにゆいに渡してもらうことにした。"
         keys = ["500円", mdw(pay)]
         scenes = [s, collected]
     else:
         d = ctx.day("study_group", "2025-01-10", "2025-02-05")
         s = Scene("study_group", d, [
-            L("みなみ", "先生に卒業のお礼で何か贈らない？"), L(U, "一人1000円でお花とお菓子にしよ", 2),
+            L("みなみ", "先生に卒業のお礼で何か贈らない？", 1), L(U, "一人1000円でお花とお菓子にしよ", 2),
             L(U, "2月のゼミ最終回までに私に渡して", 2), L("しょう", "了解"),
         ])
-        q = "ゼミの先生へのお礼のお金集めは、どう決まった？"
+        q = "ゼミの先生への卒業のお礼、いくら集めて何を贈った？"
         ans = "一人1000円を集めて花とお菓子を贈ることにし、2月のゼミ最終回までにゆいが集めることになった。"
         keys = ["1000円", "最終回"]
         scenes = [s]
@@ -1243,7 +1267,7 @@ def missed_meeting(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "internship":
         d = ctx.day("work_project", "2024-07-01", "2025-01-31", weekday=ctx.rng.randint(0, 3))
         s = Scene("work_project", d, [
-            L(U, "すみません、明日の定例、大学の試験と重なってしまいました…"),
+            L(U, "すみません、明日の定例、大学の試験と重なってしまいました…", 1),
             L("高橋", "了解です。議事録を後で共有するので、意見はチャットでお願いします", 2),
             L(U, "ありがとうございます、確認して返信します"),
         ])
@@ -1251,17 +1275,17 @@ def missed_meeting(ctx: Ctx, v: dict) -> Episode:
             L("高橋", "本日の定例の議事録を共有しました。ゆいさん、3点目にコメントいただけると助かります", 1),
             L(U, "拝見しました、コメント入れます！"),
         ])
-        q = "インターンの定例ミーティングに出られなかった時、どうすることになった？"
+        q = "大学の試験でインターンの定例に出られなかったとき、どう対応することになった？"
         ans = "後で共有される議事録を読み、意見はチャットで伝えることになった。"
         keys = ["議事録"]
         scenes = [s, shared]
     else:
         d = ctx.day("study_group", "2024-03-01", "2024-07-15")
         s = Scene("study_group", d, [
-            L("しょう", "来週のゼミ、面接で休む…"), L("みなみ", "録音しとくから後で聞いて", 2),
+            L("しょう", "来週のゼミ、面接で休む…", 1), L("みなみ", "録音しとくから後で聞いて", 2),
             L("だいき", "レジュメは共有フォルダに入れとくね", 2),
         ])
-        q = "しょうがゼミを休まなきゃいけなかった時、みんなはどうフォローした？"
+        q = "しょうが面接でゼミを休んだとき、みんなはどうフォローした？"
         ans = "みなみがゼミを録音して後で聞けるようにし、だいきがレジュメを共有フォルダに入れておくことにした。"
         keys = ["録音"]
         scenes = [s]
@@ -1274,10 +1298,10 @@ def ride_arrangement(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "club":
         d = ctx.day("club_tennis", "2023-05-01", "2024-11-15")
         s = Scene("club_tennis", d, [
-            L("こうへい", "大会の日、車出すよ"), L("こうへい", "7時に大学の正門前で拾うね。乗れるのは4人まで", 2),
+            L("こうへい", "大会の日、車出すよ", 1), L("こうへい", "7時に大学の正門前で拾うね。乗れるのは4人まで", 2),
             L(U, "乗りたい！"), L("みゆ", "私も！"),
         ])
-        q = "サークルの大会の会場まで、どうやって行くことになった？"
+        q = "サークルの大会の日、会場までこうへいの車で行くときの集合は？"
         ans = "こうへいが車を出し、7時に大学の正門前で（4人まで）乗せてもらうことになった。"
         keys = ["正門"]
     else:
@@ -1286,7 +1310,7 @@ def ride_arrangement(ctx: Ctx, v: dict) -> Episode:
             L("森本", "来週の現地確認は社用車で行きます", 2), L("森本", "10時に事務所の前に集合、運転は私がします", 2),
             L(U, "承知しました！"),
         ])
-        q = "インターンで現地を見に行った日、移動手段と集合場所はどうなってた？"
+        q = "インターンの現地確認の日は、何で移動してどこに集合した？"
         ans = "森本さんが運転する社用車で行き、10時に事務所の前に集合した。"
         keys = ["社用車", "事務所の前"]
     return episode("contextual", q, ans, keys, [s])
@@ -1301,7 +1325,7 @@ def repair_sequence(ctx: Ctx, v: dict) -> Episode:
     ])
     s1 = Scene("partner", d0 + timedelta(days=2), [L(U, "修理に出してきた、戻るまで2週間だって", 2), L("けんと", "長いな")])
     s2 = Scene("partner", d0 + timedelta(days=16), [L(U, "パソコン戻ってきた！データも無事", 2), L("けんと", "よかったね")])
-    q = "ノートPCが壊れた時、直って手元に戻るまでどんな経過だった？"
+    q = "パソコンが修理から戻ってくるまで、どんな経過だった？"
     ans = "電源が入らなくなり、けんとの勧めでメーカー保証の修理に出して、約2週間後にデータも無事な状態で戻ってきた。"
     return episode("contextual", q, ans, ["2週間", "戻ってきた"], [s0, s1, s2])
 
@@ -1328,7 +1352,7 @@ def circle_role(ctx: Ctx, v: dict) -> Episode:
             L(U, "新しいボール3ダース買いました、領収書は共有ノートに貼ってます", 2), L("はると", "ありがとう！"),
         ]),
     ]
-    q = "テニスサークルで私はどういう立場で、具体的に何をしていた？"
+    q = "サークルの会計として、私がやってたことを全部教えて"
     ans = "会計係として、部費の集金、夏合宿の費用の精算、ボールなど備品の購入と領収書の管理をしていた。"
     return episode("aggregate", q, ans, ["会計", "部費", "精算"], s)
 
@@ -1353,7 +1377,7 @@ def job_hunting_mood(ctx: Ctx, v: dict) -> Episode:
             L(U, "肩の荷がおりた、やっとぐっすり眠れる", 1), L("けんと", "ほんとにおつかれさま"),
         ]),
     ]
-    q = "就活をしていた時期、私の気持ちはどんなふうに移り変わっていった？"
+    q = "就活のころ、ESから内定まで私の気持ちはどう移り変わった？"
     ans = ("3月ごろはESが書けず自信をなくし、4月は不採用が続いて落ち込んだが、5月に二次面接を通って少し自信がつき、"
            "6月に第一志望から内定が出て安心した。")
     return episode("aggregate", q, ans, ["ES", "落ちた", "自信ついた", "内定"], s)
@@ -1379,7 +1403,7 @@ def running_habit(ctx: Ctx, v: dict) -> Episode:
     decoy = Scene("partner", ctx.day("partner", "2023-11-01", "2024-08-31"), [
         L("けんと", "会社の近くのジム入会した"), L(U, "続くといいね笑"),
     ])
-    q = "私が続けていた運動って、どんなふうにステップアップしていった？"
+    q = "ジョギングを始めてからハーフマラソンまで、私の記録はどう伸びた？"
     ans = "2023年秋に朝のジョギングを3kmから始め、冬には5kmを走れるようになり、2024年春にハーフマラソンに申し込んで、10月に2時間14分で完走した。"
     return episode("aggregate", q, ans, ["ジョギング", "5km", "ハーフ"], s, [decoy])
 
@@ -1401,7 +1425,7 @@ def cafe_role(ctx: Ctx, v: dict) -> Episode:
             L(U, "来月のシフト表作るの私の担当になったんだけど、みんなの希望合わなすぎる", 2), L("けんと", "大変そう"),
         ]),
     ]
-    q = "カフェのアルバイトで、私の役目は時間とともにどう変わっていった？"
+    q = "カフェのバイトで、レジ締めから始まって私の担当はどう増えていった？"
     ans = "2023年夏からレジ締めを任され、2024年1月にバイトリーダーになり、新人向けの研修マニュアルを作り、夏からはシフト表の作成も担当した。"
     return episode("aggregate", q, ans, ["バイトリーダー", "マニュアル", "シフト表"], s)
 
@@ -1423,7 +1447,7 @@ def brother_exam(ctx: Ctx, v: dict) -> Episode:
             L("そうた", "合格した！！！", 2), L(U, "数学がんばったもんね", 2), L("母", "みんなのおかげだね"),
         ]),
     ]
-    q = "弟の大学受験に私はどんなふうに関わっていた？"
+    q = "弟の大学受験、数学をどう教えて合格までどうなった？"
     ans = "母に頼まれて、そうたの苦手な数学を通話などで教え、過去問の出来を見て励まし続け、2024年春に合格した。"
     return episode("aggregate", q, ans, ["微分", "過去問", "合格"], s)
 
@@ -1450,7 +1474,7 @@ def project_progress(ctx: Ctx, v: dict) -> Episode:
             L("高橋", "最終報告会で、商店街の方から来年も続けたいとの声をいただきました", 2), L(U, "うれしいです！"),
         ]),
     ]
-    q = "インターン先の地域の案件は、始まりから最後までどんな流れだった？"
+    q = "インターンの商店街のイベント、キックオフから最終報告会までの流れは？"
     ans = ("6月のキックオフで11月に来街者を増やすイベントを開く方針が決まり、夏のアンケートで312件を回収、"
            "11月のイベントには想定の1.5倍の約1,200人が来場し、2月の最終報告会では来年も続けたいという声が出た。")
     return episode("aggregate", q, ans, ["312件", "1,200人", "来年も続けたい"], s)
@@ -1471,7 +1495,7 @@ def yearly_tradition(ctx: Ctx, v: dict) -> Episode:
                 L("あかり", "恒例のやつ、今年は誰んち？"), L("りな", "うちでいいよ、プレゼントは1000円縛り継続で", 2),
             ]),
         ]
-        q = "高校の仲良しグループで毎年やっている恒例行事は？"
+        q = "高校の友達と毎年やってる恒例のクリスマス会、何をするのが決まり？"
         ans = "毎年12月にクリスマス会を開き、1000円以内のプレゼント交換をしている。"
         keys = ["プレゼント交換", "1000円"]
     else:
@@ -1483,7 +1507,7 @@ def yearly_tradition(ctx: Ctx, v: dict) -> Episode:
                 L("こうへい", "毎年恒例の新歓BBQ、今年も河川敷でいいよね？", 2), L(U, "炭は去年の残りがある！"),
             ]),
         ]
-        q = "テニスサークルで毎年春にやっている恒例のイベントは？"
+        q = "サークルで毎年やってる春の新歓イベントは何で、どこでやってる？"
         ans = "毎年4月に河川敷で新入生歓迎のバーベキュー（新歓BBQ）をしている。"
         keys = ["新歓BBQ", "河川敷"]
     return episode("aggregate", q, ans, keys, s)
@@ -1506,7 +1530,7 @@ def saving_goal(ctx: Ctx, v: dict) -> Episode:
             L(U, "九份めっちゃきれい", 1), photo(U),
         ]),
     ]
-    q = "私がお金を貯めていた目的と、それが実現するまでの流れは？"
+    q = "台湾に行くために貯金してた件、どういう流れだった？"
     ans = "春休みに台湾へ行くために毎月2万円ずつ貯金し、12月に15万円に達して、年明けに航空券を取り、2024年3月に台湾を訪れた。"
     return episode("aggregate", q, ans, ["台湾", "2万", "15万"], s)
 
@@ -1528,7 +1552,7 @@ def thesis_progress(ctx: Ctx, v: dict) -> Episode:
             L(U, "卒論提出完了！！", 2), L("しょう", "おめでとう〜"), L("みなみ", "打ち上げしよ"),
         ]),
     ]
-    q = "卒業論文は何をテーマにして、どんな経過で仕上がった？"
+    q = "卒論のテーマ決めから提出まで、どんな経過だった？"
     ans = ("地域のカフェの常連客のつながりをテーマにし、秋にインタビューを断られて行き詰まったが、"
            "11月に8人分の文字起こしを終え、2025年1月に提出した。")
     return episode("aggregate", q, ans, ["常連", "文字起こし", "提出完了"], s)
@@ -1548,7 +1572,7 @@ def bento_habit(ctx: Ctx, v: dict) -> Episode:
             L(U, "お弁当生活4ヶ月続いてる、月1万くらい浮いた", 2), L("まい", "見習いたい"),
         ]),
     ]
-    q = "私が節約のために始めた習慣と、その効果は？"
+    q = "節約のためにお弁当を作り始めて、どのくらい続いてどれだけ浮いた？"
     ans = "2023年9月から自分でお弁当を作り始め、4か月続けて月に1万円ほど浮くようになった。"
     return episode("aggregate", q, ans, ["お弁当", "1万"], s)
 
@@ -1567,7 +1591,7 @@ def tennis_results(ctx: Ctx, v: dict) -> Episode:
             L(U, "ダブルスでベスト8いけた！", 2), L("はると", "すごい！！"), L("みゆ", "ペアおめでとう"),
         ]),
     ]
-    q = "テニスの試合での私の成績は、どんなふうに伸びていった？"
+    q = "テニスの試合、サーブの練習を始めてから成績はどう変わった？"
     ans = "2023年6月はサーブが入らず初戦で負けたが、毎朝サーブの壁打ちを続け、2024年5月にはダブルスでベスト8に入った。"
     return episode("aggregate", q, ans, ["初戦敗退", "壁打ち", "ベスト8"], s)
 
@@ -1578,7 +1602,7 @@ def organizer_role(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "friends":
         s = [
             Scene("friends_highschool", ctx.day("friends_highschool", "2023-08-01", "2023-08-20"), [
-                L(U, "日程調整表つくったから、行ける日に丸つけといて", 2), L("りな", "ありがと〜"),
+                L(U, "日程調整の表つくったから、行ける日に丸つけといて", 2), L("りな", "ありがと〜"),
             ]),
             Scene("friends_highschool", ctx.day("friends_highschool", "2024-01-05", "2024-01-20"), [
                 L(U, "新年会のお店、土曜18時で予約しといた", 2), L("あかり", "さすが"),
@@ -1587,9 +1611,9 @@ def organizer_role(ctx: Ctx, v: dict) -> Episode:
                 L("まい", "いつも集まりの段取りありがとね", 2), L(U, "好きでやってるから笑"),
             ]),
         ]
-        q = "高校の友達グループで集まる時、私はどんな役回りをしていることが多かった？"
+        q = "高校の友達と集まるとき、日程調整とかお店の予約とか、私はどんな役回りだった？"
         ans = "日程調整表を作ったり新年会の店を予約したりと、集まりの段取りを担う幹事役をしていた。"
-        keys = ["日程調整表", "予約しといた"]
+        keys = ["日程調整", "予約しといた"]
     else:
         s = [
             Scene("family", ctx.day("family", "2023-07-01", "2023-07-20"), [
@@ -1602,7 +1626,7 @@ def organizer_role(ctx: Ctx, v: dict) -> Episode:
                 L(U, "年末の温泉、今年も私が宿と電車まとめて手配するね", 2), L("そうた", "助かる"),
             ]),
         ]
-        q = "家族で旅行に行くとき、私はどういう役目を引き受けていた？"
+        q = "家族旅行のとき、宿やレンタカーの手配は私がどうしてた？"
         ans = "宿の候補探しやレンタカー・電車の予約など、家族旅行の計画と手配を毎回担当していた。"
         keys = ["宿", "予約", "手配"]
     return episode("aggregate", q, ans, keys, s)
@@ -1618,7 +1642,7 @@ def mother_health(ctx: Ctx, v: dict) -> Episode:
         Scene("family", d0 + timedelta(days=4), [L("母", "無事退院しました、心配かけてごめんね", 2), L(U, "よかった〜")]),
         Scene("family", ctx.day("family", "2024-03-01", "2024-03-20"), [L("母", "今日の診察、経過良好だって", 2), L("父", "一安心だな")]),
     ]
-    q = "母が病院にかかっていた件は、その後どうなっていった？"
+    q = "母の入院のこと、退院したあとの診察まで含めてどうなった？"
     ans = "2024年1月に3日間の検査入院をし、無事に退院して、3月の診察では経過良好と言われた。"
     return episode("aggregate", q, ans, ["検査入院", "退院", "経過良好"], s)
 
@@ -1638,13 +1662,13 @@ def hobby_progress(ctx: Ctx, v: dict) -> Episode:
                 L("けんと", "コンテスト、佳作に入った！", 2), L(U, "すごすぎる、おめでとう！"),
             ]),
         ]
-        q = "けんとが打ち込んでいた趣味と、その成果は？"
+        q = "けんとのカメラの趣味、ミラーレスを買ってからコンテストまでどうなった？"
         ans = "2023年夏に中古のミラーレスカメラを買って写真を始め、夜景をフォトコンテストに応募して、2024年9月に佳作に入った。"
         keys = ["ミラーレス", "佳作"]
     else:
         s = [
             Scene("dm_mai", ctx.day("dm_mai", "2023-06-01", "2023-06-30"), [
-                L("まい", "陶芸教室に通い始めた！", 2), L(U, "おしゃれ"),
+                L("まい", "陶芸の教室に通い始めた！", 2), L(U, "おしゃれ"),
             ]),
             Scene("dm_mai", ctx.day("dm_mai", "2023-12-01", "2023-12-31"), [
                 L("まい", "初めてちゃんとしたお皿が焼けた", 2), photo("まい"), L(U, "売れるレベル"),
@@ -1653,7 +1677,7 @@ def hobby_progress(ctx: Ctx, v: dict) -> Episode:
                 L("まい", "教室の作品展にマグカップ出すことになった！見に来て", 2), L("あかり", "行く！"),
             ]),
         ]
-        q = "まいが続けていた習い事は何で、どこまで上達した？"
+        q = "まいが習ってた陶芸、どこまで上達したんだっけ？"
         ans = "2023年6月に陶芸教室に通い始め、年末に初めてきちんとしたお皿を焼き、2024年10月には教室の作品展にマグカップを出展した。"
         keys = ["陶芸", "お皿", "作品展"]
     return episode("aggregate", q, ans, keys, s)
@@ -1674,7 +1698,7 @@ def score_progress(ctx: Ctx, v: dict) -> Episode:
                 L(U, "TOEIC 780点とれた！！", 2), L("母", "すごいじゃない"),
             ]),
         ]
-        q = "英語の試験の点数は、どんなふうに伸びていった？"
+        q = "私のTOEICの点数、どう伸びていった？"
         ans = "2023年6月に520点、12月に650点、2024年5月に780点と上がっていった。"
         keys = ["520", "650", "780"]
     else:
@@ -1689,7 +1713,7 @@ def score_progress(ctx: Ctx, v: dict) -> Episode:
                 L("そうた", "卒検合格！免許センター行ってくる", 2), L(U, "今度乗せて"), L("母", "安全運転でね"),
             ]),
         ]
-        q = "弟が車の運転を覚えるまで、どういう段階を踏んでいった？"
+        q = "弟が教習所に通い始めてから免許を取るまでの流れは？"
         ans = "2024年8月に教習所に入り、9月に仮免許に合格し、11月に卒業検定に受かって免許を取りに行った。"
         keys = ["教習所", "仮免", "卒検"]
     return episode("aggregate", q, ans, keys, s)
