@@ -345,6 +345,49 @@ class AnalysisSection(Section):
         return HybridId(RetrieverId.parse(first), RetrieverId.parse(second), float(beta))
 
 
+# --------------------------------------------------------------------------------------------- graph
+
+class GraphSection(Section):
+    """TOBUGraph's memory graph (the second system of the specification, paper 002 §2.2–2.3)."""
+
+    memory_unit: Literal["chunk", "session"] = key(
+        "chunk", "what one memory node is: a chunk (the unit the gold is graded on); session is not implemented yet")
+    extractor: Literal["offline", "openai"] = key(
+        "offline", "offline: a stand-in with no model (SudachiPy nouns and English word rules, interests by "
+        "recurrence), labelled as a stand-in wherever the graph is shown; openai (an LLM, the paper's method) is not implemented yet")
+    split_mode: Literal["A", "B", "C"] = key(
+        "C", "SudachiPy split mode of the offline extractor: A shortest units (東京 / 都庁), C longest (東京都庁), B between")
+    min_memories: int = key(3, "a phrase or named thing becomes an interest when it occurs in at least this many "
+                               "memories", ge=2)
+    merge_distance: Number = key(
+        0.03, "interest candidates closer than this cosine distance (average linkage over phrase vectors) are merged "
+        "into one interest; 0: no merging.  Measured with e5 (multilingual-e5-small): spelling variants lie within "
+        "0.03 (paintings/painting 0.018, カフェー/カフェ 0.028, Café/cafe 0.029), related but distinct words from "
+        "about 0.03 (天気予報/天気, ノートパソコン/パソコン) and 0.04 (高校/中学, サンダル/サンド) to 0.2", ge=0, le=2)
+    max_interests: int = key(500, "at most this many interest candidates, the most shared first, are clustered and "
+                                  "kept", ge=1)
+    max_phrases: int = key(10, "key phrases (activities, things) kept as semantic nodes of a memory, the most "
+                               "frequent in it first; named things are all kept", ge=0)
+
+    @field_validator("memory_unit")
+    @classmethod
+    def _unit_implemented(cls, value):
+        if value == "session":
+            raise ValueError("memory_unit 'session' is not implemented yet; use 'chunk'")
+        return value
+
+    @field_validator("extractor")
+    @classmethod
+    def _extractor_implemented(cls, value):
+        if value == "openai":
+            raise ValueError("extractor 'openai' is not implemented yet; use 'offline'")
+        return value
+
+    def label(self) -> str:
+        """How tables name the graph's extractor: a stand-in is never passed off as an LLM."""
+        return "offline stand-in (SudachiPy + recurrence), not an LLM" if self.extractor == "offline" else self.extractor
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -368,6 +411,7 @@ class StudyParams(Section):
     hybrid: HybridSection = HybridSection()
     bootstrap: BootstrapSection = BootstrapSection()
     analysis: AnalysisSection = AnalysisSection()
+    graph: GraphSection = GraphSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")

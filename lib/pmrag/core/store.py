@@ -46,8 +46,8 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 3            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
-                              # 3: rejections.action)
+SCHEMA_VERSION = 4            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+                              # 3: rejections.action; 4: graph_nodes, graph_edges)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -190,6 +190,24 @@ rankings = Table(
     Column("score", Float, nullable=False),
 )
 
+graph_nodes = Table(                                     # TOBUGraph's memory graph (pmrag.represent.graph):
+    "graph_nodes", metadata,                             # one row per node of each named graph
+    Column("graph", String, primary_key=True),           # the graph's name (several graphs can share a store)
+    Column("node_id", Text, primary_key=True),
+    Column("kind", String, nullable=False),              # memory | semantic | interest
+    Column("subkind", String, nullable=False),           # chunk; summary, participant, person, place ...; interest's
+    Column("label", Text, nullable=False),
+    Column("aliases", Text, nullable=False),             # JSON list: the surface forms merged into an interest
+)
+
+graph_edges = Table(
+    "graph_edges", metadata,
+    Column("graph", String, primary_key=True),
+    Column("source", Text, primary_key=True),            # always a memory node
+    Column("target", Text, primary_key=True),            # a semantic or an interest node
+    Column("kind", String, nullable=False),              # memory-semantic | memory-interest
+)
+
 stages = Table(                                          # one row per study stage: its key and manifest
     "stages", metadata,
     Column("name", String, primary_key=True),
@@ -306,7 +324,8 @@ def _columns(conn, name: str) -> list[str]:
 
 def _upgrade(conn) -> None:
     """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
-    NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``)."""
+    NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``).
+    Version 4 only adds tables (``graph_nodes``, ``graph_edges``), which :func:`_claim` creates."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
