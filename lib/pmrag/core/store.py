@@ -309,9 +309,25 @@ def _claim(engine: Engine, path: Path) -> None:
             conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.commit()
-        dbapi = conn.connection.dbapi_connection
-        if dbapi.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            dbapi.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(conn.connection.dbapi_connection)
+
+
+def _switch_to_wal(dbapi, attempts: int = 600, pause_s: float = 0.05) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another process holds the file: SQLite answers a journal-mode
+    change with "database is locked" at once, without calling the busy handler (seen when several processes
+    create one store together)."""
+    import sqlite3
+    import time
+
+    for attempt in range(attempts):
+        try:
+            if dbapi.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                dbapi.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(pause_s)
 
 
 def _user_version(conn) -> int:
