@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from proctree import process_tree
+
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
 from pmrag.chunking import store as chunk_store
@@ -50,19 +52,6 @@ class TreeMemory:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
-    def _tree(pid: int) -> list[int]:
-        pids, todo = [], [pid]
-        while todo:
-            current = todo.pop()
-            pids.append(current)
-            for task in Path(f"/proc/{current}/task").glob("*/children"):
-                try:
-                    todo += [int(c) for c in task.read_text().split()]
-                except OSError:
-                    pass
-        return pids
-
-    @staticmethod
     def _pss_kb(pid: int) -> int:
         try:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -74,7 +63,7 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_kb = max(self.peak_kb, sum(self._pss_kb(p) for p in self._tree(os.getpid())))
+            self.peak_kb = max(self.peak_kb, sum(self._pss_kb(p) for p in process_tree(os.getpid())))
             self._stop.wait(self.interval)
 
     def __enter__(self):

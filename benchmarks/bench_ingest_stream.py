@@ -25,6 +25,8 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+from proctree import process_tree
+
 REPO = Path(__file__).resolve().parents[1]
 
 _WORDS = ("今日", "明日", "ご飯", "行く", "楽しみ", "了解", "ありがとう", "駅", "集合", "映画", "仕事", "終わった",
@@ -92,18 +94,6 @@ class TreeMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _tree(self) -> list[int]:
-        pids, todo = [], [self.pid]
-        while todo:
-            current = todo.pop()
-            pids.append(current)
-            for task in Path(f"/proc/{current}/task").glob("*/children"):
-                try:
-                    todo += [int(c) for c in task.read_text().split()]
-                except OSError:
-                    pass
-        return pids
-
     @staticmethod
     def _rss_pss_kb(pid: int) -> tuple[int, int]:
         rss = pss = 0
@@ -119,7 +109,7 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            sizes = [self._rss_pss_kb(p) for p in self._tree()]
+            sizes = [self._rss_pss_kb(p) for p in process_tree(self.pid)]
             self.peak_rss_kb = max(self.peak_rss_kb, sum(s[0] for s in sizes))
             self.peak_pss_kb = max(self.peak_pss_kb, sum(s[1] for s in sizes))
             self._stop.wait(self.interval)
