@@ -281,7 +281,7 @@ def test_a_version_3_store_is_upgraded_in_place_and_keeps_its_data(tmp_path):
         conn.execute("PRAGMA user_version = 3")
     engine = store.open_store(path)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 5
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"graph_nodes", "graph_edges"} <= tables
         assert conn.execute("SELECT text FROM questions").fetchall() == [("where?",)]
@@ -309,14 +309,13 @@ def test_graph_params_default_to_the_offline_stand_in_and_say_so():
     params = StudyParams(run="x", dataset={"synthetic": {"enabled": True}})
     assert params.graph.memory_unit == "chunk" and params.graph.extractor == "offline"
     assert params.graph.label() == "offline stand-in (SudachiPy + recurrence), not an LLM"
-    assert EXTRACTORS.names() == ("offline",)
+    assert EXTRACTORS.names() == ("offline", "openai")
     assert extractor().label() == params.graph.label()
     assert extractor().provenance()["split_mode"] == "C"
 
 
 @pytest.mark.parametrize("key, value, message", [
     ("memory_unit", "session", "memory_unit 'session' is not implemented yet"),
-    ("extractor", "openai", "extractor 'openai' is not implemented yet"),
     ("split_mode", "D", "'A', 'B' or 'C'"),
     ("min_memories", 1, "greater than or equal to 2"),
     ("merge_distance", -0.1, "greater than or equal to 0"),

@@ -46,8 +46,8 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 4            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
-                              # 3: rejections.action; 4: graph_nodes, graph_edges)
+SCHEMA_VERSION = 5            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+                              # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -208,6 +208,29 @@ graph_edges = Table(
     Column("kind", String, nullable=False),              # memory-semantic | memory-interest
 )
 
+graph_extractions = Table(                               # the openai graph extractor's calls (pmrag.represent.extract):
+    "graph_extractions", metadata,                       # one row per memory or interest batch, its last outcome
+    Column("step", String, primary_key=True),            # semantic | interest
+    Column("item_id", Text, primary_key=True),           # the memory id, or the interest batch's id (its input's hash)
+    Column("status", String, nullable=False),            # ok | error
+    Column("requested_model", String, nullable=False),
+    Column("response_model", String),                    # the model the response reports
+    Column("sdk_version", String),
+    Column("system_sha256", String(64), nullable=False), # the step's two prompt files
+    Column("user_sha256", String(64), nullable=False),
+    Column("input_chars", Integer, nullable=False),
+    Column("input_sha256", String(64), nullable=False),  # what was sent after the user template
+    Column("output", Text),                              # the validated JSON; NULL when status is 'error'
+    Column("error", Text),                               # one line naming the item and the key, never chat text
+    Column("dropped_ids", Integer),                      # interest: memory ids of the reply not in the batch, dropped
+    Column("input_tokens", Integer),
+    Column("output_tokens", Integer),
+    Column("latency_s", Float),
+    Column("attempts", Integer, nullable=False),
+    Column("run_id", String, nullable=False),
+    Column("created_at", String, nullable=False),
+)
+
 stages = Table(                                          # one row per study stage: its key and manifest
     "stages", metadata,
     Column("name", String, primary_key=True),
@@ -341,7 +364,8 @@ def _columns(conn, name: str) -> list[str]:
 def _upgrade(conn) -> None:
     """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
     NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``).
-    Version 4 only adds tables (``graph_nodes``, ``graph_edges``), which :func:`_claim` creates."""
+    Versions 4 and 5 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``), which
+    :func:`_claim` creates."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")

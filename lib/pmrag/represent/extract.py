@@ -9,8 +9,7 @@ One interface, :class:`Extractor`, in the paper's two steps, so that an LLM back
   across memories, each with every memory it concerns.
 
 Backends are registered in :data:`EXTRACTORS` under the params' ``graph.extractor`` name and built by
-:func:`make_extractor`.  Only ``offline`` exists; ``openai`` (an LLM call per memory, then cross-memory calls
-for the interests, returning the same values) is refused by the params until it is written.
+:func:`make_extractor`: ``offline`` (below) and ``openai`` (the paper's method, :mod:`pmrag.represent.extract_llm`).
 
 The offline backend (:class:`OfflineExtractor`) is a stand-in with no model, and says so in its
 :meth:`~OfflineExtractor.label`.  Its rules:
@@ -57,9 +56,10 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
+from sqlalchemy import Engine
 
 from pmrag.core.errors import PmragError
-from pmrag.core.params import GraphSection
+from pmrag.core.params import GraphSection, SummarizerSection
 from pmrag.core.registry import Registry
 
 Embedder = Callable[[list[str]], np.ndarray]
@@ -145,9 +145,28 @@ class Extractor(Protocol):
 EXTRACTORS: Registry[Callable[..., Extractor]] = Registry("graph extractor")
 
 
-def make_extractor(params: GraphSection, *, embedder: Embedder) -> Extractor:
-    """The backend ``params.extractor`` names, with ``embedder`` for the phrase vectors of interest merging."""
-    return EXTRACTORS.get(params.extractor)(params, embedder=embedder)
+def make_extractor(params: GraphSection, *, embedder: Embedder, llm: SummarizerSection | None = None,
+                   prompts: str = "ja", allow_remote: bool = False, proxy: str | None = None,
+                   engine: Engine | None = None, progress: bool = False) -> Extractor:
+    """The backend ``params.extractor`` names, with ``embedder`` for the phrase vectors of interest merging.
+
+    Parameters
+    ----------
+    params: the params' ``graph`` section.
+    embedder: texts → float32 rows (interest merging, both backends).
+    llm: the params' ``summarizer`` section: the openai backend's model and connection (ignored offline).
+    prompts: the params' ``representations.prompts`` (``ja``, ``en`` or a folder), for the openai backend's prompts.
+    allow_remote, proxy: the params' top-level keys, as the summarizer takes them.
+    engine: the study store, where the openai backend records each call (``graph_extractions``) and resumes.
+    progress: show the openai backend's progress bars.
+
+    Returns
+    -------
+    An :class:`Extractor`.  The openai backend refuses (:class:`GraphError`) without ``llm`` or ``engine``, and a
+    server off this machine without ``allow_remote`` (:class:`~pmrag.represent.privacy.RemoteNotAllowed`).
+    """
+    return EXTRACTORS.get(params.extractor)(params, embedder=embedder, llm=llm, prompts=prompts,
+                                            allow_remote=allow_remote, proxy=proxy, engine=engine, progress=progress)
 
 
 # --------------------------------------------------------------------------------------------- text
@@ -484,5 +503,10 @@ class OfflineExtractor:
 
 
 @EXTRACTORS.register("offline")
-def _offline(params: GraphSection, *, embedder: Embedder) -> OfflineExtractor:
+def _offline(params: GraphSection, *, embedder: Embedder, **_connection) -> OfflineExtractor:
+    """The offline stand-in; the connection arguments of :func:`make_extractor` are not its concern."""
     return OfflineExtractor(params, embedder=embedder)
+
+
+# registers the LLM backend (pmrag.represent.extract_llm): it imports this module's values
+from pmrag.represent import extract_llm  # noqa: E402,F401

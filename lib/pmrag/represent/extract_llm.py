@@ -1,0 +1,483 @@
+"""TOBUGraph's extraction by an LLM (paper 002 §2.2–2.3), the ``openai`` backend of
+:data:`pmrag.represent.extract.EXTRACTORS`.
+
+The openai backend (:class:`OpenAIExtractor`) is the paper's method: an LLM does both steps.
+
+* **Prompts** ``graph_semantic_{system,user}.txt`` and ``graph_interest_{system,user}.txt`` of the params'
+  ``representations.prompts`` set (``ja``, ``en`` or a folder).  The paper publishes no prompts: ours were
+  written from its description of the two modules (002 §2.2: participants, activities, stories, sentiment and a
+  summary per memory; §2.3: common themes such as hobbies, locations, activities, preferences, important dates
+  or people, each linked to every memory it concerns), and graphs made with them are not the paper's.
+* **Connection**: the params' ``summarizer`` section (model, base_url, timeout, interval, retries, backoff,
+  failure policy; one LLM configuration per study) and ``allow_remote`` / ``proxy``, through the summarizer's
+  own client (:class:`~pmrag.represent.summarize.OpenAISummarizer`: the Responses API, ``instructions`` = the
+  system prompt, ``input`` = the user template, a blank line and the input; no temperature or seed sent).
+* **Semantic step** (§2.2): one call per memory on the first ``summarizer.max_input_chars`` characters of its
+  raw text.  The reply is one JSON object: ``people``, ``places``, ``organisations``, ``objects``, ``events``,
+  ``activities`` (lists of strings), ``sentiment`` (a string or null), ``summary`` (optional).  People →
+  ``person``, places → ``place``, organisations and events → ``named`` (all kept); activities → ``activity``
+  then objects → ``thing`` (the first ``max_phrases``); the sentiment its own node; the model's summary only for
+  a memory without one.  Participants and time span come from the store, as offline.
+* **Interest step** (§2.3): one call per ``interest_batch`` memories, each given as a JSON line with its id
+  and semantic details; the reply is ``{"interests": [{label, kind, memory_ids}]}``.  Memory ids not in the
+  batch are dropped and counted (:class:`StepReport`, the row's ``dropped_ids``).  Interests of all batches are
+  merged by :func:`merge_interests` (same normalised label, then ``min_memories``, ``max_interests`` and the
+  offline backend's clustering at ``merge_distance``).
+* **Validation**: a reply that is not JSON, or lacks a key or holds a value of the wrong type, is a failed,
+  not retried, call with a one-line error naming the memory (or batch) and the key, never the reply's text.
+  A Markdown code fence around the JSON is allowed.  ``max_output_tokens``: the summarizer's for a semantic
+  call, at least :data:`INTEREST_MAX_OUTPUT_TOKENS` for an interest call.
+* **Provenance and resume** (store table ``graph_extractions``, one row per memory or batch, committed after
+  each call): status, the validated JSON, requested and reported model, SDK version, both prompts' SHA-256,
+  the input's length and SHA-256, tokens, latency, attempts, run id, time.  A batch's id is a hash of its
+  input.  A rerun calls the model only for items without an ``ok`` row under the same model, prompts and input;
+  error rows are called again.  Retries and failure policy are the summarizer's: retryable errors (429, 5xx,
+  timeout, connection) up to ``max_retries`` times with capped exponential backoff; then
+  ``stop_on_first_error`` raises :class:`GraphExtractionStopped`, ``retry`` records the error and goes on (a
+  memory without its reply keeps only what the store gives; a batch without its reply adds no interest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import unicodedata
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+from sqlalchemy import Engine, insert, select
+
+from pmrag.core.errors import PmragError
+from pmrag.core.params import GraphSection, SummarizerSection
+from pmrag.core.store import graph_extractions
+from pmrag.represent import privacy
+from pmrag.represent.extract import (EXTRACTORS, NAMED_KINDS, PHRASE_KINDS, Embedder, GraphError, Interest,
+                                     Memory, MemorySemantics, Term, _check_unique, cluster_phrases)
+from pmrag.represent.summarize import OpenAISummarizer, Prompts, SummaryCallError
+
+
+# --------------------------------------------------------------------------------------------- openai
+
+SEMANTIC_LIST_KEYS = {"people": "person", "places": "place", "organisations": "named", "events": "named",
+                      "activities": "activity", "objects": "thing"}
+"""The semantic reply's list keys (002 §2.2's named things and activities) → term kinds, in the order they are kept."""
+
+INTEREST_KINDS = ("hobby", "place", "activity", "preference", "date", "person", "event", "other")
+"""Kinds of an LLM interest (002 §2.3's examples of themes); a kind the model writes otherwise is ``other``."""
+
+INTEREST_MAX_OUTPUT_TOKENS = 4000
+"""``max_output_tokens`` of an interest call unless the summarizer's is larger: its reply lists memory ids of up
+to ``interest_batch`` memories, more than a summary's 700 tokens hold."""
+
+GRAPH_PROMPT_FILES = {"semantic": ("graph_semantic_system", "graph_semantic_user"),
+                      "interest": ("graph_interest_system", "graph_interest_user")}
+STEPS = tuple(GRAPH_PROMPT_FILES)
+
+
+class GraphExtractionStopped(PmragError):
+    """``stop_on_first_error``: a graph extraction call failed; its row is recorded and the run is stopped."""
+
+    def __init__(self, step: str, item_id: str, error: str, run_id: str, n_ok: int):
+        self.step, self.item_id, self.error, self.run_id = step, item_id, error, run_id
+        what = f"memory {item_id}" if step == "semantic" else f"interest batch {item_id}"
+        super().__init__(
+            f"graph extraction ({step}) stopped at {what} (run {run_id}, {n_ok} ok in this run): {error}; rerun to "
+            f"resume (calls already ok are not made again), or set 'summarizer.failure_policy: retry'"
+        )
+
+
+def load_graph_prompts(prompts: str = "ja") -> dict[str, Prompts]:
+    """The graph prompts of a set (``ja``, ``en`` or a folder, as :func:`~pmrag.represent.representations.prompt_dir`):
+    ``{"semantic": Prompts, "interest": Prompts}`` from ``graph_{semantic,interest}_{system,user}.txt``, a leading
+    byte-order mark and trailing whitespace stripped (the input follows the user template after a blank line)."""
+    from pmrag.represent.representations import read_prompt
+
+    out = {}
+    for step, names in GRAPH_PROMPT_FILES.items():
+        texts = []
+        for name in names:
+            try:
+                text = read_prompt(prompts, name).lstrip("\ufeff").rstrip()
+            except FileNotFoundError as exc:
+                raise GraphError(f"graph prompts: {exc}") from None
+            if not text:
+                raise GraphError(f"graph prompts: {name}.txt of prompt set {prompts!r} is empty")
+            texts.append(text)
+        out[step] = Prompts(*texts)
+    return out
+
+
+# --- replies
+
+def _reply_object(text: str, what: str) -> dict:
+    """The reply as a JSON object (one surrounding Markdown code fence allowed); a one-line error naming ``what``
+    and the parser's position otherwise, never the reply's text."""
+    body = text.strip()
+    fence = re.fullmatch(r"```[A-Za-z]*\s*\n(.*?)\n?\s*```", body, flags=re.DOTALL)
+    if fence:
+        body = fence.group(1)
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise SummaryCallError(f"{what}: the reply is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                               retryable=False) from None
+    if not isinstance(value, dict):
+        raise SummaryCallError(f"{what}: the reply is JSON but not an object ({type(value).__name__})", retryable=False)
+    return value
+
+
+def _strings(value, what: str, key: str) -> list[str]:
+    """A list of strings, stripped, empty ones dropped, each once (first occurrence kept)."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SummaryCallError(f"{what}: key {key!r} must be a list of strings", retryable=False)
+    return list(dict.fromkeys(item.strip() for item in value if item.strip()))
+
+
+def _optional_text(reply: dict, what: str, key: str) -> str | None:
+    value = reply.get(key)
+    if value is not None and not isinstance(value, str):
+        raise SummaryCallError(f"{what}: key {key!r} must be a string or null", retryable=False)
+    if value is None:
+        return None
+    return value.strip() or None
+
+
+def validate_semantic_reply(text: str, memory_id: str) -> dict:
+    """A semantic reply (002 §2.2) checked and normalised: every key of :data:`SEMANTIC_LIST_KEYS` a list of
+    strings (required), ``sentiment`` a string or null (required), ``summary`` a string or null (may be absent);
+    other keys are ignored.  Raises a non-retryable ``SummaryCallError`` naming the memory and the key."""
+    what = f"memory {memory_id!r}"
+    reply = _reply_object(text, what)
+    for key_name in (*SEMANTIC_LIST_KEYS, "sentiment"):
+        if key_name not in reply:
+            raise SummaryCallError(f"{what}: key {key_name!r} is missing", retryable=False)
+    out: dict = {"summary": _optional_text(reply, what, "summary")}
+    for key_name in SEMANTIC_LIST_KEYS:
+        out[key_name] = _strings(reply[key_name], what, key_name)
+    out["sentiment"] = _optional_text(reply, what, "sentiment")
+    return out
+
+
+def validate_interest_reply(text: str, batch_id: str, memory_ids: Sequence[str]) -> tuple[dict, int]:
+    """An interest reply (002 §2.3) checked and normalised, and the number of memory ids dropped.
+
+    ``interests`` must be a list of objects with ``label`` (a non-empty string), ``kind`` (a string; one not in
+    :data:`INTEREST_KINDS`, case-insensitively, becomes ``other``) and ``memory_ids`` (a list of strings).  A memory
+    id not in ``memory_ids`` (the batch's) is dropped and counted, each occurrence once; an interest left without
+    memories is dropped.  Raises a non-retryable ``SummaryCallError`` naming the batch, the interest's index and the key.
+    """
+    what = f"interest batch {batch_id}"
+    reply = _reply_object(text, what)
+    if "interests" not in reply:
+        raise SummaryCallError(f"{what}: key 'interests' is missing", retryable=False)
+    if not isinstance(reply["interests"], list):
+        raise SummaryCallError(f"{what}: key 'interests' must be a list of objects", retryable=False)
+    known = set(memory_ids)
+    dropped = 0
+    interests = []
+    for index, item in enumerate(reply["interests"]):
+        where = f"{what}: interests[{index}]"
+        if not isinstance(item, dict):
+            raise SummaryCallError(f"{where} is not an object", retryable=False)
+        for key_name in ("label", "kind", "memory_ids"):
+            if key_name not in item:
+                raise SummaryCallError(f"{where}: key {key_name!r} is missing", retryable=False)
+        label = item["label"].strip() if isinstance(item["label"], str) else None
+        if not label:
+            raise SummaryCallError(f"{where}: key 'label' must be a non-empty string", retryable=False)
+        if not isinstance(item["kind"], str):
+            raise SummaryCallError(f"{where}: key 'kind' must be a string", retryable=False)
+        kind = item["kind"].strip().lower()
+        ids = _strings(item["memory_ids"], where, "memory_ids")
+        dropped += sum(1 for memory_id in item["memory_ids"] if isinstance(memory_id, str)
+                       and memory_id.strip() and memory_id.strip() not in known)
+        ids = [memory_id for memory_id in ids if memory_id in known]
+        if ids:
+            interests.append({"label": label, "kind": kind if kind in INTEREST_KINDS else "other", "memory_ids": ids})
+    return {"interests": interests}, dropped
+
+
+def semantics_from_reply(memory: Memory, reply: dict | None, max_phrases: int) -> MemorySemantics:
+    """A memory's :class:`MemorySemantics` from its validated semantic reply (``None``: the call failed, so only
+    what the store gives: summary, participants, time span).  Named things: people → person, places → place,
+    organisations and events → named, all kept; key phrases: activities → activity then objects → thing, the
+    first ``max_phrases``, in the reply's order.  The memory's own summary wins over the model's."""
+    if reply is None:
+        return MemorySemantics(memory.memory_id, memory.summary, tuple(memory.speakers), memory.start_at,
+                               memory.end_at, entities=(), phrases=())
+    terms = tuple(dict.fromkeys(Term(kind, label, 1) for key_name, kind in SEMANTIC_LIST_KEYS.items()
+                                for label in reply[key_name]))
+    return MemorySemantics(
+        memory_id=memory.memory_id, summary=memory.summary or reply["summary"], participants=tuple(memory.speakers),
+        start_at=memory.start_at, end_at=memory.end_at,
+        entities=tuple(t for t in terms if t.kind in NAMED_KINDS),
+        phrases=tuple(t for t in terms if t.kind in PHRASE_KINDS)[:max_phrases],
+        terms=terms, sentiment=reply["sentiment"],
+    )
+
+
+def interest_batch_input(batch: Sequence[MemorySemantics]) -> str:
+    """The input of one interest call: one JSON object per memory and line, its id and semantic details (summary,
+    participants, time span, named things and key phrases by kind, sentiment), empty ones left out."""
+    lines = []
+    for memory in batch:
+        record: dict = {"id": memory.memory_id, "summary": memory.summary, "participants": list(memory.participants),
+                        "time": f"{memory.start_at:%Y-%m-%d %H:%M} – {memory.end_at:%Y-%m-%d %H:%M}"}
+        for kind, name in (("person", "people"), ("place", "places"), ("named", "names"), ("activity", "activities"),
+                           ("thing", "things")):
+            record[name] = [t.label for t in (*memory.entities, *memory.phrases) if t.kind == kind]
+        record["sentiment"] = memory.sentiment
+        lines.append(json.dumps({k: v for k, v in record.items() if v}, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def normalise_label(label: str) -> str:
+    """What makes two interest labels one: NFKC, case-folded, whitespace runs as one space."""
+    return " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+
+
+def merge_interests(replies: Sequence[dict], params: GraphSection, embedder: Embedder) -> list[Interest]:
+    """Interests of validated interest replies (in batch order) merged across batches.
+
+    Rules: interests whose :func:`normalise_label` is equal are one (their memories united; spelled as the spelling
+    linked to most memories, then the shorter, then by code point; of the kind linked to most memories, then in
+    :data:`INTEREST_KINDS` order).  Those linked to at least ``min_memories`` memories are candidates, the
+    ``max_interests`` most shared kept (ties by label); then merged by :func:`cluster_phrases` over the injected
+    ``embedder``'s vectors of their labels at ``merge_distance``, as the offline backend merges: a group is labelled
+    by its most shared member (ties: the shorter, then by code point), of that member's kind, linked to the union
+    of its members' memories, with every spelling as an alias (the label first).  Most shared first, ties by label.
+    """
+    memories_of: dict[str, set[str]] = defaultdict(set)
+    spellings: dict[str, Counter[str]] = defaultdict(Counter)
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    for reply in replies:
+        for item in reply["interests"]:
+            norm = normalise_label(item["label"])
+            memories_of[norm].update(item["memory_ids"])
+            spellings[norm][item["label"]] += len(item["memory_ids"])
+            kinds[norm][item["kind"]] += len(item["memory_ids"])
+    label_of = {norm: min(found, key=lambda s: (-found[s], len(s), s)) for norm, found in spellings.items()}
+    candidates = sorted((norm for norm, ids in memories_of.items() if len(ids) >= params.min_memories),
+                        key=lambda norm: (-len(memories_of[norm]), label_of[norm]))[: params.max_interests]
+    if not candidates:
+        return []
+    vectors = np.asarray(embedder([label_of[norm] for norm in candidates]), dtype=np.float32)
+    if vectors.ndim != 2 or len(vectors) != len(candidates):
+        raise GraphError(f"the phrase embedder returned shape {vectors.shape} for {len(candidates)} phrases")
+    interests = []
+    for group in cluster_phrases(vectors, params.merge_distance):
+        members = sorted((candidates[i] for i in group),
+                         key=lambda norm: (-len(memories_of[norm]), len(label_of[norm]), label_of[norm]))
+        head = members[0]
+        kind = min(kinds[head], key=lambda k: (-kinds[head][k], INTEREST_KINDS.index(k)))
+        aliases = [label_of[norm] for norm in members]
+        for norm in members:
+            aliases += sorted(spellings[norm], key=lambda s: (-spellings[norm][s], len(s), s))
+        ids = sorted(set().union(*(memories_of[norm] for norm in members)))
+        interests.append(Interest(label=label_of[head], kind=kind, memory_ids=tuple(ids),
+                                  aliases=tuple(dict.fromkeys(aliases))))
+    return sorted(interests, key=lambda i: (-len(i.memory_ids), i.label))
+
+
+# --- runs
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one step of an :class:`OpenAIExtractor` did.  ``seen == skipped + ok + error``; ``dropped_ids``: memory
+    ids of interest replies (stored ones included) that were not in the batch, dropped."""
+
+    step: str
+    run_id: str
+    requested_model: str
+    status: str        # done | stopped
+    seen: int
+    skipped: int       # already ok in the store under the same model, prompts and input
+    ok: int
+    error: int
+    calls: int         # API calls made (attempts)
+    dropped_ids: int = 0
+
+    def line(self) -> str:
+        text = (f"graph {self.step} run {self.run_id} (openai/{self.requested_model}): {self.status}; seen {self.seen}, "
+                f"skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, calls {self.calls}")
+        if self.step == "interest":
+            text += f"; {self.dropped_ids} memory ids not in their batch dropped"
+        return text
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class OpenAIExtractor:
+    """The paper's extraction (module docstring): the Responses API through the summarizer's client, a call per
+    memory, then a call per ``interest_batch`` memories; every call's outcome a row of ``graph_extractions``."""
+
+    backend = "openai"
+
+    def __init__(self, params: GraphSection, *, embedder: Embedder, llm: SummarizerSection, engine: Engine,
+                 prompts: str = "ja", allow_remote: bool = False, proxy: str | None = None, progress: bool = False,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.params, self.embedder, self.llm, self.engine = params, embedder, llm, engine
+        self.progress, self.sleep = progress, sleep
+        self.prompts = load_graph_prompts(prompts)
+        base_url = privacy.resolve_base_url(llm.base_url)
+        privacy.require_remote_allowed("the openai graph extractor", base_url, allow_remote, setting="allow_remote")
+        interest_llm = llm.model_copy(update={"max_output_tokens": max(llm.max_output_tokens,
+                                                                       INTEREST_MAX_OUTPUT_TOKENS)})
+        self.clients = {
+            "semantic": OpenAISummarizer(llm, self.prompts["semantic"], allow_remote=allow_remote, proxy=proxy),
+            "interest": OpenAISummarizer(interest_llm, self.prompts["interest"], allow_remote=allow_remote, proxy=proxy),
+        }
+        self.sdk_version = self.clients["semantic"].sdk_version
+        self.run_id = uuid.uuid4().hex
+        self.reports: dict[str, StepReport] = {}
+        self._calls = 0
+
+    def label(self) -> str:
+        """``openai <model> (LLM extraction, the paper's method)``."""
+        return f"openai {self.llm.model} (LLM extraction, the paper's method)"
+
+    def prompt_sha256(self) -> dict[str, str]:
+        return {f"{step}_{part}": digest for step, prompts in self.prompts.items()
+                for part, digest in zip(("system", "user"), prompts.sha256().values())}
+
+    def provenance(self) -> dict:
+        """Backend, label, model, base URL (without any user:password), the graph params, the connection params
+        (never the API key), the four prompt files' SHA-256 and the SDK version: what a stage's key needs."""
+        llm = self.llm.model_dump(mode="json", include={
+            "model", "timeout_s", "interval_s", "max_input_chars", "max_output_tokens", "failure_policy",
+            "max_retries", "backoff_initial_s", "backoff_max_s"})
+        return {"backend": self.backend, "label": self.label(), "model": self.llm.model,
+                "base_url": self.clients["semantic"].provenance()["base_url"], **self.params.model_dump(mode="json"),
+                "llm": {**llm, "interest_max_output_tokens": self.clients["interest"].params.max_output_tokens},
+                "prompt_sha256": self.prompt_sha256(), "sdk_version": self.sdk_version}
+
+    def extract(self, memories: Sequence[Memory]) -> list[MemorySemantics]:
+        """One semantic call per memory (its raw text, the first ``summarizer.max_input_chars`` characters)."""
+        _check_unique([m.memory_id for m in memories])
+        items = [(m.memory_id, m.text[: self.llm.max_input_chars]) for m in memories]
+        replies = self._run("semantic", items, validate_semantic_reply)
+        return [semantics_from_reply(m, replies.get(m.memory_id), self.params.max_phrases) for m in memories]
+
+    def interests(self, semantics: Sequence[MemorySemantics]) -> list[Interest]:
+        """One interest call per ``interest_batch`` memories (in the order given), merged by :func:`merge_interests`."""
+        _check_unique([s.memory_id for s in semantics])
+        size = self.params.interest_batch
+        items, ids_of = [], {}
+        for start in range(0, len(semantics), size):
+            batch = semantics[start:start + size]
+            text = interest_batch_input(batch)
+            batch_id = "batch-" + _sha256(text)[:16]
+            ids_of[batch_id] = [s.memory_id for s in batch]
+            items.append((batch_id, text))
+        replies = self._run("interest", items, lambda text, batch_id: validate_interest_reply(
+            text, batch_id, ids_of[batch_id]))
+        return merge_interests([replies[batch_id] for batch_id, _ in items if batch_id in replies],
+                               self.params, self.embedder)
+
+    # -- the calls
+    def _stored(self, step: str) -> dict[str, tuple]:
+        """``item_id → (output, dropped_ids)`` of the step's ok rows under this model and these prompts, by input hash."""
+        system_sha, user_sha = self.prompts[step].sha256().values()
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(graph_extractions.c.item_id, graph_extractions.c.input_sha256,
+                                       graph_extractions.c.output, graph_extractions.c.dropped_ids).where(
+                graph_extractions.c.step == step, graph_extractions.c.status == "ok",
+                graph_extractions.c.requested_model == self.llm.model,
+                graph_extractions.c.system_sha256 == system_sha, graph_extractions.c.user_sha256 == user_sha)).all()
+        return {row.item_id: (row.input_sha256, row.output, row.dropped_ids) for row in rows}
+
+    def _run(self, step: str, items: Sequence[tuple[str, str]], validate) -> dict[str, dict]:
+        """Call the model for each ``(item_id, input)`` without an ok row for the same input, model and prompts;
+        one committed row per call; the validated replies (stored ones included) by item id.  ``validate(reply text,
+        item_id)`` returns the checked reply or ``(reply, dropped_ids)``.  Raises :class:`GraphExtractionStopped` under
+        ``stop_on_first_error``."""
+        from tqdm.auto import tqdm
+
+        client, llm = self.clients[step], self.llm
+        system_sha, user_sha = self.prompts[step].sha256().values()
+        stored = self._stored(step)
+        replies: dict[str, dict] = {}
+        counts: Counter[str] = Counter()
+        status = "stopped"
+        bar = tqdm(total=len(items), desc=f"graph {step} (openai)", unit="call" if step == "interest" else "memory",
+                   disable=not self.progress)
+        try:
+            for item_id, text in items:
+                counts["seen"] += 1
+                bar.update(1)
+                digest = _sha256(text)
+                found = stored.get(item_id)
+                if found is not None and found[0] == digest:
+                    replies[item_id] = json.loads(found[1])
+                    counts["skipped"] += 1
+                    counts["dropped"] += found[2] or 0
+                    continue
+                attempts, reply, dropped, error, result = 0, None, None, None, None
+                while True:
+                    if self._calls:
+                        wait = llm.backoff_s(attempts - 1) if attempts else llm.interval_s
+                        if wait > 0:
+                            self.sleep(wait)
+                    attempts += 1
+                    self._calls += 1
+                    counts["calls"] += 1
+                    start = time.perf_counter()
+                    try:
+                        result = client.summarize(text)
+                        checked = validate(result.text, item_id)
+                        reply, dropped = checked if isinstance(checked, tuple) else (checked, None)
+                        error = None
+                    except SummaryCallError as exc:
+                        reply, error = None, exc
+                    latency = time.perf_counter() - start
+                    if error is None or not (error.retryable and attempts <= llm.max_retries):
+                        break
+                counts["ok" if error is None else "error"] += 1
+                counts["dropped"] += dropped or 0
+                row = {
+                    "step": step, "item_id": item_id, "status": "ok" if error is None else "error",
+                    "requested_model": llm.model, "response_model": result.response_model if result else None,
+                    "sdk_version": self.sdk_version, "system_sha256": system_sha, "user_sha256": user_sha,
+                    "input_chars": len(text), "input_sha256": digest,
+                    "output": None if reply is None else json.dumps(reply, ensure_ascii=False, sort_keys=True),
+                    "error": None if error is None else privacy.redact(str(error)),
+                    "dropped_ids": dropped, "input_tokens": result.input_tokens if result else None,
+                    "output_tokens": result.output_tokens if result else None, "latency_s": latency,
+                    "attempts": attempts, "run_id": self.run_id,
+                    "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                }
+                with self.engine.begin() as conn:   # committed before the next call
+                    conn.execute(insert(graph_extractions).prefix_with("OR REPLACE"), [row])
+                bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
+                if error is None:
+                    replies[item_id] = reply
+                elif llm.failure_policy == "stop_on_first_error":
+                    raise GraphExtractionStopped(step, item_id, row["error"], self.run_id, counts["ok"])
+            status = "done"
+        finally:
+            bar.close()
+            self.reports[step] = StepReport(
+                step=step, run_id=self.run_id, requested_model=llm.model, status=status, seen=counts["seen"],
+                skipped=counts["skipped"], ok=counts["ok"], error=counts["error"], calls=counts["calls"],
+                dropped_ids=counts["dropped"])
+        return replies
+
+
+@EXTRACTORS.register("openai")
+def _openai(params: GraphSection, *, embedder: Embedder, llm: SummarizerSection | None = None, prompts: str = "ja",
+            allow_remote: bool = False, proxy: str | None = None, engine: Engine | None = None,
+            progress: bool = False) -> OpenAIExtractor:
+    if llm is None:
+        raise GraphError("graph.extractor 'openai' needs the summarizer section (llm=): its model and server")
+    if engine is None:
+        raise GraphError("graph.extractor 'openai' needs the study store (engine=) for its per-call rows and resume")
+    return OpenAIExtractor(params, embedder=embedder, llm=llm, engine=engine, prompts=prompts,
+                           allow_remote=allow_remote, proxy=proxy, progress=progress)
