@@ -69,3 +69,21 @@ def test_cached_vectors_are_what_the_model_computes(demo):
         cosine = np.sum(cached * fresh, axis=1) / (np.linalg.norm(cached, axis=1) * np.linalg.norm(fresh, axis=1))
         assert cosine.min() >= MIN_COSINE, f"{name}: cosine {cosine.min():.6f} between cached and fresh vectors"
         assert np.abs(cached - fresh).max() <= MAX_ABS_DIFFERENCE, f"{name}: max |Δ| {np.abs(cached - fresh).max():.4f}"
+
+
+def test_every_graph_phrase_and_summary_piece_of_the_demo_is_in_the_committed_cache(demo):
+    """TOBUGraph's phrase vectors (interest merging: every candidate is an alias of some interest) and RAGv1's
+    summary pieces come from the cache too: a CPU's rounding must not move a merge or a piece's rank."""
+    from pmrag.evaluate.graph_eval import summary_pieces
+
+    study = demo[0]
+    model_id = E5LocalEmbedder(demo[2].resolved_model).model_id
+    phrases = {alias for node in study.graph().graph.of_kind("interest") for alias in node.aliases}
+    summaries = study.summaries()
+    section = study.params.graph
+    pieces = summary_pieces(summaries[summaries["status"] == "ok"], section.piece_chars, section.piece_overlap)
+    for what, texts in (("graph phrase", sorted(phrases)), ("summary piece", pieces["text"].tolist())):
+        keys = [cache_key(model_id, "passage", t) for t in texts]
+        with embedding_cache(study) as cache:
+            missing = len(set(keys) - set(cache.get_many(keys)))
+        assert texts and missing == 0, f"{missing} of {len(keys)} {what} texts are not in the demo cache"

@@ -28,13 +28,13 @@ SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 
 STAGES = [
     "ingest", "chunks", "qrels", "summaries", "representations", "coverage",
-    "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors",
+    "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
-    "metrics", "sweep", "hybrids", "reliability", "failures",
+    "metrics", "sweep", "hybrids", "reliability", "failures", "graph_evaluation",
 ]
 BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
-ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures"}
+ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "graph_evaluation"}
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,8 @@ def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
     assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"}
     assert dependents(stages, {"ingest"}) == set(STAGES)
     assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
-                                                                      "coverage"} | {"sweep"})
+                                                                      "coverage", "graph"} | {"sweep"})
+    assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
 
 
 def _tokenizer_spec(root):
@@ -187,7 +188,8 @@ def _edit_input(root, monkeypatch):
 CHANGES = {
     # change: (setup, edit, stages whose own declaration changed, their exact reason given the edit's return)
     "tokenizer_spec": (_tokenizer_spec, _edit_tokenizer_spec, BM25_RUNS, lambda x: f"file {x} changed"),
-    "bm25_k1": (_k1, _edit_k1, BM25_RUNS, lambda x: f"param {x}: 1.2 → 1.5"),
+    # graph_evaluation scores interests with BM25 too (its own k1 and b)
+    "bm25_k1": (_k1, _edit_k1, BM25_RUNS | {"graph_evaluation"}, lambda x: f"param {x}: 1.2 → 1.5"),
     # coverage renders message lines with pmrag.chunking.windows itself (to find them in raw_text)
     "chunking_code": (_nothing, _edit_chunking_code, {"chunks", "coverage"}, lambda x: f"module {x} changed"),
     "summary_prompt": (_prompts, _edit_summary_prompt, {"summaries"}, lambda x: f"file {x} changed"),
@@ -392,6 +394,8 @@ def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cac
     for name in STAGES:
         if name in BM25_RUNS:
             assert rows[name] == ["stale", "param bm25.k1: 1.2 → 1.5"]
+        elif name == "graph_evaluation":   # its own BM25 over interests, and the BM25 runs it compares with
+            assert rows[name][0] == "stale" and rows[name][1].startswith("param bm25.k1: 1.2 → 1.5; upstream ")
         elif name in ANALYSIS:
             assert rows[name][0] == "stale" and rows[name][1].startswith("upstream "), rows[name]
         else:

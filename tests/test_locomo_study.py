@@ -76,6 +76,24 @@ def test_the_shipped_locomo_params_run_a_whole_study(locomo_project):
     chunks = study.chunks()
     assert chunks["raw_text"].str.contains("café").any()
     assert (chunks["n_messages"] <= 10).all()   # 10-turn windows (see the params' comment)
+    # TOBUGraph on English data: interests from the English path, every set method scored on held-out questions
+    graph = study.graph().graph
+    assert graph.of_kind("interest") and study.graph().label.startswith("offline stand-in")
+    assert all(" " not in n.label or n.subkind == "named" for n in graph.of_kind("interest"))
+    graph_evaluation = study.graph_evaluation()
+    assert set(graph_evaluation.set_tables["cis"]["retriever"]) == {"TOBUGraph", "RAGv1", "RAGv2", "RAGv3"}
+    assert graph_evaluation.best_flat.method != "graph"
+
+
+def test_notebook_07_runs_on_the_locomo_params(locomo_project, tmp_path):
+    """The memory-graph notebook on a second dataset (English, its own question types): no demo assumption."""
+    from pmrag.study.notebooks import execute_notebook
+
+    params = locomo_project / "params" / "locomo.yaml"
+    Study.from_params(params).build()
+    result = execute_notebook(REPO / "notebooks" / "07_memory_graph.ipynb", tmp_path / "07.ipynb", params)
+    assert "error" not in result, result.get("error")
+    assert (locomo_project / "outputs" / "locomo" / "tables" / "table2_graph_sets.csv").is_file()
 
 
 def test_a_type_that_matches_no_question_is_an_error_naming_the_key(locomo_project):

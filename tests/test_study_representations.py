@@ -30,7 +30,9 @@ def make_study(tmp_path, extra: str = "") -> Study:
 
 def build_vectors(study: Study) -> dict[str, str]:
     """Every embedded representation's vector stage (computed or loaded): representation → matrix path."""
-    return {rep: study.get(f"vectors:{rep}").path for rep in study.params.embedded_representations()}
+    from pmrag.study.stages import embedded_representations
+
+    return {rep: study.get(f"vectors:{rep}").path for rep in embedded_representations(study.params)}
 
 
 def test_representations_follow_the_chunks_and_the_extractive_stand_in(tmp_path):

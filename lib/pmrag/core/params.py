@@ -354,7 +354,10 @@ class GraphSection(Section):
         "chunk", "what one memory node is: a chunk (the unit the gold is graded on); session is not implemented yet")
     extractor: Literal["offline", "openai"] = key(
         "offline", "offline: a stand-in with no model (SudachiPy nouns and English word rules, interests by "
-        "recurrence), labelled as a stand-in wherever the graph is shown; openai (an LLM, the paper's method) is not implemented yet")
+        "recurrence), labelled as a stand-in wherever the graph is shown; openai: an LLM, the paper's method (one "
+        "Responses API call per memory for its semantic details, then calls over interest_batch memories for the "
+        "interests), connected through the summarizer section (model, base_url, timeout, retries, failure policy) and "
+        "allow_remote / proxy as the summaries are")
     split_mode: Literal["A", "B", "C"] = key(
         "C", "SudachiPy split mode of the offline extractor: A shortest units (東京 / 都庁), C longest (東京都庁), B between")
     min_memories: int = key(3, "a phrase or named thing becomes an interest when it occurs in at least this many "
@@ -368,6 +371,31 @@ class GraphSection(Section):
                                   "kept", ge=1)
     max_phrases: int = key(10, "key phrases (activities, things) kept as semantic nodes of a memory, the most "
                                "frequent in it first; named things are all kept", ge=0)
+    interest_batch: int = key(50, "openai extractor: memories per interest call (002 §2.3), each given with its id "
+                                  "and semantic details; interests of different calls with the same label are one",
+                              ge=1)
+    lexical_weight: Number = key(
+        0.5, "interest relevance f(q, I) offline (002 §2.4): weight of the lexical part (BM25 of the question's terms, "
+        "found by the extractor's own rules, over each interest's label and merged forms, divided by the question's "
+        "best score) against the embedding part (cosine of question and interest label, min-max scaled over the "
+        "interests for the question); 1 − this weights the embedding part", ge=0, le=1)
+    relevance_threshold: Number = key(
+        0.8, "the graph retriever chooses the interests whose relevance (0–1) reaches this, at most "
+        "max_chosen_interests of them (fixed values: notebook 07 also chooses both on a tuning part of the questions)",
+        ge=0, le=1)
+    max_chosen_interests: int = key(3, "the cap: at most this many interests chosen per question, most relevant first",
+                                    ge=1)
+    threshold_grid: Annotated[tuple[Annotated[float, Field(ge=0, le=1)], ...], Lax] = key(
+        (0.5, 0.6, 0.7, 0.8, 0.9, 1.0), "relevance thresholds tried on the tuning part of the questions", min_length=1)
+    cap_grid: Cutoffs = key((1, 2, 3, 5, 10), "caps (max_chosen_interests) tried on the tuning part", min_length=1)
+    tuning_fraction: Number = key(
+        0.5, "share of the questions, stratified by type, on which threshold, cap and the graph + flat hybrid's β "
+        "are chosen; notebook 07 reports the other questions only", gt=0, lt=1)
+    tuning_seed: int = key(0, "seed of the tuning/held-out split (scikit-learn's train_test_split)", ge=0)
+    baseline_k: int = key(5, "k of the RAG baselines' top-k sets (002 Table 1: v1 summary pieces, v2 summaries, v3 "
+                             "raw conversation, each by embeddings) and of the top-k sets of flat retrievers", ge=1)
+    piece_chars: int = key(128, "RAGv1: characters per fixed-size piece of a memory's summary", ge=1)
+    piece_overlap: int = key(32, "RAGv1: characters shared by consecutive pieces (less than piece_chars)", ge=0)
 
     @field_validator("memory_unit")
     @classmethod
@@ -376,16 +404,18 @@ class GraphSection(Section):
             raise ValueError("memory_unit 'session' is not implemented yet; use 'chunk'")
         return value
 
-    @field_validator("extractor")
-    @classmethod
-    def _extractor_implemented(cls, value):
-        if value == "openai":
-            raise ValueError("extractor 'openai' is not implemented yet; use 'offline'")
-        return value
+    @model_validator(mode="after")
+    def _pieces_advance(self):
+        if self.piece_overlap >= self.piece_chars:
+            raise ValueError(f"graph.piece_overlap ({self.piece_overlap}) must be less than graph.piece_chars "
+                             f"({self.piece_chars}), or the pieces never advance")
+        return self
 
     def label(self) -> str:
         """How tables name the graph's extractor: a stand-in is never passed off as an LLM."""
-        return "offline stand-in (SudachiPy + recurrence), not an LLM" if self.extractor == "offline" else self.extractor
+        if self.extractor == "offline":
+            return "offline stand-in (SudachiPy + recurrence), not an LLM"
+        return f"{self.extractor} (LLM extraction, the paper's method; model: summarizer.model)"
 
 
 # --------------------------------------------------------------------------------------------- the study
@@ -453,11 +483,6 @@ class StudyParams(Section):
     def metric_ks(self) -> tuple[int, ...]:
         """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
         return tuple(sorted({*self.retrieval.ks, self.analysis.failure_k, *self.analysis.recovery_ks}))
-
-    def embedded_representations(self) -> tuple[str, ...]:
-        """Representations some listed retriever scores by vectors, in the retriever list's order."""
-        return tuple(dict.fromkeys(r.representation for r in self.retrieval.retriever_ids() if r.method == "vector"))
-
 
 # --------------------------------------------------------------------------------------------- reference
 

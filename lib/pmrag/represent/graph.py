@@ -271,6 +271,17 @@ def graph_statistics(graph: MemoryGraph) -> GraphStatistics:
     )
 
 
+@dataclass(frozen=True)
+class BuiltGraph:
+    """The study's graph stage: the graph, one vector per interest (its label's embedding, in the graph's
+    interest order), the extractor's label (a stand-in says so) and provenance."""
+
+    graph: MemoryGraph
+    interest_vectors: object     # numpy float32 array, interests × dimension
+    label: str
+    provenance: dict
+
+
 # --------------------------------------------------------------------------------------------- store
 
 def write_graph(engine: Engine, graph: MemoryGraph, name: str) -> None:

@@ -33,12 +33,15 @@ DEFAULT_TOKENIZER = "regex"
 
 @dataclass(frozen=True)
 class Corpus:
-    """The chunks in their stored order; representation texts and vectors are fetched only when used."""
+    """The chunks in their stored order; representation texts and vectors are fetched only when used, and so
+    is any other upstream stage a component declared in :meth:`RetrieverComponent.needs` (``upstream(name)``:
+    the memory graph for the graph retriever)."""
 
     chunk_ids: np.ndarray
     start_times: np.ndarray
     texts: Callable[[str], list[str]]
     vectors: Callable[[str], np.ndarray]
+    upstream: Callable[[str], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,3 +157,44 @@ class VectorRetriever(RetrieverComponent):
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         scores = cosine_scores(corpus.vectors(self.rid.representation), queries.vectors())
         return ranked_from_scores(scores, corpus, queries, depth)
+
+
+@RETRIEVERS.register("graph")
+class GraphRetriever(RetrieverComponent):
+    """TOBUGraph (002 §2.4) over the study's memory graph: interests chosen by relevance to the question, every
+    memory they connect first (by relevance-weighted interest count), then the rest, each group in order of the
+    memory's own similarity to the question in the named representation (:mod:`pmrag.retrieve.graph_interest`).
+    Variant ``interest`` (``summary_graph_interest``); the choice of interests uses the fixed
+    ``graph.relevance_threshold`` and ``graph.max_chosen_interests``."""
+
+    method = "graph"
+    sections = ("graph.lexical_weight", "graph.relevance_threshold", "graph.max_chosen_interests",
+                "graph.split_mode", "bm25.k1", "bm25.b")
+    modules = ("pmrag.retrieve.graph_interest", "pmrag.retrieve.bm25", "pmrag.retrieve.dense",
+               "pmrag.retrieve.retrievers")
+
+    @classmethod
+    def variants(cls) -> Iterable[str]:
+        return ("interest",)
+
+    @classmethod
+    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return ("graph", f"vectors:{rid.representation}", "query_vectors")
+
+    def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
+        from pmrag.retrieve import graph_interest as gi
+
+        section = self.params.graph
+        built = corpus.upstream("graph")
+        index = gi.InterestIndex.from_graph(built.graph, list(corpus.chunk_ids), built.interest_vectors, self.params.bm25)
+        query_vectors = queries.vectors()
+        relevance = gi.interest_relevance(index.lexical_scores(gi.question_terms(queries.texts, section.split_mode)),
+                                          index.cosine_scores(query_vectors), section.lexical_weight)
+        chosen = gi.choose_interests(relevance, section.relevance_threshold, section.max_chosen_interests)
+        weights = gi.graph_scores(chosen, relevance, index.membership)
+        similarity = cosine_scores(corpus.vectors(self.rid.representation), query_vectors)
+        rankings = gi.graph_rankings(weights, similarity, queries.question_ids, corpus.chunk_ids, corpus.start_times,
+                                     depth)
+        reached = gi.reached(chosen, index.membership).sum(axis=1)
+        return Ranked(rankings, pd.Series(reached, index=pd.Index(queries.question_ids, name="question_id"),
+                                          name="matches"))

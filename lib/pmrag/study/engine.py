@@ -179,7 +179,6 @@ class ParamsView:
 
     DERIVED = {
         "metric_ks": ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks"),
-        "embedded_representations": ("retrieval.retrievers",),
         "run_dir": (), "path": (),
         # cannot change a result: a permission, the route to a remote API, and a content-addressed cache (keyed
         # by model and exact text)

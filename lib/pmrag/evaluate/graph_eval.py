@@ -1,0 +1,188 @@
+"""TOBUGraph against its RAG baselines (paper 002 Table 1–2) and the LINE paper's retrievers, with the graph's
+free choices made on one part of the questions and every figure reported on the other.
+
+* **Split** (:func:`tuning_split`): within each question type, the questions in ID order are shuffled by
+  ``numpy.random.default_rng(seed)`` and the first ``round(fraction · n)`` (Python's round: half to even) go
+  to the tuning part (at least one and at most n − 1 when the type has two or more questions; a type with one
+  question is held out).  When no type has two questions (a handful of questions, each of its own type), the
+  same rule runs over all the questions as one group; a single question cannot be split (``ValueError``).
+* **Tuning** (:func:`tune_interest_choice`): every (threshold, cap) of the grids chooses interests for the
+  tuning questions; the one with the highest macro set F1 against primary gold wins (ties: higher macro set
+  recall, then the higher threshold, then the smaller cap: the fewer interests).
+* **RAG baselines** (002 Table 1, rebuilt on the study's memories, each top-k by embedding cosine):
+  RAGv1 = fixed-size overlapping pieces of each memory's summary (:func:`summary_pieces`; a memory counts
+  once when any of its pieces is in the top k pieces, so |R| ≤ k); RAGv2 = one summary per memory; RAGv3 =
+  the raw conversation per memory.
+* **Best flat retriever**: the single retriever (not a graph one) with the highest macro Recall@5 on the
+  tuning part (ties: nDCG@5, MRR@5, name); the graph + best-flat hybrid's β is chosen on the tuning part by
+  the paper's rule (:func:`pmrag.evaluate.sweep.select_best`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pmrag.evaluate.set_metrics import per_question_set_rows
+
+TUNING, HELD_OUT = "tuning", "held_out"
+SET_METHODS = ("TOBUGraph", "RAGv1", "RAGv2", "RAGv3")
+"""The set methods of 002 Table 2, TOBUGraph first (the one the others are compared with)."""
+
+
+def tuning_split(questions: pd.DataFrame, fraction: float, seed: int) -> pd.Series:
+    """``question_id`` → ``"tuning"`` or ``"held_out"`` (module docstring), in question ID order."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+    if len(questions) < 2:
+        raise ValueError(f"{len(questions)} question(s) cannot be split into a tuning and a held-out part")
+    ordered = questions.sort_values("question_id")
+    groups = [group["question_id"].tolist() for _, group in ordered.groupby("type", sort=True)]
+    if all(len(ids) < 2 for ids in groups):
+        groups = [ordered["question_id"].tolist()]
+    rng = np.random.default_rng(seed)
+    part = {}
+    for ids in groups:
+        shuffled = [ids[i] for i in rng.permutation(len(ids))]
+        n_tuning = min(max(round(fraction * len(ids)), 1), len(ids) - 1) if len(ids) >= 2 else 0
+        part.update({q: TUNING if i < n_tuning else HELD_OUT for i, q in enumerate(shuffled)})
+    return pd.Series(part, name="part").rename_axis("question_id").sort_index()
+
+
+def interest_sets(relevance: np.ndarray, membership, threshold: float, cap: int, question_ids: Sequence[str],
+                  memory_ids: Sequence[str], name: str) -> pd.DataFrame:
+    """M′ of every question for one (threshold, cap), as set rows ``retriever, question_id, chunk_id``."""
+    from pmrag.retrieve import graph_interest as gi
+
+    chosen = gi.choose_interests(relevance, threshold, cap)
+    return gi.reached_sets(gi.reached(chosen, membership), question_ids, memory_ids, name)
+
+
+def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequence[str], memory_ids: Sequence[str],
+                         qrels: pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
+                         thresholds: Sequence[float], caps: Sequence[int]) -> tuple[pd.DataFrame, tuple[float, int]]:
+    """Macro set precision/recall/F1 and mean |M′| on the tuning questions for every (threshold, cap), and the
+    chosen pair (module docstring).  Columns ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved,
+    chosen``."""
+    tuning = [q for q in question_ids if q in set(tuning_ids)]
+    if not tuning:
+        raise ValueError("no tuning question: the threshold and cap cannot be chosen")
+    rows_of = np.array([q in set(tuning) for q in question_ids])
+    rows = []
+    for threshold in thresholds:
+        for cap in caps:
+            sets = interest_sets(relevance[rows_of], membership, threshold, cap, tuning, memory_ids, "graph")
+            scores = per_question_set_rows(sets, qrels, types, questions=tuning, retrievers=["graph"])
+            rows.append({"threshold": float(threshold), "cap": int(cap),
+                         **scores[["set_precision", "set_recall", "set_f1"]].mean().to_dict(),
+                         "mean_retrieved": len(sets) / len(tuning)})
+    grid = pd.DataFrame(rows)
+    order = grid.assign(_f1=-grid["set_f1"].round(12), _r=-grid["set_recall"].round(12), _t=-grid["threshold"])
+    best = order.sort_values(["_f1", "_r", "_t", "cap"], kind="stable").index[0]
+    grid["chosen"] = grid.index == best
+    return grid, (float(grid.loc[best, "threshold"]), int(grid.loc[best, "cap"]))
+
+
+def summary_pieces(summaries: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
+    """RAGv1's pieces: each memory's summary (``chunk_id, summary``) cut into windows of ``size`` characters
+    starting every ``size − overlap`` characters, the last one ending at the text's end (a summary no longer
+    than ``size`` is one piece; an empty one none).  Columns ``piece_id`` (``<memory>#<n>``), ``memory_id``,
+    ``text``."""
+    if overlap >= size:
+        raise ValueError(f"overlap ({overlap}) must be less than size ({size})")
+    step = size - overlap
+    rows = []
+    for memory_id, text in zip(summaries["chunk_id"], summaries["summary"]):
+        text = text if isinstance(text, str) else ""
+        starts = range(0, max(len(text) - overlap, 1), step) if text else range(0)
+        for n, start in enumerate(starts):
+            rows.append((f"{memory_id}#{n}", memory_id, text[start:start + size]))
+    return pd.DataFrame(rows, columns=["piece_id", "memory_id", "text"])
+
+
+def top_k_by_similarity(similarity: np.ndarray, question_ids: Sequence[str], item_ids: Sequence[str], k: int,
+                        name: str) -> pd.DataFrame:
+    """The k most similar items per question as a ranking ``retriever, question_id, rank, chunk_id`` (ties: the
+    earlier item), for :func:`pmrag.evaluate.set_metrics.top_k_set` / ``pieces_to_memories``."""
+    k = min(k, similarity.shape[1])
+    order = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
+    item_ids = np.asarray(item_ids, dtype=object)
+    return pd.DataFrame({"retriever": name, "question_id": np.repeat(np.asarray(question_ids, dtype=object), k),
+                         "rank": np.tile(np.arange(1, k + 1), len(question_ids)),
+                         "chunk_id": item_ids[order].ravel()})
+
+
+def best_flat(per_question: pd.DataFrame, candidates: Sequence[str], question_ids: Sequence[str]) -> str:
+    """The candidate with the highest macro Recall@5 on ``question_ids`` (ties: nDCG@5, MRR@5, then name)."""
+    rows = per_question[per_question["retriever"].isin(candidates) & per_question["question_id"].isin(question_ids)]
+    if rows.empty:
+        raise ValueError("no flat retriever scored the tuning questions")
+    means = rows.groupby("retriever")[["recall@5", "ndcg@5", "mrr@5"]].mean().round(12)
+    means = means.reset_index().sort_values(["recall@5", "ndcg@5", "mrr@5", "retriever"],
+                                            ascending=[False, False, False, True], kind="stable")
+    return str(means["retriever"].iloc[0])
+
+
+
+def set_tables(sets: pd.DataFrame, qrels: pd.DataFrame, types: pd.Series, question_ids: Sequence[str],
+               methods: Sequence[str], bootstrap, type_order: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """002 Table 2 on ``question_ids`` (the held-out part), the first of ``methods`` compared with the others:
+    ``cis`` (macro set precision/recall/F1 of each method with percentile-bootstrap intervals), ``pooled``
+    (micro figures from pooled counts, the closest reading of the paper's own numbers), ``differences`` (first
+    − each other in set F1, paired), ``by_type`` and ``recall_by_type`` (set F1 and set recall per question
+    type, ``overall`` first)."""
+    from pmrag.evaluate.reliability import by_type_cis, paired_differences
+    from pmrag.evaluate.set_metrics import pooled_scores, set_counts, set_metric_cis
+
+    ids = set(question_ids)
+    sets = sets[sets["question_id"].isin(ids)]
+    rows = per_question_set_rows(sets, qrels, types, questions=sorted(ids), retrievers=methods)
+    first, others = methods[0], list(methods[1:])
+    return {
+        "cis": set_metric_cis(rows, bootstrap),
+        "pooled": pooled_scores(set_counts(sets, qrels, questions=sorted(ids), retrievers=methods)),
+        "differences": paired_differences(rows, [(f"{first} − {b}", first, b) for b in others], "set_f1", bootstrap),
+        "by_type": by_type_cis(rows, "set_f1", bootstrap, type_order),
+        "recall_by_type": by_type_cis(rows, "set_recall", bootstrap, type_order),
+    }
+
+
+def rank_tables(rank_rows: pd.DataFrame, methods: Sequence[str], comparisons, bootstrap,
+                type_order: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """The rank metrics of ``methods`` on the questions of ``rank_rows`` (the held-out part): ``cis``
+    (Recall/MRR/nDCG@5 with intervals, in ``methods`` order), ``differences`` (``comparisons`` =
+    ``[(label, a, b), ...]``, paired, in Recall@5) and ``by_type`` (Recall@5 per question type, ``overall``
+    first)."""
+    from pmrag.evaluate.reliability import by_type_cis, metric_cis, paired_differences
+
+    rows = rank_rows[rank_rows["retriever"].isin(methods)]
+    order = {m: i for i, m in enumerate(methods)}
+    rows = rows.sort_values("retriever", key=lambda s: s.map(order), kind="stable")
+    return {
+        "cis": metric_cis(rows, 5, bootstrap),
+        "differences": paired_differences(rows, comparisons, "recall@5", bootstrap),
+        "by_type": by_type_cis(rows, "recall@5", bootstrap, type_order),
+    }
+
+
+def type_differences(evaluation, question_type: str, bootstrap=None) -> pd.DataFrame:
+    """Paired bootstrap differences within one question type on the held-out part of a study's graph evaluation
+    (:class:`pmrag.study.stages.GraphEvaluation`): the tuned graph and the graph + flat hybrid − the best flat
+    retriever in Recall@5, and the first set method (TOBUGraph) − each other (the RAG baselines) in set recall."""
+    from pmrag.evaluate.reliability import paired_differences
+
+    rank = evaluation.held_out(evaluation.rank_rows)
+    rank = rank[rank["question_type"] == question_type]
+    sets = evaluation.held_out(evaluation.set_rows)
+    sets = sets[sets["question_type"] == question_type]
+    if rank.empty:
+        return pd.DataFrame(columns=["comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high",
+                                     "excludes_zero", "interpretation"])
+    best = str(evaluation.best_flat)
+    ranked = [(f"{m} − {best}", m, best) for m in (str(evaluation.tuned), str(evaluation.hybrid))]
+    first, *others = list(dict.fromkeys(evaluation.set_rows["retriever"]))
+    return pd.concat([paired_differences(rank, ranked, "recall@5", bootstrap),
+                      paired_differences(sets, [(f"{first} − {b}", first, b) for b in others], "set_recall", bootstrap)],
+                     ignore_index=True)
