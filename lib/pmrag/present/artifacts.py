@@ -38,6 +38,9 @@ class FigureSpec:
 
 CI = ("mean", "ci_low", "ci_high")
 ITEM_VALUE = ("Item", "Value")
+DIFFERENCE = ("comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high", "excludes_zero",
+              "interpretation")
+EXTRACTOR = "extractor"                   # the memory graph's extractor label (pmrag.present.graph)
 
 
 class T:
@@ -130,6 +133,46 @@ class T:
                                     "Private map from question IDs to their public pseudonyms",
                                     ("question_id", "public_id"))
 
+    # 07_memory_graph (TOBUGraph, paper 002): every table names the graph's extractor (a stand-in says so); not
+    # public: interest labels are chat words, and public.py exports only the LINE paper's aggregates so far
+    graph_nodes_edges = TableSpec("graph_nodes_edges", "07_memory_graph", "Memory graph: nodes and edges by kind",
+                                  ("element", "kind", "subkind", "count", EXTRACTOR))
+    graph_interest_degrees = TableSpec("graph_interest_degrees", "07_memory_graph",
+                                       "Memory graph: interest degree distribution", ("memories", "interests", EXTRACTOR))
+    graph_memories_per_interest = TableSpec("graph_memories_per_interest", "07_memory_graph",
+                                            "Memory graph: the most shared interests (labels only where chat text is shown)",
+                                            ("interest", "subkind", "memories", EXTRACTOR))
+    graph_split = TableSpec("graph_split", "07_memory_graph", "Questions in the tuning and held-out parts, by type",
+                            ("question_type", "tuning", "held_out", EXTRACTOR))
+    graph_tuning = TableSpec("graph_tuning", "07_memory_graph",
+                             "Interest choice: threshold × cap on the tuning part (macro set metrics)",
+                             ("threshold", "cap", "set_precision", "set_recall", "set_f1", "mean_retrieved", "chosen",
+                              EXTRACTOR))
+    graph_set_cis = TableSpec("graph_set_cis", "07_memory_graph",
+                              "TOBUGraph and RAG baselines: set metrics with 95 % intervals (held-out)",
+                              ("retriever", "metric", *CI, EXTRACTOR))
+    graph_set_pooled = TableSpec("graph_set_pooled", "07_memory_graph", "Set metrics pooled over questions (held-out)",
+                                 ("retriever", "questions", "micro_precision", "micro_recall", "micro_f1", EXTRACTOR))
+    table2_graph_sets = TableSpec("table2_graph_sets", "07_memory_graph",
+                                  "Table 2 (paper 002) layout — set precision, recall, F1 (held-out)",
+                                  ("Metric", "TOBUGraph", "RAGv1", "RAGv2", "RAGv3", EXTRACTOR))
+    graph_set_differences = TableSpec("graph_set_differences", "07_memory_graph",
+                                      "TOBUGraph − each RAG baseline in set F1 (paired, held-out)", (*DIFFERENCE, EXTRACTOR))
+    graph_set_by_type = TableSpec("graph_set_by_type", "07_memory_graph",
+                                  "Set F1 and set recall by question type (held-out)",
+                                  ("retriever", "metric", "question_type", "questions", *CI, EXTRACTOR))
+    graph_rank_cis = TableSpec("graph_rank_cis", "07_memory_graph",
+                               "Graph, graph + flat hybrid and flat retrievers: Recall/MRR/nDCG@5 (held-out)",
+                               ("retriever", "metric", *CI, EXTRACTOR))
+    graph_rank_differences = TableSpec("graph_rank_differences", "07_memory_graph",
+                                       "Graph methods − the best flat retriever in Recall@5 (paired, held-out)",
+                                       (*DIFFERENCE, EXTRACTOR))
+    graph_recall_by_type = TableSpec("graph_recall_by_type", "07_memory_graph", "Recall@5 by question type (held-out)",
+                                     ("retriever", "question_type", "questions", *CI, EXTRACTOR))
+    graph_aggregate_differences = TableSpec("graph_aggregate_differences", "07_memory_graph",
+                                            "Paired differences within the aggregate question type (held-out)",
+                                            (*DIFFERENCE, EXTRACTOR))
+
 
 class F:
     """The figures, by name."""
@@ -145,6 +188,12 @@ class F:
                                              "Figure 5 — the best hybrid by question type")
     figure6_topk_sensitivity = FigureSpec("figure6_topk_sensitivity", "06_failure_analysis",
                                           "Figure 6 — Top-K sensitivity by question type")
+    figure_interest_degrees = FigureSpec("figure_interest_degrees", "07_memory_graph",
+                                         "Memory graph: interest degree distribution")
+    figure_graph_by_type = FigureSpec("figure_graph_by_type", "07_memory_graph",
+                                      "TOBUGraph by question type: Recall@5 and set recall with 95 % CIs (held-out)")
+    figure_graph_subgraph = FigureSpec("figure_graph_subgraph", "07_memory_graph",
+                                       "The subgraph one question reaches: chosen interests → memories")
 
 
 TABLES: dict[str, TableSpec] = {v.name: v for v in vars(T).values() if isinstance(v, TableSpec)}
