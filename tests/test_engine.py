@@ -29,7 +29,7 @@ SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 STAGES = [
     "ingest", "chunks", "qrels", "summaries", "representations", "coverage",
     "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
-    "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
+    "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
     "metrics", "sweep", "hybrids", "reliability", "failures", "graph_evaluation",
 ]
@@ -127,7 +127,8 @@ def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
     assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"}
     assert dependents(stages, {"ingest"}) == set(STAGES)
     assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
-                                                                      "coverage", "graph"} | {"sweep"})
+                                                                      "coverage", "graph", "interest_relevance"}
+                                            | {"sweep"})
     assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
 
 
@@ -188,8 +189,8 @@ def _edit_input(root, monkeypatch):
 CHANGES = {
     # change: (setup, edit, stages whose own declaration changed, their exact reason given the edit's return)
     "tokenizer_spec": (_tokenizer_spec, _edit_tokenizer_spec, BM25_RUNS, lambda x: f"file {x} changed"),
-    # graph_evaluation scores interests with BM25 too (its own k1 and b)
-    "bm25_k1": (_k1, _edit_k1, BM25_RUNS | {"graph_evaluation"}, lambda x: f"param {x}: 1.2 → 1.5"),
+    # the offline interest relevance scores interests with BM25 too (the study's k1 and b)
+    "bm25_k1": (_k1, _edit_k1, BM25_RUNS | {"interest_relevance"}, lambda x: f"param {x}: 1.2 → 1.5"),
     # coverage renders message lines with pmrag.chunking.windows itself (to find them in raw_text)
     "chunking_code": (_nothing, _edit_chunking_code, {"chunks", "coverage"}, lambda x: f"module {x} changed"),
     "summary_prompt": (_prompts, _edit_summary_prompt, {"summaries"}, lambda x: f"file {x} changed"),
@@ -197,7 +198,7 @@ CHANGES = {
 }
 EXPECTED_STALE = {  # hard-coded, so that the dependents helper is checked too
     "tokenizer_spec": BM25_RUNS | ANALYSIS,
-    "bm25_k1": BM25_RUNS | ANALYSIS,
+    "bm25_k1": BM25_RUNS | ANALYSIS | {"interest_relevance"},
     "chunking_code": set(STAGES) - {"ingest", "query_vectors"},
     "summary_prompt": set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"},
     "input_file": set(STAGES),
@@ -386,7 +387,7 @@ def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cac
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     header, *lines = result.stdout.strip().splitlines()
-    n_stale = len(BM25_RUNS | ANALYSIS)
+    n_stale = len(BM25_RUNS | ANALYSIS | {"interest_relevance"})
     assert header.startswith("run tiny (")
     assert header.endswith(f"{len(STAGES) - n_stale} cached, {n_stale} stale, {len(notebooks)} missing")
     rows = {line.split()[0]: line.split(maxsplit=2)[1:] for line in lines}
@@ -394,8 +395,8 @@ def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cac
     for name in STAGES:
         if name in BM25_RUNS:
             assert rows[name] == ["stale", "param bm25.k1: 1.2 → 1.5"]
-        elif name == "graph_evaluation":   # its own BM25 over interests, and the BM25 runs it compares with
-            assert rows[name][0] == "stale" and rows[name][1].startswith("param bm25.k1: 1.2 → 1.5; upstream ")
+        elif name == "interest_relevance":   # BM25 over interest labels
+            assert rows[name] == ["stale", "param bm25.k1: 1.2 → 1.5"]
         elif name in ANALYSIS:
             assert rows[name][0] == "stale" and rows[name][1].startswith("upstream "), rows[name]
         else:

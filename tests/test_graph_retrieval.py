@@ -81,19 +81,30 @@ def test_ranking_orders_by_graph_score_then_own_similarity_then_the_papers_tie_b
     assert ranking["score"].tolist() == [1.0, 1.0, 0.0, 0.0]
 
 
-def test_interest_index_links_memories_by_corpus_order_and_matches_merged_forms():
+def test_interest_index_links_memories_by_corpus_order():
     graph = small_graph()
-    index = gi.InterestIndex.from_graph(graph, ["m4", "m3", "m2", "m1"], np.eye(3, dtype=np.float32), BM25Section())
+    index = gi.InterestIndex.from_graph(graph, ["m4", "m3", "m2", "m1"])
     assert index.labels == ("カフェ", "映画", "旅行")
     assert index.membership.toarray().tolist() == [[0, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]]
-    lexical = index.lexical_scores([["喫茶店"], ["映画", "旅行"], ["犬"]])
-    assert lexical[0, 0] > 0 and lexical[0, 1:].tolist() == [0, 0]   # an alias matches its interest
-    assert (lexical[1, 1:] > 0).all() and lexical[1, 0] == 0
-    assert (lexical[2] == 0).all()
     with pytest.raises(ValueError, match="not in the corpus"):
-        gi.InterestIndex.from_graph(graph, ["m1", "m2", "m3"], np.eye(3), BM25Section())
+        gi.InterestIndex.from_graph(graph, ["m1", "m2", "m3"])
+
+
+def test_offline_relevance_matches_merged_forms_lexically_and_scales_cosine_per_question():
+    graph = small_graph()
+    vectors = np.eye(3, dtype=np.float32)
+    queries = np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    texts = ["喫茶店", "映画と旅行", "犬"]
+    lexical_only = gi.offline_relevance(graph, vectors, texts, queries, BM25Section(), 1.0)
+    assert lexical_only[0].tolist() == [1.0, 0.0, 0.0]                # an alias matches its interest
+    assert lexical_only[1, 0] == 0 and (lexical_only[1, 1:] > 0).all() and lexical_only[1].max() == 1.0
+    assert (lexical_only[2] == 0).all()
+    cosine_only = gi.offline_relevance(graph, vectors, texts, queries, BM25Section(), 0.0)
+    np.testing.assert_allclose(cosine_only[0], [0.0, 0.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(cosine_only[1], [1.0, 1.0, 0.0], atol=1e-6)
+    assert (cosine_only[2] == 0).all()                                 # a zero vector: no spread, nothing
     with pytest.raises(ValueError, match="2 interest vectors for 3 interests"):
-        gi.InterestIndex.from_graph(graph, ["m1", "m2", "m3", "m4"], np.eye(2), BM25Section())
+        gi.offline_relevance(graph, np.eye(2), texts, queries, BM25Section(), 0.5)
 
 
 def test_question_terms_follow_the_extractors_rules_in_both_languages():
@@ -219,12 +230,14 @@ def test_on_the_demo_the_graph_ranking_puts_first_exactly_what_networkx_traversa
     evaluation = demo.evaluation()
     questions = evaluation.questions
     chunk_ids = demo.chunks()["chunk_id"].tolist()
-    index = gi.InterestIndex.from_graph(built.graph, chunk_ids, built.interest_vectors, demo.params.bm25)
+    index = gi.InterestIndex.from_graph(built.graph, chunk_ids)
     found = demo.query_vectors()
     row = {q: i for i, q in enumerate(found.question_ids)}
     vectors = found.matrix[[row[q] for q in questions["question_id"]]]
-    relevance = gi.interest_relevance(index.lexical_scores(gi.question_terms(questions["text"].tolist())),
-                                      index.cosine_scores(vectors), section.lexical_weight)
+    relevance = gi.offline_relevance(built.graph, built.interest_vectors, questions["text"].tolist(), vectors,
+                                     demo.params.bm25, section.lexical_weight, section.split_mode)
+    np.testing.assert_allclose(demo.interest_relevance().rows(questions["question_id"].tolist()), relevance,
+                               atol=1e-12)
     chosen = gi.choose_interests(relevance, section.relevance_threshold, section.max_chosen_interests)
     nx_graph = built.graph.to_networkx()
     rankings = demo.ranked("summary_graph_interest").rankings

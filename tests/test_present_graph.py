@@ -224,17 +224,13 @@ def test_chosen_interests_reach_exactly_the_evaluations_tobugraph_set(demo):
     study, built, evaluation = demo
     from pmrag.retrieve.graph_interest import InterestIndex
 
-    index = InterestIndex.from_graph(built.graph, study.chunks()["chunk_id"].tolist(), built.interest_vectors,
-                                     study.params.bm25)
+    index = InterestIndex.from_graph(built.graph, study.chunks()["chunk_id"].tolist())
+    relevance = study.interest_relevance()
     questions = study.evaluation().questions.set_index("question_id")
-    vectors = study.query_vectors()
-    row = {q: i for i, q in enumerate(vectors.question_ids)}
     sets = evaluation.sets[evaluation.sets["retriever"] == "TOBUGraph"]
     checked = 0
     for question_id in questions.index[:12]:
-        chosen = pg.chosen_interests(index, questions.loc[question_id, "text"], vectors.matrix[row[question_id]],
-                                     evaluation.threshold, evaluation.cap, study.params.graph.lexical_weight,
-                                     study.params.graph.split_mode)
+        chosen = pg.chosen_interests(index, relevance.rows([question_id])[0], evaluation.threshold, evaluation.cap)
         assert len(chosen) <= evaluation.cap
         assert (chosen["relevance"] >= evaluation.threshold).all()
         assert chosen["relevance"].is_monotonic_decreasing
@@ -291,3 +287,10 @@ def test_figures_are_built_for_the_demo(demo):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_provenance_table_lists_every_key_and_the_relevance_method():
+    table = pg.provenance_table({"backend": "offline", "min_memories": 3, "aliases": ["カフェ"]}, "offline")
+    assert table.columns.tolist() == ["stage", "key", "value"]
+    assert table.values.tolist() == [["graph", "backend", "offline"], ["graph", "min_memories", "3"],
+                                     ["graph", "aliases", '["カフェ"]'], ["interest_relevance", "method", "offline"]]

@@ -379,6 +379,11 @@ class GraphSection(Section):
         "found by the extractor's own rules, over each interest's label and merged forms, divided by the question's "
         "best score) against the embedding part (cosine of question and interest label, min-max scaled over the "
         "interests for the question); 1 − this weights the embedding part", ge=0, le=1)
+    relevance: Literal["offline", "openai"] = key(
+        "offline", "interest relevance f(q, I) (002 §2.4): offline = BM25 + embedding scoring of the interests against "
+        "the question (pmrag.retrieve.graph_interest, weighted by lexical_weight); openai = the model chooses the "
+        "relevant interests from their numbered list, most relevant first, the paper's method (one Responses API call "
+        "per question, through the summarizer section's model and server; allow_remote for a remote server)")
     relevance_threshold: Number = key(
         0.8, "the graph retriever chooses the interests whose relevance (0–1) reaches this, at most "
         "max_chosen_interests of them (fixed values: notebook 07 also chooses both on a tuning part of the questions)",

@@ -210,8 +210,9 @@ graph_edges = Table(
 
 graph_extractions = Table(                               # the openai graph extractor's calls (pmrag.represent.extract):
     "graph_extractions", metadata,                       # one row per memory or interest batch, its last outcome
-    Column("step", String, primary_key=True),            # semantic | interest
-    Column("item_id", Text, primary_key=True),           # the memory id, or the interest batch's id (its input's hash)
+    Column("step", String, primary_key=True),            # semantic | interest | relevance (graph_relevance_llm)
+    Column("item_id", Text, primary_key=True),           # the memory id, the interest batch's id (its input's hash), or
+                                                         # relevance: question id:question hash:label list hash
     Column("status", String, nullable=False),            # ok | error
     Column("requested_model", String, nullable=False),
     Column("response_model", String),                    # the model the response reports
@@ -222,7 +223,8 @@ graph_extractions = Table(                               # the openai graph extr
     Column("input_sha256", String(64), nullable=False),  # what was sent after the user template
     Column("output", Text),                              # the validated JSON; NULL when status is 'error'
     Column("error", Text),                               # one line naming the item and the key, never chat text
-    Column("dropped_ids", Integer),                      # interest: memory ids of the reply not in the batch, dropped
+    Column("dropped_ids", Integer),                      # interest: memory ids of the reply not in the batch, dropped;
+                                                         # relevance: chosen interests not in the list, dropped
     Column("input_tokens", Integer),
     Column("output_tokens", Integer),
     Column("latency_s", Float),

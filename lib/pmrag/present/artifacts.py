@@ -135,6 +135,9 @@ class T:
 
     # 07_memory_graph (TOBUGraph, paper 002): every table names the graph's extractor (a stand-in says so); not
     # public: interest labels are chat words, and public.py exports only the LINE paper's aggregates so far
+    graph_provenance = TableSpec("graph_provenance", "07_memory_graph",
+                                 "The graph's extractor and interest relevance, with their settings",
+                                 ("stage", "key", "value"))
     graph_nodes_edges = TableSpec("graph_nodes_edges", "07_memory_graph", "Memory graph: nodes and edges by kind",
                                   ("element", "kind", "subkind", "count", EXTRACTOR))
     graph_interest_degrees = TableSpec("graph_interest_degrees", "07_memory_graph",

@@ -57,6 +57,16 @@ def memory_name(chunk_id: str) -> str:
 
 # ------------------------------------------------------------------------------------------- statistics
 
+def provenance_table(graph_provenance: Mapping, relevance_method: str) -> pd.DataFrame:
+    """What made the graph and the choice of interests: one row per key of the extractor's provenance (values
+    other than strings as JSON), then the relevance method.  Columns ``stage, key, value``."""
+    import json
+
+    rows = [("graph", key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True))
+            for key, value in graph_provenance.items()]
+    return pd.DataFrame(rows + [("interest_relevance", "method", relevance_method)], columns=["stage", "key", "value"])
+
+
 def nodes_edges_table(statistics, label: str) -> pd.DataFrame:
     """Nodes by kind and sub-kind, then edges by kind: ``element, kind, subkind, count, extractor``."""
     nodes = statistics.nodes.rename(columns={"nodes": "count"}).assign(element="node")
@@ -282,20 +292,18 @@ def by_type_figure(rank_by_type: pd.DataFrame, rank_methods: Sequence[str], set_
 
 # ------------------------------------------------------------------------------------------- one question
 
-def chosen_interests(index, question_text: str, query_vector, threshold: float, cap: int, lexical_weight: float,
-                     split_mode: str = "C") -> pd.DataFrame:
-    """I′(q) of one question, recomputed with the retriever's functions: the interests of ``index`` (an
-    :class:`~pmrag.retrieve.graph_interest.InterestIndex`) whose relevance r(q, i) ≥ ``threshold`` (and > 0),
-    at most ``cap``.
+def chosen_interests(index, relevance, threshold: float, cap: int) -> pd.DataFrame:
+    """I′(q) of one question with the retriever's own choice (:func:`pmrag.retrieve.graph_interest.choose_interests`):
+    the interests of ``index`` (an :class:`~pmrag.retrieve.graph_interest.InterestIndex`) whose relevance
+    r(q, i) (``relevance``: the question's row of the study's ``interest_relevance`` stage) reaches ``threshold``
+    (and is > 0), at most ``cap``.
 
     Returns ``interest_id, position`` (1-based, the graph's interest order), ``label, relevance, memories``
     (memories linked), most relevant first (ties: the graph's order, as the retriever breaks them).
     """
     from pmrag.retrieve import graph_interest as gi
 
-    terms = gi.question_terms([question_text], split_mode)
-    vector = np.asarray(query_vector, dtype=np.float32).reshape(1, -1)
-    relevance = gi.interest_relevance(index.lexical_scores(terms), index.cosine_scores(vector), lexical_weight)
+    relevance = np.asarray(relevance, dtype=np.float64).reshape(1, -1)
     chosen = np.flatnonzero(gi.choose_interests(relevance, threshold, cap)[0])
     order = chosen[np.lexsort((chosen, -relevance[0, chosen]))]
     degree = np.asarray(index.membership.sum(axis=1)).ravel()
@@ -446,19 +454,16 @@ def subgraph_figure(graph, evaluation, question_id: str, chosen: pd.DataFrame, q
 
 class SubgraphView:
     """The subgraph of any question of a study (duck-typed :class:`~pmrag.study.Study`): its graph stage, its
-    graph evaluation's tuned threshold and cap, the question vectors and the evaluable questions, read once."""
+    interest relevance, its graph evaluation's tuned threshold and cap and the evaluable questions, read once."""
 
     def __init__(self, study, *, k: int = 5, max_memories: int = 24):
         from pmrag.retrieve.graph_interest import InterestIndex
 
         self.built = study.graph()
         self.evaluation = study.graph_evaluation()
-        self.section = study.params.graph
+        self.relevance = study.interest_relevance()
         self.show_labels = study.shows_chat_text()
-        self.index = InterestIndex.from_graph(self.built.graph, study.chunks()["chunk_id"].tolist(),
-                                              self.built.interest_vectors, study.params.bm25)
-        vectors = study.query_vectors()
-        self._vector = dict(zip(vectors.question_ids, vectors.matrix))
+        self.index = InterestIndex.from_graph(self.built.graph, study.chunks()["chunk_id"].tolist())
         evaluable = study.evaluation()
         self.questions = evaluable.questions.set_index("question_id")
         self.qrels = evaluable.qrels
@@ -466,9 +471,8 @@ class SubgraphView:
 
     def chosen(self, question_id: str) -> pd.DataFrame:
         """The interests the tuned choice picks for the question (:func:`chosen_interests`)."""
-        return chosen_interests(self.index, self.questions.loc[question_id, "text"], self._vector[question_id],
-                                self.evaluation.threshold, self.evaluation.cap, self.section.lexical_weight,
-                                self.section.split_mode)
+        return chosen_interests(self.index, self.relevance.rows([question_id])[0], self.evaluation.threshold,
+                                self.evaluation.cap)
 
     def figure(self, question_id: str):
         """The question's subgraph figure (:func:`subgraph_figure`), titled with its type and the extractor."""

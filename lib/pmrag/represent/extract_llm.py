@@ -79,27 +79,36 @@ GRAPH_PROMPT_FILES = {"semantic": ("graph_semantic_system", "graph_semantic_user
                       "interest": ("graph_interest_system", "graph_interest_user")}
 STEPS = tuple(GRAPH_PROMPT_FILES)
 
+ITEM_NOUNS = {"semantic": "memory", "interest": "interest batch", "relevance": "question"}
+"""What one call of a step is about, as messages name it.  ``relevance`` is the interest relevance of
+:mod:`pmrag.retrieve.graph_relevance_llm`, which runs its calls through this module's loop and table."""
+
+DROPPED_NOUNS = {"interest": "memory ids not in their batch", "relevance": "chosen interests not in the list"}
+"""Steps whose reports count what a reply named that was not offered (dropped), and what that is."""
+
 
 class GraphExtractionStopped(PmragError):
     """``stop_on_first_error``: a graph extraction call failed; its row is recorded and the run is stopped."""
 
     def __init__(self, step: str, item_id: str, error: str, run_id: str, n_ok: int):
         self.step, self.item_id, self.error, self.run_id = step, item_id, error, run_id
-        what = f"memory {item_id}" if step == "semantic" else f"interest batch {item_id}"
+        what = f"{ITEM_NOUNS.get(step, step)} {item_id}"
         super().__init__(
             f"graph extraction ({step}) stopped at {what} (run {run_id}, {n_ok} ok in this run): {error}; rerun to "
             f"resume (calls already ok are not made again), or set 'summarizer.failure_policy: retry'"
         )
 
 
-def load_graph_prompts(prompts: str = "ja") -> dict[str, Prompts]:
+def load_graph_prompts(prompts: str = "ja",
+                       files: dict[str, tuple[str, str]] = GRAPH_PROMPT_FILES) -> dict[str, Prompts]:
     """The graph prompts of a set (``ja``, ``en`` or a folder, as :func:`~pmrag.represent.representations.prompt_dir`):
-    ``{"semantic": Prompts, "interest": Prompts}`` from ``graph_{semantic,interest}_{system,user}.txt``, a leading
-    byte-order mark and trailing whitespace stripped (the input follows the user template after a blank line)."""
+    ``{"semantic": Prompts, "interest": Prompts}`` from ``graph_{semantic,interest}_{system,user}.txt`` (or the
+    ``step → (system file, user file)`` of ``files``), a leading byte-order mark and trailing whitespace stripped
+    (the input follows the user template after a blank line)."""
     from pmrag.represent.representations import read_prompt
 
     out = {}
-    for step, names in GRAPH_PROMPT_FILES.items():
+    for step, names in files.items():
         texts = []
         for name in names:
             try:
@@ -290,7 +299,8 @@ def merge_interests(replies: Sequence[dict], params: GraphSection, embedder: Emb
 @dataclass(frozen=True)
 class StepReport:
     """What one step of an :class:`OpenAIExtractor` did.  ``seen == skipped + ok + error``; ``dropped_ids``: memory
-    ids of interest replies (stored ones included) that were not in the batch, dropped."""
+    ids of interest replies (stored ones included) that were not in the batch, dropped (relevance: the chosen
+    interests that were not in the list, :data:`DROPPED_NOUNS`)."""
 
     step: str
     run_id: str
@@ -306,8 +316,8 @@ class StepReport:
     def line(self) -> str:
         text = (f"graph {self.step} run {self.run_id} (openai/{self.requested_model}): {self.status}; seen {self.seen}, "
                 f"skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, calls {self.calls}")
-        if self.step == "interest":
-            text += f"; {self.dropped_ids} memory ids not in their batch dropped"
+        if self.step in DROPPED_NOUNS:
+            text += f"; {self.dropped_ids} {DROPPED_NOUNS[self.step]} dropped"
         return text
 
 
@@ -407,8 +417,8 @@ class OpenAIExtractor:
         replies: dict[str, dict] = {}
         counts: Counter[str] = Counter()
         status = "stopped"
-        bar = tqdm(total=len(items), desc=f"graph {step} (openai)", unit="call" if step == "interest" else "memory",
-                   disable=not self.progress)
+        bar = tqdm(total=len(items), desc=f"graph {step} (openai)",
+                   unit="call" if step == "interest" else ITEM_NOUNS.get(step, "call"), disable=not self.progress)
         try:
             for item_id, text in items:
                 counts["seen"] += 1

@@ -1,8 +1,9 @@
 """TOBUGraph retrieval (paper 002 §2.4): choose the interests relevant to a question, f(q, I) → I′, then
 traverse to every memory they connect, g(I′, G′) → M′.
 
-The paper asks an LLM to pick the relevant interests from their list.  The offline reading here scores every
-interest i against a question q and keeps the most relevant ones:
+The paper asks an LLM to pick the relevant interests from their list (``graph.relevance: openai``,
+:mod:`pmrag.retrieve.graph_relevance_llm`, which turns the model's ordered choice into r(q, i)).  The offline
+reading (:func:`offline_relevance`, the default) scores every interest i against a question q:
 
 * lexical part ℓ(q, i): Okapi BM25 (the study's ``bm25.k1``, ``bm25.b``) of the question's terms over the
   interest's document (its label and merged forms, one token each).  The question's terms are found by the
@@ -10,7 +11,8 @@ interest i against a question q and keeps the most relevant ones:
   word rules otherwise), so a question says カフェ where a memory said かふぇ exactly as the graph does.
 * embedding part e(q, i): cosine of the question's vector and the interest label's vector.
 * relevance r(q, i) = w · ℓ(q, i) / max_j ℓ(q, j) + (1 − w) · (e(q, i) − min_j e(q, j)) / (max_j e(q, j) − min_j e(q, j)),
-  w = ``graph.lexical_weight``; a part whose maximum (or spread) is 0 for the question contributes 0.
+  w = ``graph.lexical_weight``; a part whose maximum (or spread) is 0 for the question contributes 0 (so with
+  a single interest, or cosines all equal, only a lexical match can make an interest relevant).
 * I′(q): the interests with r ≥ ``threshold`` and r > 0, the ``cap`` most relevant of them (ties: the more
   shared interest first, the graph's interest order).
 
@@ -39,31 +41,25 @@ import scipy.sparse as sp
 from pmrag.core.params import BM25Section
 from pmrag.represent.graph import MemoryGraph
 from pmrag.retrieve.bm25 import BM25Index
+from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import Ranker
 
 
 @dataclass(frozen=True)
 class InterestIndex:
-    """The interests of a graph, ready to score: node ids and labels in the graph's order, the membership
-    matrix (interests × memories, 1 where an interest is linked to a memory, memories in ``memory_ids``
-    order), the label vectors (interests × d) and a BM25 index over the interest documents."""
+    """The interests of a graph against a corpus: node ids and labels in the graph's order and the membership
+    matrix (interests × memories, 1 where an interest is linked to a memory, memories in ``memory_ids`` order)."""
 
     interest_ids: tuple[str, ...]
     labels: tuple[str, ...]
     memory_ids: tuple[str, ...]
     membership: sp.csr_matrix
-    vectors: np.ndarray
-    lexicon: BM25Index | None
 
     @classmethod
-    def from_graph(cls, graph: MemoryGraph, memory_ids: Sequence[str], vectors: np.ndarray,
-                   bm25: BM25Section | None = None) -> InterestIndex:
-        """``vectors`` holds one row per interest of ``graph`` in its order (the label's embedding); a memory of
-        the graph missing from ``memory_ids`` is a ``ValueError`` (the ranking would silently lose it)."""
+    def from_graph(cls, graph: MemoryGraph, memory_ids: Sequence[str]) -> InterestIndex:
+        """A memory of the graph missing from ``memory_ids`` is a ``ValueError`` (the ranking would silently
+        lose it)."""
         interests = graph.of_kind("interest")
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(vectors) != len(interests):
-            raise ValueError(f"{len(vectors)} interest vectors for {len(interests)} interests")
         column = {memory_id: j for j, memory_id in enumerate(memory_ids)}
         rows, cols = [], []
         for i, interest in enumerate(interests):
@@ -74,24 +70,38 @@ class InterestIndex:
                 cols.append(column[memory_id])
         membership = sp.csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
                                    shape=(len(interests), len(memory_ids)))
-        documents = [list(dict.fromkeys((n.label, *n.aliases))) for n in interests]
-        lexicon = BM25Index.fit(documents, bm25) if documents else None
         return cls(tuple(n.node_id for n in interests), tuple(n.label for n in interests), tuple(memory_ids),
-                   membership, vectors, lexicon)
+                   membership)
 
-    def lexical_scores(self, question_terms: Sequence[Sequence[str]]) -> np.ndarray:
-        """ℓ(q, i): questions × interests BM25 scores."""
-        if self.lexicon is None:
-            return np.zeros((len(question_terms), 0))
-        return self.lexicon.scores_many(question_terms)
 
-    def cosine_scores(self, query_vectors: np.ndarray) -> np.ndarray:
-        """e(q, i): questions × interests cosine similarities."""
-        from pmrag.retrieve.dense import cosine_scores
+@dataclass(frozen=True)
+class InterestRelevance:
+    """The study's f(q, I): r(q, i) for every evaluable question (``question_ids``, rows) × interest (the
+    graph's order), from ``method`` (``offline`` scoring or an LLM's choice, ``openai``)."""
 
-        if not len(self.interest_ids):
-            return np.zeros((len(query_vectors), 0))
-        return cosine_scores(self.vectors, query_vectors)
+    question_ids: tuple[str, ...]
+    matrix: np.ndarray
+    method: str
+
+    def rows(self, question_ids: Sequence[str]) -> np.ndarray:
+        """The rows of ``question_ids``, in that order (a question without one is a ``KeyError``)."""
+        position = {q: i for i, q in enumerate(self.question_ids)}
+        return self.matrix[[position[q] for q in question_ids]]
+
+
+def offline_relevance(graph: MemoryGraph, interest_vectors: np.ndarray, question_texts: Sequence[str],
+                      query_vectors: np.ndarray, bm25: BM25Section | None, lexical_weight: float,
+                      split_mode: str = "C") -> np.ndarray:
+    """r(q, i) of every question × interest of ``graph`` (module docstring), the offline f(q, I)."""
+    interests = graph.of_kind("interest")
+    if len(interest_vectors) != len(interests):
+        raise ValueError(f"{len(interest_vectors)} interest vectors for {len(interests)} interests")
+    if not interests:
+        return np.zeros((len(question_texts), 0))
+    documents = [list(dict.fromkeys((n.label, *n.aliases))) for n in interests]
+    lexical = BM25Index.fit(documents, bm25).scores_many(question_terms(question_texts, split_mode))
+    cosine = cosine_scores(np.asarray(interest_vectors, dtype=np.float32), query_vectors)
+    return interest_relevance(lexical, cosine, lexical_weight)
 
 
 def question_terms(texts: Sequence[str], split_mode: str = "C") -> list[list[str]]:

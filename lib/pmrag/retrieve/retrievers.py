@@ -161,17 +161,15 @@ class VectorRetriever(RetrieverComponent):
 
 @RETRIEVERS.register("graph")
 class GraphRetriever(RetrieverComponent):
-    """TOBUGraph (002 §2.4) over the study's memory graph: interests chosen by relevance to the question, every
-    memory they connect first (by relevance-weighted interest count), then the rest, each group in order of the
-    memory's own similarity to the question in the named representation (:mod:`pmrag.retrieve.graph_interest`).
-    Variant ``interest`` (``summary_graph_interest``); the choice of interests uses the fixed
-    ``graph.relevance_threshold`` and ``graph.max_chosen_interests``."""
+    """TOBUGraph (002 §2.4) over the study's memory graph: the interests most relevant to the question (the
+    ``interest_relevance`` stage: offline scoring or an LLM's choice) up to ``graph.max_chosen_interests`` and
+    from ``graph.relevance_threshold``; every memory they link first (by relevance-weighted interest count),
+    then the rest, each group in order of the memory's own similarity to the question in the named
+    representation (:mod:`pmrag.retrieve.graph_interest`).  Variant ``interest`` (``summary_graph_interest``)."""
 
     method = "graph"
-    sections = ("graph.lexical_weight", "graph.relevance_threshold", "graph.max_chosen_interests",
-                "graph.split_mode", "bm25.k1", "bm25.b")
-    modules = ("pmrag.retrieve.graph_interest", "pmrag.retrieve.bm25", "pmrag.retrieve.dense",
-               "pmrag.retrieve.retrievers")
+    sections = ("graph.relevance_threshold", "graph.max_chosen_interests")
+    modules = ("pmrag.retrieve.graph_interest", "pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
@@ -179,20 +177,18 @@ class GraphRetriever(RetrieverComponent):
 
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return ("graph", f"vectors:{rid.representation}", "query_vectors")
+        return ("graph", "interest_relevance", f"vectors:{rid.representation}", "query_vectors")
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         from pmrag.retrieve import graph_interest as gi
 
         section = self.params.graph
         built = corpus.upstream("graph")
-        index = gi.InterestIndex.from_graph(built.graph, list(corpus.chunk_ids), built.interest_vectors, self.params.bm25)
-        query_vectors = queries.vectors()
-        relevance = gi.interest_relevance(index.lexical_scores(gi.question_terms(queries.texts, section.split_mode)),
-                                          index.cosine_scores(query_vectors), section.lexical_weight)
+        index = gi.InterestIndex.from_graph(built.graph, list(corpus.chunk_ids))
+        relevance = corpus.upstream("interest_relevance").rows(queries.question_ids)
         chosen = gi.choose_interests(relevance, section.relevance_threshold, section.max_chosen_interests)
         weights = gi.graph_scores(chosen, relevance, index.membership)
-        similarity = cosine_scores(corpus.vectors(self.rid.representation), query_vectors)
+        similarity = cosine_scores(corpus.vectors(self.rid.representation), queries.vectors())
         rankings = gi.graph_rankings(weights, similarity, queries.question_ids, corpus.chunk_ids, corpus.start_times,
                                      depth)
         reached = gi.reached(chosen, index.membership).sum(axis=1)

@@ -193,6 +193,11 @@ class Study:
         extractor's label and provenance)."""
         return self.get("graph")
 
+    def interest_relevance(self):
+        """:class:`~pmrag.retrieve.graph_interest.InterestRelevance`: r(q, i) of every evaluable question and
+        interest (offline scoring or an LLM's choice, ``graph.relevance``)."""
+        return self.get("interest_relevance")
+
     def graph_evaluation(self):
         """:class:`~pmrag.study.stages.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
         choices made on the tuning part of the questions."""

@@ -15,6 +15,7 @@ permission) and ``cache_dir`` (a content-addressed cache whose entries are keyed
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ QRELS_FILE = "qrels.trec"
 GRAPH_NAME = "memory_graph"
 GRAPH_VECTOR_REPRESENTATIONS = ("summary", "raw_text")   # RAGv2 and RAGv3 of 002 Table 1
 GRAPH_PROMPTS = ("graph_semantic_system", "graph_semantic_user", "graph_interest_system", "graph_interest_user")
+RELEVANCE_PROMPTS = ("graph_relevance_system", "graph_relevance_user")
 GRAPH_BUILD_PARAMS = ("graph.memory_unit", "graph.extractor", "graph.split_mode", "graph.min_memories",
                       "graph.merge_distance", "graph.max_interests", "graph.max_phrases")
 EMBEDDING_MODEL_PARAMS = ("embedding.backend", "embedding.model", "embedding.base_url")
@@ -425,8 +427,6 @@ def _phrase_embedder(ctx, cache):
 
 
 def _graph(ctx):
-    import sys
-
     from pmrag.core import store
     from pmrag.represent.embed import EmbeddingCache
     from pmrag.represent.extract import make_extractor
@@ -451,6 +451,31 @@ def _graph(ctx):
         vectors = embed(labels) if labels else np.zeros((0, 0), dtype=np.float32)
     write_graph(ctx.store, graph, GRAPH_NAME)
     return BuiltGraph(graph, vectors, extractor.label(), extractor.provenance())
+
+
+def _interest_relevance(ctx):
+    from pmrag.retrieve import graph_interest as gi
+
+    section = ctx.params.graph
+    evaluation = ctx.get("qrels")
+    question_ids = evaluation.questions["question_id"].tolist()
+    texts = evaluation.questions["text"].tolist()
+    built = ctx.get("graph")
+    labels = [node.label for node in built.graph.of_kind("interest")]
+    if section.relevance == "openai":
+        from pmrag.retrieve.graph_relevance_llm import llm_interest_relevance
+
+        result = llm_interest_relevance(question_ids, texts, labels, llm=ctx.params.summarizer,
+                                        prompts=ctx.params.representations.prompts, engine=ctx.store,
+                                        allow_remote=ctx.params.allow_remote, proxy=ctx.params.proxy,
+                                        progress=ctx.progress)
+        print(result.reports.line(), file=sys.stderr)
+        matrix = result.matrix
+    else:
+        matrix = gi.offline_relevance(built.graph, built.interest_vectors, texts,
+                                      _evaluable_query_vectors(ctx, question_ids), ctx.params.bm25,
+                                      section.lexical_weight, section.split_mode)
+    return gi.InterestRelevance(tuple(question_ids), matrix, section.relevance)
 
 
 def graph_retriever(params: StudyParams) -> RetrieverId:
@@ -482,9 +507,8 @@ def _graph_evaluation(ctx) -> GraphEvaluation:
     queries = _evaluable_query_vectors(ctx, question_ids)
     built = ctx.get("graph")
 
-    index = gi.InterestIndex.from_graph(built.graph, list(chunk_ids), built.interest_vectors, ctx.params.bm25)
-    terms = gi.question_terms(evaluation.questions["text"].tolist(), section.split_mode)
-    relevance = gi.interest_relevance(index.lexical_scores(terms), index.cosine_scores(queries), section.lexical_weight)
+    index = gi.InterestIndex.from_graph(built.graph, list(chunk_ids))
+    relevance = ctx.get("interest_relevance").rows(question_ids)
     split = ge.tuning_split(evaluation.questions, section.tuning_fraction, section.tuning_seed)
     tuning_ids = split.index[split == ge.TUNING].tolist()
     grid, (threshold, cap) = ge.tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, qrels, types,
@@ -734,6 +758,17 @@ def build_stages(params: StudyParams) -> list[Stage]:
         files=prompt_files(params.representations.prompts, GRAPH_PROMPTS) if openai_graph else (),
         packages=("sudachipy", "sudachidict_core", "scikit-learn", *model_packages, *(("openai",) if openai_graph else ())),
         description=f"TOBUGraph's memory graph ({params.graph.label()})"))
+    openai_relevance = params.graph.relevance == "openai"
+    stages.append(Stage(
+        "interest_relevance", _interest_relevance, needs=("graph", "qrels", "query_vectors"),
+        params=("graph.relevance", *(SUMMARY_PARAMS if openai_relevance else
+                                     ("graph.lexical_weight", "graph.split_mode", "bm25.k1", "bm25.b"))),
+        modules=("pmrag.retrieve.graph_interest", "pmrag.retrieve.graph_relevance_llm", "pmrag.retrieve.bm25",
+                 "pmrag.retrieve.dense", "pmrag.represent.extract", "pmrag.represent.extract_llm",
+                 "pmrag.represent.summarize", "pmrag.represent.privacy", *STORE_MODULES),
+        files=prompt_files(params.representations.prompts, RELEVANCE_PROMPTS) if openai_relevance else (),
+        packages=("openai",) if openai_relevance else ("sudachipy", "sudachidict_core"),
+        description=f"interest relevance f(q, I) of every question ({params.graph.relevance})"))
     for rid in params.retrieval.retriever_ids():
         component = RETRIEVERS.get(rid.method)
         stages.append(Stage(
@@ -772,17 +807,16 @@ def build_stages(params: StudyParams) -> list[Stage]:
               modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures", "pmrag.core.frames", "pmrag.core.names"),
               description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
         Stage("graph_evaluation", _graph_evaluation,
-              needs=tuple(dict.fromkeys(("qrels", "chunks", "summaries", "graph", "query_vectors",
+              needs=tuple(dict.fromkeys(("qrels", "chunks", "summaries", "graph", "interest_relevance", "query_vectors",
                                          *(f"vectors:{r}" for r in (*GRAPH_VECTOR_REPRESENTATIONS, graph_rid.representation)),
                                          *runs))),
-              params=("graph", "bm25.k1", "bm25.b", "hybrid.beta_step", "retrieval.retrievers", "retrieval.depth",
+              params=("graph", "hybrid.beta_step", "retrieval.retrievers", "retrieval.depth",
                       "bootstrap", *METRIC_KS_PARAMS, *EMBEDDING_MODEL_PARAMS),
               modules=("pmrag.evaluate.graph_eval", "pmrag.evaluate.set_metrics", "pmrag.evaluate.metrics",
                        "pmrag.evaluate.reliability", "pmrag.evaluate.bootstrap", "pmrag.evaluate.analysis",
                        "pmrag.evaluate.sweep", "pmrag.retrieve.fusion", "pmrag.retrieve.graph_interest",
-                       "pmrag.retrieve.bm25", "pmrag.retrieve.dense", "pmrag.represent.extract", "pmrag.represent.embed",
-                       "pmrag.core.names"),
-              packages=("sudachipy", "sudachidict_core", *model_packages),
+                       "pmrag.retrieve.dense", "pmrag.represent.embed", "pmrag.core.names"),
+              packages=model_packages,
               description="TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions"),
     ]
     return stages
