@@ -1,3 +1,6 @@
+import pytest
+
+
 def pytest_collectstart(collector):
     """nbval compares text/plain outputs; the HTML rendering of the same DataFrames adds nothing to check."""
     if collector.fspath and collector.fspath.ext == ".ipynb":
@@ -52,3 +55,34 @@ def invalid_key(error) -> str:
     if found["loc"]:
         return ".".join(map(str, found["loc"]))
     return found["msg"].removeprefix("Value error, ").split()[0]
+
+
+# ------------------------------------------------------------------------- the OpenAI client path, for real
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No OpenAI or proxy setting of the machine reaches a test of the OpenAI client path (use it with
+    ``pytestmark = pytest.mark.usefixtures("clean_env")``)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
+                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server():
+    """The local fake Responses server (tests/responses_server.py) on 127.0.0.1, stopped after the test."""
+    from responses_server import ResponsesServer
+
+    srv = ResponsesServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def engine(tmp_path):
+    """A fresh study store."""
+    from pmrag.core.store import open_store
+
+    return open_store(tmp_path / "store.sqlite")

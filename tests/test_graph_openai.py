@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from pmrag.core import store
 from pmrag.core.params import GraphSection, SummarizerSection
-from pmrag.core.store import graph_extractions, open_store
+from pmrag.core.store import graph_extractions
 from pmrag.represent.extract import EXTRACTORS, GraphError, Memory, char_ngram_vectors, make_extractor
 from pmrag.represent.extract_llm import (
     GraphExtractionStopped, OpenAIExtractor, load_graph_prompts, merge_interests, validate_interest_reply,
@@ -28,31 +28,13 @@ from pmrag.represent.representations import PROMPTS_DIR
 from pmrag.represent.summarize import SummaryCallError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from responses_server import RESPONSE_MODEL, Reply, ResponsesServer  # noqa: E402
+from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
 
 FAKE_KEY = "sk-test-SECRET-0123456789"
 START = datetime(2024, 4, 10, 9, 0)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
-                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server():
-    srv = ResponsesServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def engine(tmp_path):
-    return open_store(tmp_path / "store.sqlite")
+pytestmark = pytest.mark.usefixtures("clean_env")   # server, engine: tests/conftest.py
 
 
 def memory(memory_id: str, lines: list[tuple[str, str]], day: int, summary: str | None = None) -> Memory:

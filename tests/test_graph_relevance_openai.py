@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from pmrag.core.params import GraphSection, SummarizerSection
-from pmrag.core.store import graph_extractions, open_store
+from pmrag.core.store import graph_extractions
 from pmrag.represent.extract import GraphError
 from pmrag.represent.extract_llm import GraphExtractionStopped, load_graph_prompts
 from pmrag.represent.privacy import RemoteNotAllowed
@@ -24,7 +24,7 @@ from pmrag.retrieve.graph_relevance_llm import (RELEVANCE_PROMPT_FILES, choice_r
                                                 relevance_item_id, validate_relevance_reply)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from responses_server import RESPONSE_MODEL, Reply, ResponsesServer  # noqa: E402
+from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
 
 FAKE_KEY = "sk-test-SECRET-0123456789"
 LABELS = ["Hiking", "Café Luna", "Sam", "boots"]
@@ -39,25 +39,7 @@ REPLIES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
-                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server():
-    srv = ResponsesServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def engine(tmp_path):
-    return open_store(tmp_path / "store.sqlite")
+pytestmark = pytest.mark.usefixtures("clean_env")   # server, engine: tests/conftest.py
 
 
 def llm(base_url: str, **overrides) -> SummarizerSection:

@@ -18,7 +18,7 @@ from pmrag.represent import privacy
 from sqlalchemy import select
 
 from pmrag.core.params import StudyParams, SummarizerSection
-from pmrag.core.store import open_store, read_table, summaries, summary_runs
+from pmrag.core.store import read_table, summaries, summary_runs
 from pmrag.represent.summarize import (
     EXTRACTIVE_MODEL, ExtractiveSummarizer, OpenAISummarizer, SummarizationStopped, load_prompts,
     make_summarizer, summarize_chunks, summary_provenance,
@@ -27,30 +27,12 @@ from pmrag.represent.summarize import (
 from conftest import invalid_key
 
 sys.path.insert(0, str(Path(__file__).parent))
-from responses_server import RESPONSE_MODEL, Reply, ResponsesServer, default_text  # noqa: E402
+from responses_server import RESPONSE_MODEL, Reply, default_text  # noqa: E402
 
 FAKE_KEY = "sk-test-SECRET-0123456789"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
-                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server():
-    srv = ResponsesServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def engine(tmp_path):
-    return open_store(tmp_path / "store.sqlite")
+pytestmark = pytest.mark.usefixtures("clean_env")   # server, engine: tests/conftest.py
 
 
 class Sleeps(list):

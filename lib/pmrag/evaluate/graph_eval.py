@@ -66,10 +66,10 @@ def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequen
     """Macro set precision/recall/F1 and mean |M′| on the tuning questions for every (threshold, cap), and the
     chosen pair (module docstring).  Columns ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved,
     chosen``."""
-    tuning = [q for q in question_ids if q in set(tuning_ids)]
+    rows_of = np.isin(np.asarray(question_ids, dtype=object), np.asarray(list(tuning_ids), dtype=object))
+    tuning = [q for q, kept in zip(question_ids, rows_of) if kept]
     if not tuning:
         raise ValueError("no tuning question: the threshold and cap cannot be chosen")
-    rows_of = np.array([q in set(tuning) for q in question_ids])
     rows = []
     for threshold in thresholds:
         for cap in caps:

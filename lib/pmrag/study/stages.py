@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.names import HybridId, RetrieverId, parse_method
 from pmrag.core.params import StudyParams
 from pmrag.study.engine import Stage
 from pmrag.study.notebooks import execute_notebook
@@ -478,6 +478,11 @@ def _interest_relevance(ctx):
     return gi.InterestRelevance(tuple(question_ids), matrix, section.relevance)
 
 
+def _first_retriever(method) -> RetrieverId:
+    """A retriever itself, or a hybrid's first retriever."""
+    return method.first if isinstance(method, HybridId) else method
+
+
 def graph_retriever(params: StudyParams) -> RetrieverId:
     """The study's graph retriever: the first one listed in ``retrieval.retrievers``, else the graph over
     summaries (``summary_graph_interest``)."""
@@ -547,8 +552,8 @@ def _graph_evaluation(ctx) -> GraphEvaluation:
     flat = [str(rid) for rid in listed if rid.method != "graph"]
     best = RetrieverId.parse(ge.best_flat(pd.concat(rows, ignore_index=True), flat, tuning_ids))
     tuning_qrels = qrels[qrels["question_id"].isin(tuning_ids)]
-    in_tuning = {name: r[r["question_id"].isin(tuning_ids)] for name, r in rankings.items()}
-    swept = sweep(in_tuning[str(tuned)], in_tuning[str(best)], tuning_qrels, ctx.params.hybrid.betas())
+    graph_part, flat_part = (rankings[str(rid)][rankings[str(rid)]["question_id"].isin(tuning_ids)] for rid in (tuned, best))
+    swept = sweep(graph_part, flat_part, tuning_qrels, ctx.params.hybrid.betas())
     beta = float(select_best(sweep_macro(swept, str(tuned), str(best)))["beta"])
     hybrid = HybridId(tuned, best, beta)
     rankings[str(hybrid)] = minmax_fuse(rankings[str(tuned)], rankings[str(best)], beta)
@@ -561,7 +566,7 @@ def _graph_evaluation(ctx) -> GraphEvaluation:
     value = GraphEvaluation(split, grid, threshold, cap, tuned, best, hybrid, set_rows, rank_rows, rankings, sets,
                             built.label, {}, {})
     comparisons = [(f"{name} − {best}", name, str(best)) for name in value.rank_methods()
-                   if RetrieverId.parse(name.partition("+")[0].removeprefix("hybrid:")).method == "graph"]
+                   if _first_retriever(parse_method(name)).method == "graph"]
     value.set_tables.update(ge.set_tables(sets, qrels, types, held_out, ge.SET_METHODS, boot, order))
     value.rank_tables.update(ge.rank_tables(value.held_out(rank_rows), value.rank_methods(), comparisons, boot, order))
     return value
