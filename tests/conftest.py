@@ -86,3 +86,20 @@ def engine(tmp_path):
     from pmrag.core.store import open_store
 
     return open_store(tmp_path / "store.sqlite")
+
+
+def extraction_rows(engine) -> dict[str, dict]:
+    """The ``graph_extractions`` rows (every LLM step's provenance) by item id."""
+    from sqlalchemy import select
+
+    from pmrag.core.store import graph_extractions
+
+    with engine.connect() as conn:
+        return {r["item_id"]: dict(r) for r in conn.execute(select(graph_extractions)).mappings()}
+
+
+def prompt_sha(path) -> str:
+    """The sha256 a provenance row records for a prompt file (its text without trailing whitespace)."""
+    import hashlib
+
+    return hashlib.sha256(path.read_text(encoding="utf-8").rstrip().encode("utf-8")).hexdigest()

@@ -441,3 +441,94 @@ def test_load_vectors_reports_an_unreadable_sidecar(embedded):
     path.with_suffix(".json").write_text("{not json", encoding="utf-8")
     with pytest.raises(PmragError, match="unreadable"):
         load_vectors(engine, out_dir, "summary", embedder.model_id)
+
+
+# ---------------------------------------------------------------------------------------- long_text
+
+
+class HashEmbedder:
+    """A deterministic stand-in model for the window arithmetic: each text's vector is drawn from a generator
+    seeded by the text's SHA-256 (not unit length, so the normalisation is exercised); records what it is sent."""
+
+    model_id = "test/hash"
+    batch_size = 64
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def embed(self, texts, kind):
+        self.texts.extend(texts)
+        return np.stack([np.random.default_rng(int(hashlib.sha256(f"{kind}|{t}".encode()).hexdigest()[:16], 16))
+                         .normal(size=5) * 3 for t in texts]).astype(np.float32)
+
+
+def test_long_text_windows_are_consecutive_and_complete():
+    assert embed.long_text_windows("", 4) == [""]
+    assert embed.long_text_windows("abcd", 4) == ["abcd"]
+    assert embed.long_text_windows("abcdefghij", 4) == ["abcd", "efgh", "ij"]
+    assert embed.long_text_windows("abcdefgh", 4) == ["abcd", "efgh"]
+    with pytest.raises(ValueError, match="max_chars"):
+        embed.long_text_windows("abc", 0)
+
+
+def test_window_average_is_the_renormalised_mean_of_unit_window_vectors(tmp_path):
+    params = EmbeddingSection(max_chars=4, long_text="window_average")
+    texts = ["abcdefghij", "xyz", "abcdefgh"]
+    fake = HashEmbedder()
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        ours = embed.embed_passages(fake, texts, cache, params, progress=False)
+    raw = {t: fake.embed([t], "passage")[0].astype(np.float64) for t in ["abcd", "efgh", "ij", "xyz"]}
+    unit = {t: v / np.linalg.norm(v) for t, v in raw.items()}
+    first = (unit["abcd"] + unit["efgh"] + unit["ij"]) / 3
+    third = (unit["abcd"] + unit["efgh"]) / 2
+    assert ours.dtype == np.float32 and ours.shape == (3, 5)
+    np.testing.assert_allclose(ours[0], first / np.linalg.norm(first), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ours[2], third / np.linalg.norm(third), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(ours[1], raw["xyz"].astype(np.float32))   # one window: the embedder's own vector
+    assert abs(np.linalg.norm(ours[1]) - 1) > 0.1                           # ... not re-normalised
+    assert fake.texts[:4] == ["abcd", "efgh", "ij", "xyz"]                   # each window text once, in order
+
+
+def test_shorten_is_what_it_was_and_window_average_caches_other_texts(tmp_path):
+    long_text = "".join(JA) * 2
+    texts = [JA[0], long_text]
+    fake = HashEmbedder()
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        shortened = embed.embed_passages(fake, texts, cache, EmbeddingSection(max_chars=40), progress=False)
+        np.testing.assert_array_equal(
+            shortened, embed_with_cache(fake, [JA[0], shorten_for_embedding(long_text, 40)], "passage", cache,
+                                        progress=False))
+        assert len(cache) == 2
+        fake.texts.clear()
+        averaged = embed.embed_passages(fake, texts, cache, EmbeddingSection(max_chars=40, long_text="window_average"),
+                                        progress=False)
+        assert fake.texts == embed.long_text_windows(long_text, 40)          # the short text came from the cache
+        assert len(cache) == 2 + len(fake.texts)
+    np.testing.assert_array_equal(averaged[0], shortened[0])
+    assert np.abs(averaged[1] - shortened[1]).max() > 0.01
+
+
+def test_embed_representation_under_window_average_records_the_whole_text(tmp_path):
+    engine = store.open_store(tmp_path / "store.sqlite")
+    params = EmbeddingSection(max_chars=40, batch_size=2, long_text="window_average")
+    long_text = "".join(JA) * 2
+    chunks = [("c0", JA[0]), ("c1", long_text)]
+    fake = HashEmbedder()
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        path = embed_representation(engine, cache, fake, "raw_text", chunks, tmp_path / "vectors", params,
+                                    progress=False)
+        expected = embed.embed_passages(fake, [t for _, t in chunks], cache, params, progress=False)
+    matrix, chunk_ids = load_vectors(engine, tmp_path / "vectors", "raw_text", fake.model_id)
+    np.testing.assert_array_equal(matrix, expected)
+    rows = store.read_table(engine, "embedding_inputs", order_by=["row"])
+    assert rows["text_sent"].tolist() == [JA[0], long_text]
+    assert (rows["source_chars"] == rows["text_sent"].str.len()).all()
+    assert json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))["long_text"] == "window_average"
+    engine.dispose()
+
+
+def test_average_windows_checks_its_counts():
+    with pytest.raises(ValueError, match="counts"):
+        embed.average_windows(np.ones((3, 2), np.float32), np.array([1, 1]))
+    with pytest.raises(ValueError, match="counts"):
+        embed.average_windows(np.ones((3, 2), np.float32), np.array([3, 0]))

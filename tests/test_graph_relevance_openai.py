@@ -10,10 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from pmrag.core.params import GraphSection, SummarizerSection
-from pmrag.core.store import graph_extractions
 from pmrag.represent.extract import GraphError
 from pmrag.represent.extract_llm import GraphExtractionStopped, load_graph_prompts
 from pmrag.represent.privacy import RemoteNotAllowed
@@ -25,6 +23,7 @@ from pmrag.retrieve.graph_relevance_llm import (RELEVANCE_PROMPT_FILES, choice_r
 
 sys.path.insert(0, str(Path(__file__).parent))
 from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
+from conftest import extraction_rows, prompt_sha  # noqa: E402
 
 FAKE_KEY = "sk-test-SECRET-0123456789"
 LABELS = ["Hiking", "Café Luna", "Sam", "boots"]
@@ -53,14 +52,6 @@ def relevance(server, engine, question_ids=QUESTION_IDS, questions=QUESTIONS, la
     return llm_interest_relevance(question_ids, questions, labels, llm=llm(server.base_url, **llm_overrides),
                                   prompts="en", engine=engine, allow_remote=False, proxy=None)
 
-
-def rows(engine) -> dict[str, dict]:
-    with engine.connect() as conn:
-        return {r["item_id"]: dict(r) for r in conn.execute(select(graph_extractions)).mappings()}
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_text(encoding="utf-8").rstrip().encode("utf-8")).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------ r(q, i)
@@ -112,7 +103,7 @@ def test_both_prompt_sets_hold_the_relevance_prompts(prompts):
 def test_a_graph_without_interests_calls_nothing(server, engine):
     result = relevance(server, engine, labels=[])
     assert result.matrix.shape == (4, 0) and server.response_requests() == []
-    assert result.reports.seen == 0 and rows(engine) == {}
+    assert result.reports.seen == 0 and extraction_rows(engine) == {}
 
 
 def test_questions_must_pair_with_texts_and_be_unique(server, engine):
@@ -127,7 +118,7 @@ def test_questions_must_pair_with_texts_and_be_unique(server, engine):
 def test_every_call_is_a_row_with_its_provenance(server, engine):
     server.script(*(Reply.ok(text) for text in REPLIES))
     result = relevance(server, engine)
-    found = rows(engine)
+    found = extraction_rows(engine)
     ids = [relevance_item_id(q, text, LABELS) for q, text in zip(QUESTION_IDS, QUESTIONS)]
     assert sorted(found) == sorted(ids) and all(r["step"] == "relevance" for r in found.values())
     listing = hashlib.sha256(json.dumps(LABELS, ensure_ascii=False).encode()).hexdigest()[:16]
@@ -136,8 +127,8 @@ def test_every_call_is_a_row_with_its_provenance(server, engine):
     assert q1["status"] == "ok" and q1["error"] is None and q1["attempts"] == 1
     assert q1["run_id"] == result.reports.run_id
     assert (q1["requested_model"], q1["response_model"]) == ("gpt-4o-mini", RESPONSE_MODEL)
-    assert q1["system_sha256"] == sha(PROMPTS_DIR / "en" / "graph_relevance_system.txt")
-    assert q1["user_sha256"] == sha(PROMPTS_DIR / "en" / "graph_relevance_user.txt")
+    assert q1["system_sha256"] == prompt_sha(PROMPTS_DIR / "en" / "graph_relevance_system.txt")
+    assert q1["user_sha256"] == prompt_sha(PROMPTS_DIR / "en" / "graph_relevance_user.txt")
     sent = "Where did we go hiking?\n\n1. Hiking\n2. Café Luna\n3. Sam\n4. boots"
     assert (q1["input_chars"], q1["input_sha256"]) == (len(sent), hashlib.sha256(sent.encode()).hexdigest())
     assert json.loads(q1["output"]) == {"numbers": [2, 1], "labels": ["Café Luna", "Hiking"]}
@@ -170,7 +161,7 @@ def test_a_changed_label_list_or_question_is_called_again(server, engine):
     calls = server.response_requests()[before:]
     assert len(calls) == 1 and "Which shoes did Jo buy?" in calls[0].body["input"]
     assert edited.matrix[3].tolist() == [0, 0, 0, 1.0] and edited.reports.skipped == 3
-    assert len(rows(engine)) == 4 + 4 + 1                     # older items keep their rows
+    assert len(extraction_rows(engine)) == 4 + 4 + 1                     # older items keep their rows
 
 
 def test_another_model_is_not_taken_from_the_store(server, engine):
@@ -188,7 +179,7 @@ def test_a_retryable_error_is_retried_within_the_call(server, engine):
     result = llm_interest_relevance(QUESTION_IDS, QUESTIONS, LABELS, llm=llm(server.base_url, backoff_initial_s=0.25,
                                                                              backoff_max_s=1.0),
                                     prompts="en", engine=engine, allow_remote=False, proxy=None, sleep=slept.append)
-    assert rows(engine)[relevance_item_id("q1", QUESTIONS[0], LABELS)]["attempts"] == 2
+    assert extraction_rows(engine)[relevance_item_id("q1", QUESTIONS[0], LABELS)]["attempts"] == 2
     assert result.reports.calls == 5 and result.reports.error == 0 and 0.25 in slept
     assert result.matrix[0].tolist() == [0.5, 1.0, 0.0, 0.0]
 
@@ -205,7 +196,7 @@ def test_invalid_json_is_a_failed_call_under_either_policy(server, engine, polic
                                                          r"JSON \(Expecting value at line 1 column 1\)") as stopped:
             relevance(server, engine, failure_policy=policy)
         assert "secret" not in str(stopped.value) and "\n" not in str(stopped.value)
-        assert len(server.response_requests()) == 2 and len(rows(engine)) == 2
+        assert len(server.response_requests()) == 2 and len(extraction_rows(engine)) == 2
     else:
         server.script(*(Reply.ok(text) for text in REPLIES[2:]))
         result = relevance(server, engine, failure_policy=policy)
@@ -213,7 +204,7 @@ def test_invalid_json_is_a_failed_call_under_either_policy(server, engine, polic
         assert (result.reports.ok, result.reports.error) == (3, 1)
         assert result.matrix[1].tolist() == [0.0] * 4            # no choice: reaches nothing
         assert result.matrix[0].tolist() == [0.5, 1.0, 0.0, 0.0]
-    row = rows(engine)[q2]
+    row = extraction_rows(engine)[q2]
     assert row["status"] == "error" and row["output"] is None and "secret" not in row["error"]
     assert row["attempts"] == 1                              # invalid JSON is not retried within the call
 
@@ -255,7 +246,7 @@ def test_a_remote_server_is_refused_without_allow_remote(engine, monkeypatch):
     with pytest.raises(RemoteNotAllowed, match="the openai interest relevance would send chat text to api.example.com"):
         llm_interest_relevance(QUESTION_IDS, QUESTIONS, LABELS, llm=remote, prompts="en", engine=engine,
                                allow_remote=False, proxy=None)
-    assert rows(engine) == {}
+    assert extraction_rows(engine) == {}
     allowed = llm_interest_relevance([], [], LABELS, llm=remote, prompts="en", engine=engine, allow_remote=True,
                                      proxy=None)                 # no question: permitted, and nothing is sent
     assert allowed.matrix.shape == (0, 4)
@@ -266,7 +257,7 @@ def test_the_api_key_is_never_stored(server, engine, monkeypatch):
     server.script(Reply.error(400, "bad request, you sent {auth}"), *(Reply.ok(text) for text in REPLIES[1:]))
     result = relevance(server, engine)
     assert server.response_requests()[0].headers["authorization"] == f"Bearer {FAKE_KEY}"   # it was sent
-    found = rows(engine)
+    found = extraction_rows(engine)
     assert "[REDACTED]" in found[relevance_item_id("q1", QUESTIONS[0], LABELS)]["error"]
     assert FAKE_KEY not in json.dumps(list(found.values()), default=str)
     assert FAKE_KEY not in result.reports.line()

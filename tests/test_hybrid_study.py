@@ -46,16 +46,16 @@ def test_selected_runs_are_written_and_score_like_the_sweep(study):
     assert len(best) == 2
     rows = hybrids.selected_rows()
     assert [str(h) for h in hybrids.ids()] == list(dict.fromkeys(rows["retriever"]))
-    for row in best.itertuples(index=False):
+    for _, row in best.iterrows():
         name = HybridId(RetrieverId.parse(row.bm25), RetrieverId.parse(row.vector), row.beta)
         assert str(name) == f"hybrid:{row.bm25}+{row.vector}@{row.beta:.2f}"
         path = study.run_dir / "runs" / f"hybrid__{row.bm25}+{row.vector}__beta{row.beta:.2f}.trec"
         assert name.file_stem() == path.stem
         assert len(trec.read_run(path)) > 0
         scored = rows[rows["retriever"] == str(name)]
-        assert scored["recall@5"].mean() == pytest.approx(row[3], abs=1e-12)
+        assert scored["recall@5"].mean() == pytest.approx(row["recall@5"], abs=1e-12)
         in_sweep = macro[(macro["bm25"] == row.bm25) & (macro["vector"] == row.vector)]
-        assert row[3] == pytest.approx(in_sweep["recall@5"].max(), abs=1e-12)
+        assert row["recall@5"] == pytest.approx(in_sweep["recall@5"].max(), abs=1e-12)
 
 
 def test_ceilings_bound_the_union(study):

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from pmrag.core.names import (
+    FUSIONS,
     REPRESENTATIONS,
     HybridId,
     InvalidName,
@@ -89,9 +90,58 @@ def test_hybrid_id_checks_beta_and_fusion():
     a, b = RetrieverId.parse("summary_bm25"), RetrieverId.parse("summary_vector")
     with pytest.raises(InvalidName):
         HybridId(a, b, 1.5)
-    with pytest.raises(InvalidName):
-        HybridId(a, b, 0.5, fusion="rrf")
+    with pytest.raises(InvalidName, match="unknown fusion 'wsum' \\(known: minmax, rrf, combmnz\\)"):
+        HybridId(a, b, 0.5, fusion="wsum")
+    assert HybridId(a, b, 0.5, fusion="rrf").fusion == "rrf"
+    assert HybridId(a, b, 0.5).fusion == "minmax"
     assert HybridId(a, b, 1).beta == 1.0 and isinstance(HybridId(a, b, 1).beta, float)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_every_fusion_round_trips(fusion):
+    a, b = RetrieverId.parse("raw_text_bm25_sudachi"), RetrieverId.parse("summary_excerpt_vector")
+    for beta in (0.0, 0.005, 0.35, 1.0):
+        hid = HybridId(a, b, beta, fusion)
+        text = str(hid)
+        assert HybridId.parse(text) == hid and parse_method(text) == hid and is_hybrid(text)
+        assert HybridId.parse(text).fusion == fusion
+
+
+def test_fusion_names_files_and_tags():
+    a, b = RetrieverId.parse("summary_bm25"), RetrieverId.parse("raw_text_vector")
+    paper, rrf, mnz = (HybridId(a, b, 0.35, f) for f in ("minmax", "rrf", "combmnz"))
+    assert str(paper) == "hybrid:summary_bm25+raw_text_vector@0.35"            # the paper's names are unchanged
+    assert str(rrf) == "hybrid-rrf:summary_bm25+raw_text_vector@0.35"
+    assert str(mnz) == "hybrid-combmnz:summary_bm25+raw_text_vector@0.35"
+    assert paper.file_stem() == "hybrid__summary_bm25+raw_text_vector__beta0.35"
+    assert rrf.file_stem() == "hybrid-rrf__summary_bm25+raw_text_vector__beta0.35"
+    assert rrf.run_tag() == "hybrid-rrf_summary_bm25+raw_text_vector@0.35"
+    for hid in (rrf, mnz):
+        for text in (hid.file_stem(), hid.run_tag()):
+            assert ":" not in text and not re.search(r"\s", text) and "/" not in text, text
+
+
+def test_names_stems_and_tags_never_coincide_across_fusions():
+    retrievers = [RetrieverId.parse(n) for n in ALL_RETRIEVERS]
+    ids = [HybridId(a, b, beta, f) for a in retrievers[:4] for b in retrievers[-4:] for beta in (0.0, 0.35, 0.5)
+           for f in FUSIONS]
+    for render in (str, HybridId.file_stem, HybridId.run_tag):
+        assert len({render(h) for h in ids}) == len(ids)
+
+
+@pytest.mark.parametrize("text", ["hybrid-minmax:summary_bm25+summary_vector@0.50",   # one spelling per name
+                                  "hybrid-wsum:summary_bm25+summary_vector@0.50",
+                                  "hybrid-:summary_bm25+summary_vector@0.50",
+                                  "hybrid-RRF:summary_bm25+summary_vector@0.50",
+                                  "hybrid_rrf:summary_bm25+summary_vector@0.50",
+                                  "hybrid-rrf:summary_bm25+summary_vector",
+                                  "hybrid-rrf__summary_bm25+summary_vector__beta0.50"])
+def test_malformed_fusion_names_are_refused(text):
+    with pytest.raises(InvalidName):
+        HybridId.parse(text)
+    with pytest.raises(InvalidName):
+        parse_method(text)
+    assert not is_hybrid(text)
 
 
 @pytest.mark.parametrize(("beta", "text"), [

@@ -6,10 +6,15 @@ One format, one parse and one file-name rule each; nothing else in the package t
   names), ``raw_text_bm25_sudachi`` (a tokenizer variant).  Representations contain underscores, so the
   parse matches the known representations first; a method and a variant are ``[a-z0-9]+`` words.
 * :class:`HybridId` — ``hybrid:<first>+<second>@<β>`` for the paper's min-max linear fusion
-  (``hybrid:raw_text_bm25+embedding_text_vector@0.35``).  β is written exactly (:func:`format_beta`: at least
-  two decimals, as many as the value needs), so a fine β grid never gives two configurations one name.
-* File names: ``<retriever>.trec`` and ``hybrid__<first>+<second>__beta<β>.trec`` (:meth:`file_stem`);
-  TREC tags replace ``:`` (:meth:`run_tag`).
+  (``hybrid:raw_text_bm25+embedding_text_vector@0.35``), ``hybrid-<fusion>:<first>+<second>@<β>`` for the
+  fusions compared beside it (``hybrid-rrf:…``, ``hybrid-combmnz:…``, :mod:`pmrag.retrieve.fusion`).  The
+  paper's names carry no fusion word, so every name written before other fusions existed is unchanged and
+  means what it meant; ``hybrid-minmax:`` is refused (one spelling per configuration).  β is written exactly
+  (:func:`format_beta`: at least two decimals, as many as the value needs), so a fine β grid never gives two
+  configurations one name.  RRF's k is a study parameter (``hybrid.rrf_k``), not part of the name.
+* File names: ``<retriever>.trec`` and ``hybrid[-<fusion>]__<first>+<second>__beta<β>.trec``
+  (:meth:`file_stem`); TREC tags replace ``:`` (:meth:`run_tag`).  Retriever names hold neither ``+``, ``@``
+  nor ``-``, so names, stems and tags of different configurations never coincide.
 """
 
 from __future__ import annotations
@@ -18,9 +23,16 @@ import re
 import reprlib
 from dataclasses import dataclass
 
-REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+PAPER_REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+# embedding_text's parts alone and summary + excerpt (the §8 ablation, :mod:`pmrag.represent.representations`)
+ABLATION_REPRESENTATIONS = ("prefix", "excerpt", "summary_excerpt")
+REPRESENTATIONS = PAPER_REPRESENTATIONS + ABLATION_REPRESENTATIONS
 _WORD = re.compile(r"[a-z0-9]+")
 HYBRID_PREFIX = "hybrid:"
+# the paper's min-max linear fusion (eq. 15) first; the same tuple as pmrag.core.params.FUSIONS
+FUSIONS = ("minmax", "rrf", "combmnz")
+PAPER_FUSION = "minmax"
+_HYBRID = re.compile(r"hybrid(?:-(?P<fusion>[a-z0-9]+))?:(?P<first>[^+@]+)\+(?P<second>[^+@]+)@(?P<beta>\d+(?:\.\d+)?)")
 
 
 class InvalidName(ValueError):
@@ -84,22 +96,28 @@ class RetrieverId:
 
 @dataclass(frozen=True)
 class HybridId:
-    """A fused configuration: two retrievers, the fusion (min-max linear, §5.3) and the exact β."""
+    """A fused configuration: two retrievers, the exact β weighting the first, and the fusion (one of
+    :data:`FUSIONS`; ``minmax``, the paper's min-max linear fusion of §5.3, by default)."""
 
     first: RetrieverId
     second: RetrieverId
     beta: float
-    fusion: str = "minmax"
+    fusion: str = PAPER_FUSION
 
     def __post_init__(self):
-        if self.fusion != "minmax":
-            raise InvalidName(f"unknown fusion {shown(self.fusion)} (known: minmax)")
+        if self.fusion not in FUSIONS:
+            raise InvalidName(f"unknown fusion {shown(self.fusion)} (known: {', '.join(FUSIONS)})")
         if not 0 <= float(self.beta) <= 1:
             raise InvalidName(f"β must be in [0, 1], got {shown(self.beta)}")
         object.__setattr__(self, "beta", float(self.beta))
 
+    @property
+    def _kind(self) -> str:
+        """``hybrid`` for the paper's fusion, ``hybrid-<fusion>`` for the others."""
+        return "hybrid" if self.fusion == PAPER_FUSION else f"hybrid-{self.fusion}"
+
     def __str__(self) -> str:
-        return f"{HYBRID_PREFIX}{self.first}+{self.second}@{format_beta(self.beta)}"
+        return f"{self._kind}:{self.first}+{self.second}@{format_beta(self.beta)}"
 
     @property
     def pairing(self) -> tuple[RetrieverId, RetrieverId]:
@@ -107,14 +125,20 @@ class HybridId:
 
     @classmethod
     def parse(cls, text: str) -> HybridId:
-        """``hybrid:a+b@0.35`` → ``HybridId(a, b, 0.35)``."""
-        match = re.fullmatch(rf"{re.escape(HYBRID_PREFIX)}([^+@]+)\+([^+@]+)@(\d+(?:\.\d+)?)", text or "")
+        """``hybrid:a+b@0.35`` → ``HybridId(a, b, 0.35)``, ``hybrid-rrf:a+b@0.35`` → ``HybridId(a, b, 0.35, "rrf")``;
+        anything else is an :class:`InvalidName`."""
+        match = _HYBRID.fullmatch(text) if isinstance(text, str) else None
         if not match:
-            raise InvalidName(f"{shown(text)} is not a hybrid name: expected hybrid:<first>+<second>@<β>")
-        return cls(RetrieverId.parse(match.group(1)), RetrieverId.parse(match.group(2)), float(match.group(3)))
+            raise InvalidName(f"{shown(text)} is not a hybrid name: expected hybrid[-<fusion>]:<first>+<second>@<β>")
+        fusion = match.group("fusion")
+        if fusion == PAPER_FUSION or (fusion is not None and fusion not in FUSIONS):
+            raise InvalidName(f"{shown(text)} names no known fusion: hybrid: (minmax) or "
+                              f"{', '.join(f'hybrid-{f}:' for f in FUSIONS if f != PAPER_FUSION)}")
+        return cls(RetrieverId.parse(match.group("first")), RetrieverId.parse(match.group("second")),
+                   float(match.group("beta")), fusion or PAPER_FUSION)
 
     def file_stem(self) -> str:
-        return f"hybrid__{self.first}+{self.second}__beta{format_beta(self.beta)}"
+        return f"{self._kind}__{self.first}+{self.second}__beta{format_beta(self.beta)}"
 
     def run_tag(self) -> str:
         return str(self).replace(":", "_")
@@ -124,12 +148,12 @@ MethodId = RetrieverId | HybridId
 
 
 def parse_method(text: str) -> MethodId:
-    """A retriever or hybrid name, typed."""
-    return HybridId.parse(text) if str(text).startswith(HYBRID_PREFIX) else RetrieverId.parse(text)
+    """A retriever or hybrid name, typed (no representation starts with ``hybrid``)."""
+    return HybridId.parse(text) if str(text).startswith("hybrid") else RetrieverId.parse(text)
 
 
 def is_hybrid(text: str) -> bool:
-    """Whether ``text`` is a well-formed hybrid name (parsed, never raising)."""
+    """Whether ``text`` is a well-formed hybrid name of any fusion (parsed, never raising)."""
     try:
         HybridId.parse(str(text))
     except InvalidName:

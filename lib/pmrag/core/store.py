@@ -210,9 +210,11 @@ graph_edges = Table(
 
 graph_extractions = Table(                               # the openai graph extractor's calls (pmrag.represent.extract):
     "graph_extractions", metadata,                       # one row per memory or interest batch, its last outcome
-    Column("step", String, primary_key=True),            # semantic | interest | relevance (graph_relevance_llm)
+    Column("step", String, primary_key=True),            # semantic | interest | relevance (graph_relevance_llm) |
+                                                         # decomposition (pmrag.retrieve.decompose)
     Column("item_id", Text, primary_key=True),           # the memory id, the interest batch's id (its input's hash), or
-                                                         # relevance: question id:question hash:label list hash
+                                                         # relevance: question id:question hash:label list hash;
+                                                         # decomposition: question id:question hash:max_subqueries
     Column("status", String, nullable=False),            # ok | error
     Column("requested_model", String, nullable=False),
     Column("response_model", String),                    # the model the response reports
@@ -224,7 +226,8 @@ graph_extractions = Table(                               # the openai graph extr
     Column("output", Text),                              # the validated JSON; NULL when status is 'error'
     Column("error", Text),                               # one line naming the item and the key, never chat text
     Column("dropped_ids", Integer),                      # interest: memory ids of the reply not in the batch, dropped;
-                                                         # relevance: chosen interests not in the list, dropped
+                                                         # relevance: chosen interests not in the list, dropped;
+                                                         # decomposition: sub-queries dropped by the clean-up
     Column("input_tokens", Integer),
     Column("output_tokens", Integer),
     Column("latency_s", Float),

@@ -1,14 +1,19 @@
 """The β sweep of a fused pairing (§6.2), the paper's selection rule, and candidate ceilings (§5.3).
 
 :func:`sweep` scores every β at once from dense ``(n_questions, |P|)`` arrays laid out from
-:func:`pmrag.retrieve.fusion.candidates`, with the same floating-point operations as
-:func:`pmrag.retrieve.fusion.minmax_fuse`, so its metrics equal :func:`pmrag.evaluate.metrics.per_question_metrics`
-of the fused ranking exactly (``tests/test_fusion.py``).
+:func:`pmrag.retrieve.fusion.candidates`, with the fusion's own kernel (:data:`pmrag.retrieve.fusion.FUSION_SCORES`)
+and so the same floating-point operations as :func:`pmrag.retrieve.fusion.fuse`, so its metrics equal
+:func:`pmrag.evaluate.metrics.per_question_metrics` of the fused ranking exactly (``tests/test_fusion.py``), for
+the paper's ``minmax`` and for ``rrf`` and ``combmnz`` alike.  :func:`sweep_pairings` sweeps every pairing under
+every fusion into one long table with a leading ``fusion`` column.
 
 Selection (:func:`select_best`): the paper takes the configuration with the highest macro Recall@5; ties are
 broken by nDCG@5, MRR@5, β closest to 0.5, the smaller β (documented choices; the paper names none).
-:func:`select_overall` ranks each pairing's selected β the same way, a full tie going to the configured
-pairing order.  Everything selected here is chosen on the questions it is evaluated on (§4.4, §9.1).
+:func:`best_per_pairing` selects β per (fusion, pairing); :func:`select_overall` — the paper's selected hybrid —
+ranks each pairing's selected β of the ``minmax`` fusion only (the other fusions are compared beside it, never
+selected in its place), a full tie going to the configured pairing order.  A table without a ``fusion``
+column is read as all ``minmax`` (the paper's sweep).  Everything selected here is chosen on the questions it
+is evaluated on (§4.4, §9.1).
 """
 
 from __future__ import annotations
@@ -18,40 +23,60 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId
 from pmrag.evaluate.metrics import macro, ndcg, per_question_metrics, recall, reciprocal_rank, relevance_matrix
-from pmrag.retrieve.fusion import _validated_beta, candidates, fused_scores, minmax_fuse
+from pmrag.retrieve.fusion import (CandidateLists, _kernel, _validated_beta, _validated_rrf_k, candidates,
+                                   minmax_fuse)
 
 SELECTION_ORDER = ("recall@5", "ndcg@5", "mrr@5", "distance to 0.5", "beta")
+CONFIGURATION = ("fusion", "bm25", "vector", "beta")   # a sweep table's configuration columns
 
 
 def sweep(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame, betas: Sequence[float],
-          k: int = 5) -> pd.DataFrame:
-    """Per-question ``recall@k, mrr@k, ndcg@k`` of :func:`minmax_fuse` for every β, vectorised.
+          k: int = 5, fusion: str = "minmax", rrf_k: int = 60) -> pd.DataFrame:
+    """Per-question ``recall@k, mrr@k, ndcg@k`` of :func:`pmrag.retrieve.fusion.fuse` for every β, vectorised.
 
     P(q) is laid out as dense ``(n_questions, width)`` arrays in chunk-ID-descending order, so a stable sort
-    of −s_hybrid over the ``(n_betas, n_questions, width)`` scores ranks by score ↓ then chunk ID ↓.  Questions
+    of −score over the ``(n_betas, n_questions, width)`` scores ranks by score ↓ then chunk ID ↓.  Questions
     and metric definitions are those of :func:`pmrag.metrics.per_question_metrics` (IDCG from all judged
-    chunks).  Long result: ``beta, question_id, recall@k, mrr@k, ndcg@k``, β-major, questions sorted.
+    chunks).  ``fusion`` (``minmax``, the paper's eq. 15, by default; ``rrf``, ``combmnz``) and ``rrf_k`` as in
+    :func:`~pmrag.retrieve.fusion.fuse`.  Long result: ``beta, question_id, recall@k, mrr@k, ndcg@k``,
+    β-major, questions sorted.
     """
-    betas = np.asarray([_validated_beta(b) for b in np.atleast_1d(betas)], dtype=np.float64)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    union = candidates(bm25, vec)
-    slot = union.groupby("question_id", sort=False).cumcount().to_numpy()
-    width = max(int(slot.max()) + 1 if len(slot) else 1, k)
-    layout = union.loc[:, ["question_id", "chunk_id"]].assign(rank=slot + 1)
-    matrix = relevance_matrix(layout, qrels, depth=width)
-    row = matrix.question_ids.get_indexer(union["question_id"])
+    betas, k, kernel, rrf_k = _sweep_arguments(betas, k, fusion, rrf_k)
+    return _swept(_Layout.of(bm25, vec, qrels, k), betas, k, kernel, rrf_k)
+
+
+class _Layout:
+    """A pairing's candidates P(q) as dense ``(n_questions, width)`` arrays and their relevance, built once
+    and swept under every fusion."""
+
+    def __init__(self, lists: CandidateLists, valid: np.ndarray, matrix):
+        self.lists, self.valid, self.matrix = lists, valid, matrix
+
+    @classmethod
+    def of(cls, bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame, k: int) -> _Layout:
+        union = candidates(bm25, vec)
+        slot = union.groupby("question_id", sort=False).cumcount().to_numpy()
+        width = max(int(slot.max()) + 1 if len(slot) else 1, k)
+        layout = union.loc[:, ["question_id", "chunk_id"]].assign(rank=slot + 1)
+        matrix = relevance_matrix(layout, qrels, depth=width)
+        row = matrix.question_ids.get_indexer(union["question_id"])
+        shape = (len(matrix.question_ids), width)
+        dense = []
+        for column in CandidateLists.of(union):
+            array = np.zeros(shape, dtype=column.dtype)
+            array[row, slot] = column
+            dense.append(array)
+        valid = np.zeros(shape, dtype=bool)
+        valid[row, slot] = True
+        return cls(CandidateLists(*dense), valid, matrix)
+
+
+def _swept(layout: _Layout, betas: np.ndarray, k: int, kernel, rrf_k: int) -> pd.DataFrame:
+    matrix = layout.matrix
     n_q = len(matrix.question_ids)
-
-    bm25_hat = np.zeros((n_q, width))
-    vec_hat = np.zeros((n_q, width))
-    valid = np.zeros((n_q, width), dtype=bool)
-    bm25_hat[row, slot] = union["bm25"].to_numpy()
-    vec_hat[row, slot] = union["vector"].to_numpy()
-    valid[row, slot] = True
-
-    scores = np.where(valid, fused_scores(bm25_hat, vec_hat, betas[:, None, None]), -np.inf)
+    scores = np.where(layout.valid, kernel(layout.lists, betas[:, None, None], rrf_k), -np.inf)
     order = np.argsort(-scores, axis=-1, kind="stable")[..., :k]
     ranked = np.take_along_axis(np.broadcast_to(matrix.ranked, scores.shape), order, axis=-1).reshape(-1, k)
     ideal = np.tile(matrix.ideal[:, :k], (len(betas), 1))
@@ -63,6 +88,13 @@ def sweep(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame, betas: Seq
         f"mrr@{k}": reciprocal_rank(ranked, k),
         f"ndcg@{k}": ndcg(ranked, ideal, k),
     })
+
+
+def _sweep_arguments(betas, k, fusion, rrf_k):
+    betas = np.asarray([_validated_beta(b) for b in np.atleast_1d(betas)], dtype=np.float64)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return betas, k, _kernel(fusion), _validated_rrf_k(rrf_k)
 
 
 def sweep_macro(per_question: pd.DataFrame, bm25: str | None = None, vector: str | None = None) -> pd.DataFrame:
@@ -105,40 +137,79 @@ def oracle_union_ceiling(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFr
     return candidate_ceiling(union, qrels, depth=depth)
 
 
-def sweep_pairings(rankings, qrels: pd.DataFrame, pairings, betas: Sequence[float], k: int = 5) -> pd.DataFrame:
-    """Per-question Recall/MRR/nDCG@k of every (pairing, β): columns ``bm25, vector, beta, question_id`` and the
-    metrics, where ``bm25`` / ``vector`` name the pairing's first (weighted by β) and second retriever.
+def sweep_pairings(rankings, qrels: pd.DataFrame, pairings, betas: Sequence[float], k: int = 5,
+                   fusions: Sequence[str] = (PAPER_FUSION,), rrf_k: int = 60) -> pd.DataFrame:
+    """Per-question Recall/MRR/nDCG@k of every (fusion, pairing, β).
 
-    ``rankings`` maps a retriever name to its ranking; ``pairings`` are ``(first, second)`` names.
+    Parameters: ``rankings`` maps a retriever name to its ranking; ``pairings`` are ``(first, second)`` names,
+    β weighting the first; ``fusions`` name :data:`pmrag.retrieve.fusion.FUSION_SCORES` entries (the paper's
+    ``minmax`` alone by default); ``rrf_k`` is RRF's offset.
+    Returns: columns ``fusion, bm25, vector, beta, question_id`` and the metrics, where ``bm25`` / ``vector``
+    name the pairing's first and second retriever; fusion-major, then pairing, then β.  Each pairing's
+    candidates are laid out once and swept under every fusion.
     """
-    frames = []
+    fusions = tuple(fusions)
+    if not fusions or len(set(fusions)) != len(fusions):
+        raise ValueError(f"fusions must name each fusion once, got {fusions!r}")
+    betas, k, _, rrf_k = _sweep_arguments(betas, k, fusions[0], rrf_k)
+    kernels = {fusion: _kernel(fusion) for fusion in fusions}
+    frames = {fusion: [] for fusion in fusions}
     for first, second in pairings:
-        per_question = sweep(rankings[str(first)], rankings[str(second)], qrels, betas=betas, k=k)
-        frames.append(per_question.assign(bm25=str(first), vector=str(second)))
-    table = pd.concat(frames, ignore_index=True)
-    return table[["bm25", "vector", "beta", "question_id", f"recall@{k}", f"mrr@{k}", f"ndcg@{k}"]]
+        layout = _Layout.of(rankings[str(first)], rankings[str(second)], qrels, k)
+        for fusion, kernel in kernels.items():
+            per_question = _swept(layout, betas, k, kernel, rrf_k)
+            frames[fusion].append(per_question.assign(fusion=fusion, bm25=str(first), vector=str(second)))
+    table = pd.concat([frame for fusion in fusions for frame in frames[fusion]], ignore_index=True)
+    return table[[*CONFIGURATION, "question_id", f"recall@{k}", f"mrr@{k}", f"ndcg@{k}"]]
 
 
 def macro_by_configuration(per_question: pd.DataFrame) -> pd.DataFrame:
-    """One row per (bm25, vector, beta) of a :func:`sweep_pairings` result with the macro metrics."""
+    """One row per (fusion, bm25, vector, beta) of a :func:`sweep_pairings` result with the macro metrics
+    (a table without ``fusion`` gets ``fusion = minmax``)."""
+    per_question = _with_fusion(per_question)
     metrics = [c for c in per_question.columns if "@" in c]
-    return per_question.groupby(["bm25", "vector", "beta"], sort=False)[metrics].mean().reset_index()
+    return per_question.groupby(list(CONFIGURATION), sort=False)[metrics].mean().reset_index()
 
 
 def best_per_pairing(macro_table: pd.DataFrame) -> pd.DataFrame:
-    """The selected β of each pairing (:func:`select_best`), best Recall@5 first (stable)."""
-    rows = [select_best(group) for _, group in macro_table.groupby(["bm25", "vector"], sort=False)]
-    return pd.DataFrame(rows).sort_values("recall@5", ascending=False, kind="stable").reset_index(drop=True)
+    """The selected β of each (fusion, pairing) (:func:`select_best`): fusions in their order of appearance
+    (``minmax`` first from :func:`sweep_pairings`), within one fusion best Recall@5 first (stable)."""
+    macro_table = _with_fusion(macro_table)
+    rows = [select_best(group) for _, group in macro_table.groupby(["fusion", "bm25", "vector"], sort=False)]
+    best = pd.DataFrame(rows).reset_index(drop=True)
+    fusion_order = {fusion: i for i, fusion in enumerate(dict.fromkeys(macro_table["fusion"]))}
+    keys = pd.DataFrame({"fusion": best["fusion"].map(fusion_order), "recall@5": -best["recall@5"]})
+    return best.loc[keys.sort_values(["fusion", "recall@5"], kind="stable").index].reset_index(drop=True)
 
 
 def select_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]]) -> pd.Series:
-    """The best hybrid over all pairings: each pairing's selected β (:func:`best_per_pairing`) ranked by
-    Recall@5, then nDCG@5, then MRR@5 (descending); a remaining tie keeps ``pairing_order``."""
+    """The paper's selected hybrid: among the ``minmax`` rows of ``best`` (:func:`best_per_pairing`; a table
+    without ``fusion`` is all ``minmax``), each pairing's selected β ranked by Recall@5, then nDCG@5, then
+    MRR@5 (descending); a remaining tie keeps ``pairing_order``.  Other fusions are never selected here."""
+    best = _with_fusion(best)
+    best = best[best["fusion"] == PAPER_FUSION]
+    if best.empty:
+        raise ValueError(f"best has no {PAPER_FUSION} rows: the paper's selection uses the min-max fusion")
     order = {(str(a), str(b)): i for i, (a, b) in enumerate(pairing_order)}
     ranked = best.assign(_order=[order[(b, v)] for b, v in zip(best["bm25"], best["vector"])])
     ranked = ranked.sort_values(["recall@5", "ndcg@5", "mrr@5", "_order"], ascending=[False, False, False, True],
                                 kind="stable")
     return ranked.drop(columns="_order").iloc[0]
+
+
+def hybrid_ids(table: pd.DataFrame) -> list[HybridId]:
+    """The :class:`~pmrag.core.names.HybridId` of each row of a table with ``bm25, vector, beta`` (and
+    ``fusion``; ``minmax`` where absent), e.g. :func:`best_per_pairing`'s, in row order."""
+    table = _with_fusion(table)
+    return [HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta, fusion)
+            for fusion, first, second, beta in zip(table["fusion"], table["bm25"], table["vector"], table["beta"])]
+
+
+def _with_fusion(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with a leading ``fusion`` column, ``minmax`` where it had none (never mutating ``table``)."""
+    if "fusion" in table.columns:
+        return table
+    return table.assign(fusion=PAPER_FUSION).loc[:, ["fusion", *table.columns]]
 
 
 def candidate_ceilings(rankings, qrels: pd.DataFrame, pairings, depth: int) -> pd.DataFrame:

@@ -18,6 +18,20 @@ verbatim (no shortening, no instruction prefix of ours, no Unicode normalisation
 Vectors are cached in a content-addressed SQLite file (:class:`EmbeddingCache`) keyed by
 ``sha256(model_id, kind, exact text sent)``, so a rerun embeds nothing, and query vectors are keyed by
 question text and model like the paper's query cache.
+
+Long passages (``embedding.long_text``, issue 15 §2), chosen in :func:`embed_passages`:
+
+* ``shorten`` (default, the paper): the text sent is :func:`shorten_for_embedding`'s head + tail.
+* ``window_average`` (measures what the shortening costs): a text of at most ``max_chars`` characters is
+  embedded exactly as under ``shorten`` (the same cache entry, the same vector).  A longer one is cut into
+  consecutive ``max_chars``-character windows (:func:`long_text_windows`: ``text[0:m], text[m:2m], …``, the
+  last one shorter; no overlap, nothing dropped), each window is embedded as a passage through the cache
+  (keyed by the window's own text, so never confused with the shortened text), and the chunk's vector is
+  ``v = u / ‖u‖`` with ``u = (1/n) Σ_j e_j / ‖e_j‖``: the unweighted mean of the windows' unit vectors,
+  re-normalised to unit length.  Cosine similarity ignores that last scaling (it divides by ‖v‖); it is there
+  so that every stored row has the unit length the embedders themselves return.  Unweighted, as the issue
+  reads ("average"): a short final window counts as much as a full one.  ``embedding_inputs`` then records
+  the whole text as the text sent (all of it was sent, in windows), so nothing counts as shortened.
 """
 
 from __future__ import annotations
@@ -319,6 +333,80 @@ def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache
     return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+# -------------------------------------------------------------------------------------- long passages
+
+LONG_TEXT_RULES = ("shorten", "window_average")
+
+
+def long_text_windows(text: str, max_chars: int) -> list[str]:
+    """``window_average``'s pieces of ``text``: ``text[0:m], text[m:2m], …`` with ``m = max_chars`` (the last
+    piece shorter); a text of at most ``max_chars`` characters (the empty text too) is one piece, itself."""
+    if not _is_int(max_chars) or max_chars < 1:
+        raise ValueError(f"max_chars must be an integer ≥ 1, got {max_chars!r}")
+    if len(text) <= max_chars:
+        return [text]
+    return [text[start:start + max_chars] for start in range(0, len(text), max_chars)]
+
+
+def text_sent_for(text: str, params: EmbeddingSection) -> str:
+    """The text recorded as sent for one passage: the shortened text (``shorten``) or all of it
+    (``window_average``, which sends every character, in windows)."""
+    if params.long_text == "window_average":
+        return text
+    return shorten_for_embedding(text, params.max_chars, params.head_fraction)
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+def average_windows(vectors: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """One row per text from its windows' rows (``counts[i]`` consecutive rows for text ``i``, each ≥ 1):
+    a text with one window keeps that row exactly; longer ones get the re-normalised mean of their windows'
+    unit vectors (computed in float64, returned as float32)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim != 1 or (counts < 1).any() or counts.sum() != len(vectors):
+        raise ValueError(f"counts must be ≥ 1 each and sum to the {len(vectors)} window rows")
+    if not len(counts):
+        return np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.float32)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    mean = np.add.reduceat(_unit_rows(np.asarray(vectors, dtype=np.float64)), starts, axis=0) / counts[:, None]
+    out = _unit_rows(mean).astype(np.float32)
+    single = counts == 1
+    out[single] = vectors[starts[single]]
+    return out
+
+
+def embed_passages(embedder: Embedder, texts: Sequence[str], cache: EmbeddingCache, params: EmbeddingSection, *,
+                   progress: bool = True) -> np.ndarray:
+    """Passage vectors of ``texts`` (float32, input order) under ``params.long_text`` (module docstring).
+
+    Parameters
+    ----------
+    texts : the passages as they are (this function shortens or windows them).
+    params : the ``embedding`` section (``max_chars``, ``head_fraction``, ``long_text``, ``batch_size``).
+
+    Returns
+    -------
+    A ``(len(texts), dim)`` float32 matrix; under ``shorten`` exactly ``embed_with_cache`` of the shortened
+    texts.
+    """
+    texts = list(texts)
+    if params.long_text not in LONG_TEXT_RULES:
+        raise ParamsError(f"key 'embedding.long_text' must be one of {', '.join(LONG_TEXT_RULES)}, "
+                          f"got {params.long_text!r}")
+    if params.long_text == "shorten":
+        sent = [shorten_for_embedding(t, params.max_chars, params.head_fraction) for t in texts]
+        return embed_with_cache(embedder, sent, "passage", cache, progress=progress, batch_size=params.batch_size)
+    pieces = [long_text_windows(t, params.max_chars) for t in texts]
+    flat = [piece for parts in pieces for piece in parts]
+    vectors = embed_with_cache(embedder, flat, "passage", cache, progress=progress, batch_size=params.batch_size)
+    if not texts:
+        return vectors
+    return average_windows(vectors, np.array([len(parts) for parts in pieces]))
+
+
 # ------------------------------------------------------------------------------------ representations
 
 
@@ -358,12 +446,13 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
                          progress: bool = True) -> Path:
     """Embed one representation of every chunk; returns ``out_dir/<representation>__<model>.npy``.
 
-    Row ``i`` of the float32 matrix is ``chunks[i]``.  Each text is shortened with
-    :func:`shorten_for_embedding` (``params.max_chars``, ``params.head_fraction``) and embedded as a
-    passage through ``cache``.  ``embedding_inputs`` gets, per chunk, its row, the length before
-    shortening, the exact text sent and its SHA-256 (replacing this representation/model's rows in one
-    transaction); a sidecar ``.json`` records the row order, the model ID and checksums that
-    :func:`load_vectors` verifies.
+    Row ``i`` of the float32 matrix is ``chunks[i]``.  Each text is embedded as a passage through ``cache``
+    by :func:`embed_passages`: shortened with :func:`shorten_for_embedding` (``params.max_chars``,
+    ``params.head_fraction``; the default ``long_text: shorten``), or, under ``long_text: window_average``,
+    as the re-normalised mean of its ``max_chars`` windows.  ``embedding_inputs`` gets, per chunk, its row,
+    the length before shortening, the exact text sent (:func:`text_sent_for`) and its SHA-256 (replacing
+    this representation/model's rows in one transaction); a sidecar ``.json`` records the row order, the
+    model ID, the long-text rule and checksums that :func:`load_vectors` verifies.
     """
     from pmrag.core.store import embedding_inputs
 
@@ -376,9 +465,9 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
         raise PmragError(f"representation {representation!r}: chunk {duplicate!r} appears more than once")
     model_id = embedder.model_id
     name = matrix_name(representation, model_id)
-    sent = [shorten_for_embedding(text, params.max_chars, params.head_fraction) for _, text in chunks]
+    sent = [text_sent_for(text, params) for _, text in chunks]
     sent_sha = [_sha256_text(t) for t in sent]
-    matrix = embed_with_cache(embedder, sent, "passage", cache, progress=progress, batch_size=params.batch_size)
+    matrix = embed_passages(embedder, [text for _, text in chunks], cache, params, progress=progress)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -393,6 +482,7 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
         "texts_sha256": _digest_lines(sent_sha),
         "max_chars": params.max_chars,
         "head_fraction": params.head_fraction,
+        "long_text": params.long_text,
         "chunk_ids": chunk_ids,
     }
     _write_atomic(out_dir / f"{name}.json",

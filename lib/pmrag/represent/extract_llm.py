@@ -79,9 +79,11 @@ GRAPH_PROMPT_FILES = {"semantic": ("graph_semantic_system", "graph_semantic_user
                       "interest": ("graph_interest_system", "graph_interest_user")}
 STEPS = tuple(GRAPH_PROMPT_FILES)
 
-ITEM_NOUNS = {"semantic": "memory", "interest": "interest batch", "relevance": "question"}
+ITEM_NOUNS = {"semantic": "memory", "interest": "interest batch", "relevance": "question",
+              "decomposition": "question"}
 """What one call of a step is about, as messages name it.  ``relevance`` is the interest relevance of
-:mod:`pmrag.retrieve.graph_relevance_llm`, which runs its calls through this module's loop and table."""
+:mod:`pmrag.retrieve.graph_relevance_llm` and ``decomposition`` the sub-queries of :mod:`pmrag.retrieve.decompose`,
+which run their calls through this module's loop and table."""
 
 DROPPED_NOUNS = {"interest": "memory ids not in their batch", "relevance": "chosen interests not in the list"}
 """Steps whose reports count what a reply named that was not offered (dropped), and what that is."""

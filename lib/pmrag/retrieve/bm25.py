@@ -18,6 +18,12 @@ Index: ``W[t, d] = IDF(t) · f(t,d)(k1+1) / (f(t,d) + k1(1 − b + b|d|/avgdl))`
 matrix (vocabulary × documents), so a query is the sparse row vector ``c`` of its token counts and
 ``scores = c · W``; many queries are one sparse product ``C · W``.
 
+Besides token lists (:meth:`BM25Index.fit`), an index can be fitted on a ready count matrix
+(:meth:`BM25Index.fit_counts`: documents × terms, scikit-learn's ``CountVectorizer`` layout, e.g. the
+character n-gram counts of :mod:`pmrag.retrieve.lexical`), and a query can be any non-negative weight row
+over the vocabulary (:meth:`BM25Index.scores_matrix`: ``scores = Q · W``, RM3's expanded queries in
+:mod:`pmrag.retrieve.prf`); with count rows that is exactly the sum over query tokens with repeats.
+
 Ranking the scores (score ↓, chunk start time ↓, chunk ID ↓) is :mod:`pmrag.retrieve.ranking`'s job;
 tokenization is the tokenizer component's (:mod:`pmrag.retrieve.tokenizer`).
 """
@@ -94,6 +100,20 @@ def query_matrix(queries: Sequence[Sequence[str]], vocabulary: Mapping[str, int]
     return matrix
 
 
+def counts_by_term(doc_term_counts: sp.spmatrix, n_terms: int) -> sp.csr_matrix:
+    """A documents × terms count matrix (``CountVectorizer`` layout) as canonical terms × documents CSR float64."""
+    counts = sp.csr_matrix(doc_term_counts, dtype=np.float64)
+    if counts.shape[1] != n_terms:
+        raise ValueError(f"the count matrix has {counts.shape[1]} term columns, the vocabulary {n_terms} terms")
+    if counts.nnz and (counts.data < 0).any():
+        raise ValueError("term counts must be non-negative")
+    by_term = counts.T.tocsr()
+    by_term.sum_duplicates()
+    by_term.eliminate_zeros()
+    by_term.sort_indices()
+    return by_term
+
+
 def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Sequence[str]]:
     if isinstance(token_lists, str):
         raise TypeError(f"{what} must be a sequence of token lists, not a string")
@@ -114,6 +134,7 @@ class BM25Index:
     idf: np.ndarray = field(repr=False)
     doc_lengths: np.ndarray = field(repr=False)
     avgdl: float
+    counts: sp.csr_matrix | None = field(default=None, repr=False)   # f(t, d), terms × documents
 
     @classmethod
     def fit(cls, token_lists: Iterable[Sequence[str]], params: BM25Section | None = None) -> BM25Index:
@@ -132,7 +153,34 @@ class BM25Index:
         vocabulary, token_ids = build_vocabulary(docs)
         counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))
         weights, term_idf = weight_matrix(counts, doc_lengths, params)
-        return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()))
+        return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()), counts)
+
+    @classmethod
+    def fit_counts(cls, doc_term_counts: sp.spmatrix, vocabulary: Mapping[str, int],
+                   params: BM25Section | None = None) -> BM25Index:
+        """Index documents already counted: the same index as :meth:`fit` on the token lists they count.
+
+        Parameters
+        ----------
+        doc_term_counts : documents × terms sparse matrix of ``f(t, d)`` (``CountVectorizer.fit_transform``'s
+            layout); ``|d|`` is its row sum
+        vocabulary : term → column (``CountVectorizer.vocabulary_``); a term with no occurrence gets
+            ``df = 0`` and never scores
+        params : ``k1`` and ``b`` (default: the paper's)
+        """
+        params = BM25Section() if params is None else params
+        vocabulary = dict(vocabulary)
+        if sorted(vocabulary.values()) != list(range(len(vocabulary))):
+            raise ValueError(f"vocabulary must map its {len(vocabulary)} terms to the columns 0..{len(vocabulary) - 1}")
+        counts = counts_by_term(doc_term_counts, len(vocabulary))
+        if counts.shape[1] == 0:
+            raise ValueError("cannot fit BM25 on an empty corpus")
+        doc_lengths = np.asarray(counts.sum(axis=0)).ravel()
+        if not np.array_equal(doc_lengths, np.round(doc_lengths)):
+            raise ValueError("term counts must be whole numbers")
+        doc_lengths = doc_lengths.astype(np.int64)
+        weights, term_idf = weight_matrix(counts, doc_lengths, params)
+        return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()), counts)
 
     @property
     def n_docs(self) -> int:
@@ -141,8 +189,19 @@ class BM25Index:
     def scores_many(self, queries: Iterable[Sequence[str]]) -> np.ndarray:
         """BM25 scores of every document for each query: ``(n_queries, n_docs)`` float64."""
         query_lists = _as_token_lists(queries, "queries")
-        counts = query_matrix(query_lists, self.vocabulary)
-        return np.asarray((counts @ self.weights).toarray(), dtype=np.float64)
+        return self.scores_matrix(query_matrix(query_lists, self.vocabulary))
+
+    def scores_matrix(self, query_weights: sp.spmatrix) -> np.ndarray:
+        """``Q · W``: scores of every document for each row of a queries × terms weight matrix over this
+        index's vocabulary (token counts: :func:`query_matrix`; or any non-negative weights), ``(n_queries,
+        n_docs)`` float64.  Each row is summed in term-column order, so equal rows give equal scores bit for
+        bit whatever order their entries were stored in."""
+        if query_weights.shape[1] != self.weights.shape[0]:
+            raise ValueError(f"query weights have {query_weights.shape[1]} term columns, the index "
+                             f"{self.weights.shape[0]} terms")
+        query = sp.csr_matrix(query_weights, dtype=np.float64, copy=True)
+        query.sum_duplicates()
+        return np.asarray((query @ self.weights).toarray(), dtype=np.float64)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""

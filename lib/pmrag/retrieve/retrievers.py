@@ -94,6 +94,17 @@ class RetrieverComponent:
     def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
         return cls.modules
 
+    @classmethod
+    def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
+        """Installed packages whose version changes the ranking (e.g. a tokenizer's dictionary)."""
+        return ()
+
+    @classmethod
+    def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
+        """Whether the ranking scores one embedding of each chunk's whole representation, which
+        ``embedding.max_chars`` shortens (the coverage stage then counts what the cut hides)."""
+        return False
+
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         raise NotImplementedError
 
@@ -132,14 +143,28 @@ class BM25Retriever(RetrieverComponent):
 
     @classmethod
     def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return cls.modules + tuple(cls.tokenizer_class(rid).modules)
+        return tuple(dict.fromkeys(cls.modules + ("pmrag.retrieve.lexical",) + tuple(cls.tokenizer_class(rid).modules)))
+
+    @classmethod
+    def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return tuple(getattr(cls.tokenizer_class(rid), "packages", ()))
+
+    def tokenizer(self):
+        """The variant's tokenizer from the ``bm25`` section (a caching one keeps its tokens in ``cache_dir``)."""
+        from pmrag.retrieve.lexical import make_tokenizer
+
+        return make_tokenizer(self.tokenizer_class(self.rid), self.params.bm25, self.params.cache_dir)
+
+    def index(self, corpus: Corpus, queries: Queries) -> tuple[BM25Index, object]:
+        """The BM25 index of the representation and the questions' token counts over its vocabulary."""
+        from pmrag.retrieve.lexical import index_texts
+
+        return index_texts(self.tokenizer(), corpus.texts(self.rid.representation), queries.texts, self.params.bm25)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
-        section = self.params.bm25
-        tokenizer = self.tokenizer_class(self.rid).from_params(section)
-        index = BM25Index.fit(tokenizer.tokenize_many(corpus.texts(self.rid.representation)), section)
-        scores = index.scores_many(tokenizer.tokenize_many(queries.texts))
-        keep = scores > 0 if section.zero_scores == "drop" else None
+        index, query_counts = self.index(corpus, queries)
+        scores = index.scores_matrix(query_counts)
+        keep = scores > 0 if self.params.bm25.zero_scores == "drop" else None
         return ranked_from_scores(scores, corpus, queries, depth, keep)
 
 
@@ -153,6 +178,10 @@ class VectorRetriever(RetrieverComponent):
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
         return (f"vectors:{rid.representation}", "query_vectors")
+
+    @classmethod
+    def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
+        return True
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         scores = cosine_scores(corpus.vectors(self.rid.representation), queries.vectors())
@@ -194,3 +223,7 @@ class GraphRetriever(RetrieverComponent):
         reached = gi.reached(chosen, index.membership).sum(axis=1)
         return Ranked(rankings, pd.Series(reached, index=pd.Index(queries.question_ids, name="question_id"),
                                           name="matches"))
+
+
+# the methods beyond the paper's (issue 15) register themselves; imported here, after the base classes they extend
+from pmrag.retrieve import decompose, diversify, expansion, lexical, multivector, prf  # noqa: E402,F401

@@ -1,0 +1,515 @@
+"""BM25 tokenizers beside the paper's regex (issue 15 §1): SudachiPy morphemes, character n-grams, English words.
+
+Each is a tokenizer component registered in ``TOKENIZERS`` like :class:`~pmrag.retrieve.tokenizer.RegexTokenizer`,
+so its name is a variant of the ``bm25`` and ``rm3`` retrievers (``raw_text_bm25_sudachi``,
+``summary_bm25_char2``, ``embedding_text_rm3_word``).  Queries and documents go through the same tokenizer.
+
+``sudachi`` (:class:`SudachiTokenizer`): SudachiPy with its core dictionary.
+
+* A text is tokenized **line by line** (split on ``"\\n"``; its tokens are its lines' tokens in order): a
+  newline always ends a morpheme, which it does in SudachiPy anyway (a blank), and the lines embedding_text
+  repeats from summary and raw_text are analysed once.  A line longer than ``MAX_LINE_CHARS`` (12,000)
+  characters is cut into pieces of that length, because SudachiPy refuses inputs over 49,149 UTF-8 bytes.
+* ``bm25.sudachi_split_mode`` (A / B / C), ``bm25.sudachi_form``: the morpheme's normalized form (表記ゆれ
+  merged: 附属 → 付属, ＵＳＢ → USB), dictionary form (lemma: 行き → 行く) or surface; every form is lower-cased.
+* ``bm25.sudachi_pos``: ``content`` keeps morphemes whose first part-of-speech level is in ``CONTENT_POS``
+  (名詞 nouns, numerals included; 動詞 verbs; 形容詞 and 形状詞 adjectives; 副詞 adverbs; 連体詞 adnominals;
+  感動詞 interjections); particles, auxiliaries, pronouns, prefixes, suffixes, conjunctions, symbols and
+  blanks are dropped.  ``all`` keeps every morpheme but blanks (空白).  Empty forms are dropped; a lone
+  surrogate (no Unicode text: it can come from broken JSON escapes) is analysed as ``?``.
+* Tokenization is cached (:class:`TokenCache`, ``<cache_dir>/tokens.sqlite``) by ``sha256(config, exact
+  text)``, for each whole text (a cached text is one lookup) and for each of its lines (the unit SudachiPy
+  analyses, so that embedding_text finds the lines of summary and raw_text already there: per whole text
+  only, it would double the work at the paper's scale).  The config (:attr:`SudachiTokenizer.config`) names
+  the rule version, split mode, form, part-of-speech filter and the sudachipy and sudachidict_core
+  versions; whole-text keys add ``|text`` to it.  Lines not in the cache are analysed in ``workers``
+  processes when they are many (:mod:`pmrag.core.parallel`).
+
+``char2`` / ``char3`` (:class:`CharNgramTokenizer`): the character n-grams (n = 2, 3) of scikit-learn's
+``CountVectorizer(analyzer="char", ngram_range=(n, n), preprocessor=normalise_chars)``.  The text is lower-cased
+and every run of whitespace (spaces, tabs, newlines, the ideographic space) becomes one ASCII space, then
+every window of ``n`` consecutive characters is a token, windows across a space included (a space marks a
+word or line boundary, as ``char_wb``'s padding does); a text shorter than ``n`` has no token.  Our choice of
+preprocessor replaces scikit-learn's own whitespace rule (runs of two or more whitespace characters become
+a space, a single newline stays), which treats ``"a\\nb"`` and ``"a  b"`` differently.  BM25 is fitted on the
+count matrix directly (:meth:`~pmrag.retrieve.bm25.BM25Index.fit_counts`).  The counts come from
+:func:`char_ngram_counts`, a vectorised numpy twin of that ``CountVectorizer`` (the same vocabulary in
+the same order, the same counts: ``tests/test_lexical.py`` checks it); ``CountVectorizer`` itself counts one
+n-gram at a time in Python, about a minute per representation at the paper's scale.
+
+``word`` (:class:`WordTokenizer`): English text's default: lower-cased words of two or more word characters
+(``(?u)\\b\\w\\w+\\b``, the token pattern of scikit-learn and bm25s), no stopword list; with ``bm25.stemmer:
+english`` each word is stemmed by PyStemmer's English (Porter 2) Snowball stemmer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from pmrag.core.errors import PmragError
+from pmrag.retrieve.bm25 import BM25Index, query_matrix
+
+TOKEN_CACHE_FILE = "tokens.sqlite"
+MAX_LINE_CHARS = 12_000      # × at most 4 UTF-8 bytes < SudachiPy's 49,149-byte limit
+CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "形状詞", "副詞", "連体詞", "感動詞"})
+BLANK_POS = "空白"
+SUDACHI_RULE = "sudachi-lines-1"   # bump when the tokenization rule above changes: old cache entries stop matching
+PARALLEL_MIN_CHARS = 2_000_000     # fewer uncached characters (~7 s) are tokenized here: a worker starts in ~3 s
+BATCH_LINES = 2_000
+WHOLE_TEXT = "text"                # the cache keys of whole texts add this to the config (lines: the config alone)
+WORD_PATTERN = re.compile(r"(?u)\b\w\w+\b")
+WHITESPACE = re.compile(r"\s+")
+CODE_BITS = 21                     # Unicode code points fit in 21 bits, so an n-gram of n ≤ 3 fits in 63
+MAX_NGRAM = 3
+
+
+# --------------------------------------------------------------------------------------------- sudachi
+
+
+def sudachi_lines(text: str) -> list[str]:
+    """The pieces a text is tokenized in: its lines, each cut into ``MAX_LINE_CHARS``-character pieces."""
+    pieces = []
+    for line in text.split("\n"):
+        pieces.extend(line[i:i + MAX_LINE_CHARS] for i in range(0, len(line), MAX_LINE_CHARS))
+    return pieces
+
+
+@lru_cache(maxsize=1)
+def sudachi_dictionary():
+    """SudachiPy's core dictionary, loaded once per process.  The same as
+    :func:`pmrag.represent.extract.sudachi_dictionary`, without importing that module (and scikit-learn with
+    it: seconds more in every worker process)."""
+    from sudachipy import Dictionary
+
+    return Dictionary(dict="core")
+
+
+@lru_cache(maxsize=8)
+def _sudachi(split_mode: str, form: str):
+    """This process's SudachiPy tokenizer for a split mode and form (the dictionary is loaded once)."""
+    from sudachipy import SplitMode
+
+    fields = {"pos"} | ({f"{form}_form"} if form in ("normalized", "dictionary") else set())
+    return sudachi_dictionary().tokenizer(getattr(SplitMode, split_mode), fields=fields)
+
+
+@lru_cache(maxsize=2)
+def kept_pos_ids(pos_filter: str) -> frozenset[int]:
+    """The part-of-speech ids the filter keeps (``content``: first level in ``CONTENT_POS``; ``all``: no blank)."""
+    dictionary = sudachi_dictionary()
+    kept, pos_id = set(), 0
+    while (pos := dictionary.pos_of(pos_id)) is not None:
+        if (pos[0] in CONTENT_POS) if pos_filter == "content" else (pos[0] != BLANK_POS):
+            kept.add(pos_id)
+        pos_id += 1
+    return frozenset(kept)
+
+
+def sudachi_tokens(pieces: Sequence[str], split_mode: str, form: str, pos_filter: str) -> list[list[str]]:
+    """The tokens of each piece (a line, see :func:`sudachi_lines`) under one configuration."""
+    tokenizer = _sudachi(split_mode, form)
+    kept = kept_pos_ids(pos_filter)
+    out = []
+    for piece in pieces:
+        if not piece:
+            out.append([])
+            continue
+        try:
+            morphemes = tokenizer.tokenize(piece)
+        except UnicodeEncodeError:   # a lone surrogate is no Unicode text: SudachiPy gets "?" in its place
+            morphemes = tokenizer.tokenize(piece.encode("utf-8", "replace").decode("utf-8"))
+        if form == "normalized":
+            words = [m.normalized_form() for m in morphemes if m.part_of_speech_id() in kept]
+        elif form == "dictionary":
+            words = [m.dictionary_form() for m in morphemes if m.part_of_speech_id() in kept]
+        else:
+            words = [m.surface() for m in morphemes if m.part_of_speech_id() in kept]
+        out.append([w.lower() for w in words if w])
+    return out
+
+
+def token_cache_key(config: str, text: str) -> str:
+    """``sha256(config + "\\x1f" + text)`` over UTF-8, hex."""
+    return hashlib.sha256(f"{config}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class TokenCache:
+    """Content-addressed token lists in one SQLite file (WAL: several processes may read and write it).
+
+    ``key -> (config, tokens)``; tokens are stored joined by ``"\\n"`` (no token holds a newline: the keys are
+    lines, and empty tokens are dropped).  A key never changes meaning, so entries are never
+    invalidated.
+    """
+
+    _LOOKUP_CHUNK = 500
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS tokens (key TEXT PRIMARY KEY, config TEXT NOT NULL, "
+                         "tokens TEXT NOT NULL)")
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> TokenCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT count(*) FROM tokens").fetchone()[0]
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """The cached token lists among ``keys`` (missing keys are absent from the result)."""
+        found: dict[str, list[str]] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), self._LOOKUP_CHUNK):
+            part = unique[start:start + self._LOOKUP_CHUNK]
+            marks = ",".join("?" * len(part))
+            for key, joined in self._db.execute(f"SELECT key, tokens FROM tokens WHERE key IN ({marks})", part):
+                found[key] = joined.split("\n") if joined else []
+        return found
+
+    def put_many(self, config: str, entries: Mapping[str, Sequence[str]]) -> None:
+        """Store each key's token list (one transaction)."""
+        rows = []
+        for key, tokens in entries.items():
+            if any("\n" in t or not t for t in tokens):
+                raise PmragError(f"token cache {self.path}: a token of entry {key[:12]}… is empty or holds a newline")
+            rows.append((key, config, "\n".join(tokens)))
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO tokens (key, config, tokens) VALUES (?, ?, ?)", rows)
+
+
+def _tokenize_batch(split_mode: str, form: str, pos_filter: str, pieces: list[str]) -> list[list[str]]:
+    return sudachi_tokens(pieces, split_mode, form, pos_filter)
+
+
+class SudachiTokenizer:
+    """SudachiPy morphemes (core dictionary) as BM25 tokens, cached (see the module docstring)."""
+
+    name = "sudachi"
+    modules = ("pmrag.retrieve.lexical",)
+    packages = ("sudachipy", "sudachidict_core")   # a dictionary upgrade changes the tokens: the rankings' key
+    uses_cache_dir: ClassVar[bool] = True
+
+    def __init__(self, split_mode: str = "C", form: str = "normalized", pos: str = "content",
+                 cache_dir: str | Path | None = None, workers: int = 2):
+        if split_mode not in ("A", "B", "C"):
+            raise ValueError(f"key 'bm25.sudachi_split_mode' must be A, B or C, got {split_mode!r}")
+        if form not in ("normalized", "dictionary", "surface"):
+            raise ValueError(f"key 'bm25.sudachi_form' must be normalized, dictionary or surface, got {form!r}")
+        if pos not in ("content", "all"):
+            raise ValueError(f"key 'bm25.sudachi_pos' must be content or all, got {pos!r}")
+        self.split_mode, self.form, self.pos = split_mode, form, pos
+        self.cache_path = None if cache_dir is None else Path(cache_dir) / TOKEN_CACHE_FILE
+        self.workers = workers
+        self.tokenized_pieces = 0   # pieces SudachiPy analysed in this object's calls (cache hits analyse none)
+
+    @classmethod
+    def from_params(cls, section, cache_dir: str | Path | None = None) -> SudachiTokenizer:
+        """From the ``bm25`` section's ``sudachi_*`` keys; cached under ``cache_dir`` when given."""
+        return cls(section.sudachi_split_mode, section.sudachi_form, section.sudachi_pos, cache_dir)
+
+    @staticmethod
+    def files(section) -> list[Path]:
+        return []
+
+    @property
+    def config(self) -> str:
+        """Everything the tokens depend on besides the text: the cache key's first part."""
+        return (f"{SUDACHI_RULE}|split={self.split_mode}|form={self.form}|pos={self.pos}"
+                f"|sudachipy={version('sudachipy')}|sudachidict_core={version('sudachidict_core')}")
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.tokenize_many([text])[0]
+
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        """The tokens of each text: from the cache's entry for the whole text, or else the concatenated tokens
+        of its lines, each distinct line read from the cache or analysed once (in worker processes when
+        many); lines and texts are then stored."""
+        texts = list(texts)
+        config = self.config
+        text_keys = [token_cache_key(f"{config}|{WHOLE_TEXT}", t) for t in texts]
+        cache = TokenCache(self.cache_path) if self.cache_path is not None else None
+        try:
+            found = cache.get_many(text_keys) if cache is not None else {}
+            missing = {k: t for k, t in zip(text_keys, texts) if k not in found}
+            if missing:
+                fresh = dict(zip(missing, self._by_lines(list(missing.values()), config, cache)))
+                if cache is not None:
+                    cache.put_many(config, fresh)
+                found.update(fresh)
+        finally:
+            if cache is not None:
+                cache.close()
+        return [list(found[k]) for k in text_keys]
+
+    def _by_lines(self, texts: list[str], config: str, cache: TokenCache | None) -> list[list[str]]:
+        """Each text's tokens as its lines' tokens, the lines from the cache or analysed (and stored)."""
+        pieces_of = [sudachi_lines(t) for t in texts]
+        keys = {p: token_cache_key(config, p) for pieces in pieces_of for p in pieces}
+        found = cache.get_many(list(keys.values())) if cache is not None else {}
+        missing = [p for p, k in keys.items() if k not in found]
+        if missing:
+            fresh = {keys[p]: tokens for p, tokens in zip(missing, self._tokenize_pieces(missing))}
+            self.tokenized_pieces += len(missing)
+            if cache is not None:
+                cache.put_many(config, fresh)
+            found.update(fresh)
+        return [[tok for p in pieces for tok in found[keys[p]]] for pieces in pieces_of]
+
+    def _tokenize_pieces(self, pieces: list[str]) -> list[list[str]]:
+        from pmrag.core.parallel import ordered_map
+
+        if self.workers < 2 or sum(map(len, pieces)) < PARALLEL_MIN_CHARS:
+            return sudachi_tokens(pieces, self.split_mode, self.form, self.pos)
+        n_batches = max(self.workers * 4, -(-len(pieces) // BATCH_LINES))
+        size = -(-len(pieces) // n_batches)
+        calls = [(self.split_mode, self.form, self.pos, pieces[i:i + size]) for i in range(0, len(pieces), size)]
+        return [tokens for batch in ordered_map(_tokenize_batch, calls, self.workers) for tokens in batch]
+
+
+# ----------------------------------------------------------------------------------------- char n-grams
+
+
+def normalise_chars(text: str) -> str:
+    """Lower-cased, every whitespace run one ASCII space: the n-gram tokenizers' preprocessor."""
+    return WHITESPACE.sub(" ", text.lower())
+
+
+def char_ngrams(text: str, n: int) -> list[str]:
+    """The character n-grams of one text in order (``CountVectorizer(analyzer="char")``'s, our preprocessor)."""
+    text = normalise_chars(text)
+    return [text[i:i + n] for i in range(len(text) - n + 1)]
+
+
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised texts' code points concatenated (uint64), and each text's length."""
+    normalised = [normalise_chars(t) for t in texts]
+    lengths = np.fromiter(map(len, normalised), dtype=np.int64, count=len(normalised))
+    joined = "".join(normalised).encode("utf-32-le", "surrogatepass")
+    return np.frombuffer(joined, dtype="<u4").astype(np.uint64), lengths
+
+
+def _ngram_codes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """One integer per n-gram (its code points in 21-bit fields, first character highest) and its text index.
+
+    Integer order is the n-grams' code-point (string) order, which is how ``CountVectorizer`` sorts its
+    vocabulary."""
+    points, lengths = _code_points(texts)
+    text_index = np.repeat(np.arange(len(lengths), dtype=np.int64), np.maximum(lengths - n + 1, 0))
+    n_starts = len(points) - n + 1
+    if n_starts < 1:
+        return np.zeros(0, dtype=np.uint64), text_index
+    codes = np.zeros(n_starts, dtype=np.uint64)
+    for j in range(n):   # the window at every position of the joined texts ...
+        codes = (codes << np.uint64(CODE_BITS)) | points[j:j + n_starts]
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    inside = np.ones(n_starts, dtype=bool)
+    for k in range(1, n):   # ... less those running past their text's end (its last n − 1 positions)
+        last = ends - k
+        last = last[(last >= starts) & (last < n_starts)]
+        inside[last] = False
+    return codes[inside], text_index
+
+
+def _encode_ngrams(terms: Sequence[str], n: int) -> np.ndarray:
+    """The codes of n-gram strings, each exactly ``n`` characters (the inverse of :func:`_decode_ngrams`)."""
+    points = np.frombuffer("".join(terms).encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint64)
+    codes = np.zeros(len(terms), dtype=np.uint64)
+    for j in range(n):
+        codes = (codes << np.uint64(CODE_BITS)) | points[j::n]
+    return codes
+
+
+def _decode_ngrams(codes: np.ndarray, n: int) -> list[str]:
+    """The n-gram strings of sorted unique codes."""
+    mask = np.uint64((1 << CODE_BITS) - 1)
+    points = np.stack([(codes >> np.uint64(CODE_BITS * (n - 1 - j))) & mask for j in range(n)], axis=1)
+    text = points.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    return [text[i:i + n] for i in range(0, len(text), n)]
+
+
+def sorted_factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` by hashing (pandas' factorize) and sorting only the distinct
+    codes: several times faster than sorting every n-gram."""
+    import pandas as pd
+
+    labels, distinct = pd.factorize(codes)
+    order = np.argsort(distinct, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return np.asarray(distinct)[order], rank[labels]
+
+
+def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int] | None = None
+                      ) -> tuple[sp.csr_matrix, dict[str, int]]:
+    """Texts × n-grams count matrix (float64 CSR) and the vocabulary, as ``CountVectorizer(analyzer="char",
+    ngram_range=(n, n), preprocessor=normalise_chars)`` would give them: ``fit_transform`` without a
+    vocabulary (n-grams in sorted order), ``transform`` with one (unknown n-grams dropped).
+
+    Parameters
+    ----------
+    texts : the texts (documents or queries)
+    n : the n-gram length, 1 to 3
+    vocabulary : n-gram → column of an earlier call (the documents'), to count queries over it
+    """
+    if not 1 <= n <= MAX_NGRAM:
+        raise ValueError(f"character n-grams are counted for n from 1 to {MAX_NGRAM}, got {n}")
+    codes, rows = _ngram_codes(texts, n)
+    if vocabulary is None:
+        terms, columns = sorted_factorize(codes)
+        vocabulary = {term: i for i, term in enumerate(_decode_ngrams(terms, n))}
+    else:
+        vocabulary = dict(vocabulary)
+        known = list(vocabulary)
+        column_of = np.fromiter(vocabulary.values(), dtype=np.int64, count=len(known))
+        right_length = np.fromiter(map(len, known), dtype=np.int64, count=len(known)) == n
+        if not right_length.all():
+            known = [t for t, keep in zip(known, right_length) if keep]
+            column_of = column_of[right_length]
+        terms = _encode_ngrams(known, n)
+        order = np.argsort(terms, kind="stable")
+        terms, column_of = terms[order], column_of[order]
+        at = np.searchsorted(terms, codes)
+        hit = at < len(terms)
+        hit[hit] = terms[at[hit]] == codes[hit]
+        rows, columns = rows[hit], column_of[at[hit]]
+    counts = sp.csr_matrix((np.ones(len(rows)), (rows, np.asarray(columns).ravel())),
+                           shape=(len(texts), len(vocabulary)))
+    counts.sum_duplicates()
+    return counts, vocabulary
+
+
+class CharNgramTokenizer:
+    """Character n-grams (n = :attr:`n`) as BM25 tokens; counted directly (see the module docstring)."""
+
+    n: ClassVar[int]
+    name: ClassVar[str]
+    modules = ("pmrag.retrieve.lexical",)
+
+    @classmethod
+    def from_params(cls, section=None, cache_dir=None) -> CharNgramTokenizer:
+        return cls()
+
+    @staticmethod
+    def files(section) -> list[Path]:
+        return []
+
+    def vectorizer(self):
+        """The ``CountVectorizer`` these n-grams are defined by (:func:`char_ngram_counts` is its fast twin)."""
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        return CountVectorizer(analyzer="char", ngram_range=(self.n, self.n), preprocessor=normalise_chars,
+                               dtype=np.float64)
+
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        return [char_ngrams(t, self.n) for t in texts]
+
+    def count_many(self, documents: Sequence[str], queries: Sequence[str]
+                   ) -> tuple[sp.csr_matrix, sp.csr_matrix, dict[str, int]]:
+        """Documents × n-grams counts, queries × n-grams counts over the documents' vocabulary, the vocabulary."""
+        doc_counts, vocabulary = char_ngram_counts(list(documents), self.n)
+        query_counts, _ = char_ngram_counts(list(queries), self.n, vocabulary)
+        return doc_counts, query_counts, vocabulary
+
+
+class Char2Tokenizer(CharNgramTokenizer):
+    n = 2
+    name = "char2"
+
+
+class Char3Tokenizer(CharNgramTokenizer):
+    n = 3
+    name = "char3"
+
+
+# -------------------------------------------------------------------------------------------------- word
+
+
+@lru_cache(maxsize=1)
+def english_stemmer():
+    """PyStemmer's English Snowball (Porter 2) stemmer."""
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+class WordTokenizer:
+    """Lower-cased ``\\w\\w+`` words, optionally stemmed (English text's default; see the module docstring)."""
+
+    name = "word"
+    modules = ("pmrag.retrieve.lexical",)
+    packages = ("PyStemmer",)
+
+    def __init__(self, stemmer: str = "none"):
+        if stemmer not in ("none", "english"):
+            raise ValueError(f"key 'bm25.stemmer' must be none or english, got {stemmer!r}")
+        self.stemmer = stemmer
+
+    @classmethod
+    def from_params(cls, section, cache_dir=None) -> WordTokenizer:
+        return cls(section.stemmer)
+
+    @staticmethod
+    def files(section) -> list[Path]:
+        return []
+
+    def tokenize(self, text: str) -> list[str]:
+        words = WORD_PATTERN.findall(text.lower())
+        return english_stemmer().stemWords(words) if self.stemmer == "english" else words
+
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        return [self.tokenize(t) for t in texts]
+
+
+# ------------------------------------------------------------------------------------- tokenizer → BM25
+
+
+def make_tokenizer(tokenizer_class, section, cache_dir: str | Path | None = None):
+    """A tokenizer component from the ``bm25`` section; ``cache_dir`` reaches the ones that cache."""
+    if getattr(tokenizer_class, "uses_cache_dir", False):
+        return tokenizer_class.from_params(section, cache_dir=cache_dir)
+    return tokenizer_class.from_params(section)
+
+
+def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], section
+                ) -> tuple[BM25Index, sp.csr_matrix]:
+    """A BM25 index of ``documents`` and the queries' token counts over its vocabulary (queries × terms).
+
+    A tokenizer with ``count_many`` (the character n-grams) hands over count matrices
+    (:meth:`BM25Index.fit_counts`); the others token lists (:meth:`BM25Index.fit`, :func:`query_matrix`).
+    """
+    if hasattr(tokenizer, "count_many"):
+        doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries)
+        return BM25Index.fit_counts(doc_counts, vocabulary, section), query_counts
+    index = BM25Index.fit(tokenizer.tokenize_many(documents), section)
+    return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
+
+
+def _register() -> None:
+    from pmrag.retrieve.registry import TOKENIZERS
+
+    for component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):
+        TOKENIZERS.register(component.name)(component)
+
+
+_register()
