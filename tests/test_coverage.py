@@ -94,6 +94,32 @@ def test_a_line_straddling_the_cut_is_partly_shown():
         "m2": ("hidden", cov.OUTSIDE_EMBEDDING_CUT, 0), "m3": ("partly", cov.OUTSIDE_EMBEDDING_CUT, 800)}
 
 
+def test_window_averaging_embeds_the_whole_text_so_nothing_is_cut():
+    frames = corpus(thousand_char_lines())
+    frame = visibility(frames, ONE_EACH, ["raw_text_vector", "embedding_text_vector"],
+                       EmbeddingSection(max_chars=2000, long_text="window_average"))
+    assert {v[0] for v in seen(frame, "raw_text_vector").values()} == {"shown"}
+    # embedding_text still holds only the 4,000-character excerpt (lines 0-2 whole, 997 characters of line 3)
+    assert seen(frame, "embedding_text_vector")["m3"] == ("partly", cov.OUTSIDE_EXCERPT, 997)
+
+
+def test_the_ablation_parts_see_what_their_text_holds():
+    representations = RepresentationsSection(prompts="en", excerpt_chars=1500)
+    frames = corpus(thousand_char_lines(), representations=representations)
+    names = ["prefix_bm25", "excerpt_bm25", "summary_excerpt_bm25", "summary_excerpt_vector", "excerpt_vector"]
+    frame = visibility(frames, ONE_EACH, names, EmbeddingSection(max_chars=1200, head_fraction=1.0), representations)
+    assert set(seen(frame, "prefix_bm25").values()) == {("hidden", cov.NO_CHAT_TEXT, 0)}
+    excerpt = {"m0": ("shown", "", 1000), "m1": ("partly", cov.OUTSIDE_EXCERPT, 499),
+               "m2": ("hidden", cov.OUTSIDE_EXCERPT, 0), "m3": ("hidden", cov.OUTSIDE_EXCERPT, 0)}
+    assert seen(frame, "excerpt_bm25") == excerpt == seen(frame, "summary_excerpt_bm25")
+    # the 1,200-character head of the excerpt alone reaches 199 characters of line 1 (the first loss, the
+    # excerpt's end, names the reason)
+    assert seen(frame, "excerpt_vector")["m1"] == ("partly", cov.OUTSIDE_EXCERPT, 199)
+    # summary_excerpt = summary \n label \n excerpt: the head spends some characters on summary and label
+    head_room = 1200 - len(frames[2]["summary"][0]) - len(read_prompt("en", "excerpt_label")) - 2
+    assert seen(frame, "summary_excerpt_vector")["m1"] == ("partly", cov.OUTSIDE_EXCERPT, head_room - 1001)
+
+
 def test_a_short_chunk_is_shown_whole_to_vector():
     frame = visibility(corpus(thousand_char_lines()), ONE_EACH, ["raw_text_vector"], EmbeddingSection(max_chars=4003))
     assert set(frame["status"]) == {"shown"}

@@ -60,9 +60,21 @@ def _with(project: Path, old: str, new: str) -> Path:
     return path
 
 
-def test_the_shipped_locomo_params_run_a_whole_study(locomo_project):
-    study = Study.from_params(locomo_project / "params" / "locomo.yaml")
+@pytest.fixture(scope="module")
+def built_locomo(tmp_path_factory):
+    """The shipped params' whole study, built once for the tests that only read it."""
+    project = tmp_path_factory.mktemp("locomo")
+    for folder in ("params", "data", "notebooks"):
+        (project / folder).mkdir()
+    shutil.copy(REPO / "params" / "locomo.yaml", project / "params" / "locomo.yaml")
+    locomo_file(project / "data" / "locomo10.json")
+    study = Study.from_params(project / "params" / "locomo.yaml")
     study.build()
+    return project, study
+
+
+def test_the_shipped_locomo_params_run_a_whole_study(built_locomo):
+    _, study = built_locomo
     evaluation = study.evaluation()
     assert evaluation.excluded_types == ("adversarial",)
     assert set(evaluation.questions["type"]) == {"multi-hop", "temporal", "open-domain", "single-hop"}
@@ -85,15 +97,32 @@ def test_the_shipped_locomo_params_run_a_whole_study(locomo_project):
     assert graph_evaluation.best_flat.method != "graph"
 
 
-def test_notebook_07_runs_on_the_locomo_params(locomo_project, tmp_path):
-    """The memory-graph notebook on a second dataset (English, its own question types): no demo assumption."""
+@pytest.mark.parametrize("notebook, table", [("07_memory_graph", "table2_graph_sets"),
+                                             ("08_beyond_retrieval", "beyond_distributed")])
+def test_the_later_notebooks_run_on_the_locomo_params(built_locomo, tmp_path, notebook, table):
+    """The memory-graph and beyond-retrieval notebooks on a second dataset (English, its own question types): no
+    demo assumption."""
     from pmrag.study.notebooks import execute_notebook
 
-    params = locomo_project / "params" / "locomo.yaml"
-    Study.from_params(params).build()
-    result = execute_notebook(REPO / "notebooks" / "07_memory_graph.ipynb", tmp_path / "07.ipynb", params)
+    project, _ = built_locomo
+    params = project / "params" / "locomo.yaml"
+    result = execute_notebook(REPO / "notebooks" / f"{notebook}.ipynb", tmp_path / f"{notebook}.ipynb", params)
     assert "error" not in result, result.get("error")
-    assert (locomo_project / "outputs" / "locomo" / "tables" / "table2_graph_sets.csv").is_file()
+    assert (project / "outputs" / "locomo" / "tables" / f"{table}.csv").is_file()
+
+
+def test_the_beyond_retrievers_rank_on_english_data(built_locomo):
+    _, study = built_locomo
+    metrics = study.metrics()
+    listed = [str(r) for r in study.retrievers()]
+    assert set(metrics["retriever"]) == set(listed)
+    # 10-turn chunks in 4-line sub-windows: several windows per chunk, each chunk owning at least one
+    windows = study.get("subvectors:raw_text")
+    assert len(windows.owner) > len(study.chunks()) and set(windows.owner) == set(range(len(study.chunks())))
+    assert study.get("decomposition").label.startswith("offline stand-in")
+    assert set(study.sweep()["fusion"]) == {"minmax", "rrf", "combmnz"}
+    # the paper's selection is made among its own fusion only
+    assert study.hybrids().selected.fusion == "minmax" and set(study.hybrids().best["fusion"]) == {"minmax"}
 
 
 def test_a_type_that_matches_no_question_is_an_error_naming_the_key(locomo_project):

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from pmrag.core.names import HybridId, RetrieverId, shown
+from pmrag.core.names import FUSIONS, HybridId, RetrieverId, shown
 
 Number = int | float
 Lax = Field(strict=False)  # lists in YAML become the tuples of a frozen section (items stay strict)
@@ -188,6 +188,10 @@ class EmbeddingSection(Section):
     timeout_s: Number = key(60, "per-call timeout in seconds (openai backend)", gt=0)
     max_chars: int = key(2000, "a text longer than this is shortened to its head and tail before embedding", paper=2000, ge=1)
     head_fraction: Number = key(0.5, "share of max_chars taken from the head", paper=0.5, ge=0, le=1)
+    long_text: Literal["shorten", "window_average"] = key(
+        "shorten", "a text longer than max_chars: shorten it to head + tail (the paper), or embed all of it in "
+        "consecutive max_chars windows and average their unit vectors (measures what the shortening costs)",
+        paper="shorten")
 
     @field_validator("base_url")
     @classmethod
@@ -269,6 +273,23 @@ class BM25Section(Section):
         "pad", "chunks scoring 0 (no query token): pad the top-depth list with them in tie-break order (the paper "
         "sorts every chunk; a list's min-max minimum is then 0) or drop them (a list holds only matching chunks)",
         paper="pad")
+    sudachi_split_mode: Literal["A", "B", "C"] = key(
+        "C", "the sudachi tokenizer (bm25 variant sudachi): SudachiPy's split mode, A shortest units (東京 / 都庁), "
+        "C longest (東京都庁)")
+    sudachi_form: Literal["normalized", "dictionary", "surface"] = key(
+        "normalized", "the sudachi tokenizer's token form: normalized (表記ゆれ merged: 附属 → 付属), dictionary "
+        "(lemma), or the surface text; lower-cased")
+    sudachi_pos: Literal["content", "all"] = key(
+        "content", "the sudachi tokenizer keeps content words only (nouns, verbs, adjectives, adverbs, "
+        "adnominals, interjections; no particles, auxiliaries, symbols, blanks) or every morpheme but blanks")
+    stemmer: Literal["none", "english"] = key(
+        "none", "the word tokenizer (bm25 variant word, lower-case words for English text): none, or PyStemmer's "
+        "English Snowball stemmer")
+    prf_docs: int = key(10, "rm3 (pseudo-relevance feedback): the top documents of the first BM25 pass that feed back",
+                        ge=1)
+    prf_terms: int = key(10, "rm3: expansion terms added to the query, the most probable under the feedback model",
+                         ge=1)
+    prf_weight: Number = key(0.5, "rm3: the original query's weight λ in λ·P(t|q) + (1 − λ)·P(t|R)", ge=0, le=1)
 
 
 class HybridSection(Section):
@@ -277,6 +298,18 @@ class HybridSection(Section):
         "(§5.3's six BM25 × vector pairs by default); both must be in retrieval.retrievers", paper=[list(p) for p in PAPER_PAIRINGS])
     beta_step: float = key(0.05, "β (the first retriever's weight) from 0 to 1 in this step; 1/step must be a whole number",
                            paper=0.05, gt=0, le=1)
+    fusions: Annotated[tuple[Literal[FUSIONS], ...], Lax] = key(
+        ("minmax",), "fusions swept over every pairing and β: minmax (§5.3, eq. 15: CombSUM of min-max scores, the "
+        "paper's), rrf (weighted reciprocal rank fusion), combmnz (min-max CombMNZ); the paper's selection uses "
+        "minmax only, the others are compared beside it", paper=["minmax"], min_length=1)
+    rrf_k: int = key(60, "rrf: the rank offset k in β/(k + rank₁) + (1 − β)/(k + rank₂)", ge=1)
+
+    @field_validator("fusions")
+    @classmethod
+    def _paper_fusion_first(cls, values):
+        if values[0] != "minmax" or len(set(values)) != len(values):
+            raise ValueError("hybrid.fusions: list minmax first (the paper's selection uses it), each fusion once")
+        return values
 
     @field_validator("pairings")
     @classmethod
@@ -423,6 +456,49 @@ class GraphSection(Section):
         return f"{self.extractor} (LLM extraction, the paper's method; model: summarizer.model)"
 
 
+# --------------------------------------------------------------------------------------------- beyond the paper
+
+class MultiVectorSection(Section):
+    window_lines: int = key(4, "multivec retrievers: lines per sub-window of a representation (raw_text: one "
+                               "message per line)", ge=1)
+    stride_lines: int = key(4, "multivec: lines between sub-window starts (≤ window_lines, so no line is skipped)",
+                            ge=1)
+    temperature: Number = key(0.05, "multivec variant softmax: τ of the softmax-weighted mean Σ softmax(s/τ)ᵢ·sᵢ of a "
+                                     "chunk's sub-window similarities", gt=0)
+
+    @model_validator(mode="after")
+    def _no_gaps(self):
+        if self.stride_lines > self.window_lines:
+            raise ValueError(f"multivector.stride_lines ({self.stride_lines}) must not exceed window_lines "
+                             f"({self.window_lines}), or lines between windows are never embedded")
+        return self
+
+
+class DiversifySection(Section):
+    relevance_weight: Number = key(0.7, "mmr retrievers: λ in λ·relevance − (1 − λ)·redundancy (1: the base ranking)",
+                                   ge=0, le=1)
+    time_weight: Number = key(0.5, "mmr: share of redundancy from closeness in time (the rest: content cosine)",
+                              ge=0, le=1)
+    time_scale_hours: Number = key(24, "mmr: chunks this many hours apart are e^-1 as redundant in time", gt=0)
+    pool: int = key(50, "mmr: the base ranking's top this-many are re-ranked greedily; the rest follow in base order",
+                    ge=1)
+
+
+class ExpansionSection(Section):
+    session_weight: Number = key(0.5, "session retrievers: α in α·unit score + (1 − α)·chunk score, the unit score "
+                                      "being its best chunk's similarity", ge=0, le=1)
+    cluster_distance: Number = key(0.2, "session variant cluster: cosine distance at which scikit-learn's "
+                                        "agglomerative clustering (average linkage) stops merging chunks", gt=0, le=2)
+
+
+class DecompositionSection(Section):
+    backend: Literal["offline", "openai"] = key(
+        "offline", "decomp retrievers: sub-queries from the summarizer's model (openai, the paper's Query2doc / "
+        "decomposition suggestion) or an offline stand-in (the question's content-word phrases), labelled as such")
+    max_subqueries: int = key(4, "sub-queries per question besides the question itself", ge=1)
+    rrf_k: int = key(60, "the question's and its sub-queries' rankings are fused by RRF with this k", ge=1)
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -447,6 +523,10 @@ class StudyParams(Section):
     bootstrap: BootstrapSection = BootstrapSection()
     analysis: AnalysisSection = AnalysisSection()
     graph: GraphSection = GraphSection()
+    multivector: MultiVectorSection = MultiVectorSection()
+    diversify: DiversifySection = DiversifySection()
+    expansion: ExpansionSection = ExpansionSection()
+    decomposition: DecompositionSection = DecompositionSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")

@@ -30,7 +30,14 @@ Three losses, each measured from the store's frames and the params sections that
   - ``summary`` with any method: the summarizer's input, the first ``summarizer.max_input_chars``
     ("outside the summarizer's input"); nothing when the chunk has no summary ("chunk has no summary").
 
-  "Whole text" is bm25 and every method other than ``vector`` (it scores the whole representation).  A
+  - the ablation's ``excerpt`` and ``summary_excerpt`` like embedding_text ("outside the excerpt", then the
+    embedding cut for a method that reads one embedding); ``prefix`` shows no chat text ("representation holds
+    no chat text").
+
+  With ``embedding.long_text: window_average`` every window of the whole text is embedded: no embedding cut.
+  "Whole text" is bm25 and every method whose component does not read one embedding of the cut text
+  (:meth:`~pmrag.retrieve.retrievers.RetrieverComponent.reads_embedding_cut`: vector, graph and the methods
+  that score with a representation's chunk vectors do).  A
   summary is generated, so the best measurable statement is whether the message was in the summarizer's
   input: a message inside it may still be absent from the summary (``summary_*`` rows state an upper
   bound), and the embedding cut of a long summary is not mapped back.  For ``embedding_text`` with a
@@ -71,6 +78,7 @@ OUTSIDE_EMBEDDING_CUT = "outside the embedding cut"
 OUTSIDE_EXCERPT = "outside the excerpt"
 OUTSIDE_SUMMARIZER_INPUT = "outside the summarizer's input"
 NO_SUMMARY = "chunk has no summary"
+NO_CHAT_TEXT = "representation holds no chat text"
 STATUSES = ("shown", "partly", "hidden")
 LOSS_STAGES = ("ingest", "params", "questions", "chunking", "evaluated")
 NO_PRIMARY_GIVEN = "no primary evidence given (only supporting evidence)"
@@ -258,9 +266,14 @@ def _check_raw_text(links: pd.DataFrame, chunks: pd.DataFrame, evidence_lines: p
 # -------------------------------------------------------------------------------- evidence visibility
 
 def _kind(rid: RetrieverId) -> str:
-    if rid.representation == "summary":
-        return "summary"
-    return f"{rid.representation}:{'vector' if rid.method == 'vector' else 'whole'}"
+    """What of raw_text a retriever can see depends on its representation and on whether it scores one embedding
+    of the (cut) whole text (``reads_embedding_cut`` of its component: vector, and the methods built on it)."""
+    from pmrag.retrieve.registry import RETRIEVERS
+
+    if rid.representation in ("summary", "prefix"):
+        return rid.representation
+    cut = rid.method in RETRIEVERS and RETRIEVERS.get(rid.method).reads_embedding_cut(rid)
+    return f"{rid.representation}:{'vector' if cut else 'whole'}"
 
 
 def evidence_visibility(question_evidence: pd.DataFrame, messages: pd.DataFrame, chunk_messages: pd.DataFrame,
@@ -329,7 +342,7 @@ def _chunk_visibility(chunked: pd.DataFrame, texts: pd.DataFrame, kinds: Sequenc
     built = _by_chunk(wanted, "embedding_text", None) if any(k.startswith("embedding_text") for k in kinds) else {}
     longest = max((len(raws[c]) for c in chunk_ids[bounds[:-1]]), default=0)
     tags = _tags(longest, next((c for c in chunk_ids[bounds[:-1]] if len(raws[c]) == longest), ""))
-    reasons = ["", NO_SUMMARY, OUTSIDE_EXCERPT, OUTSIDE_EMBEDDING_CUT, OUTSIDE_SUMMARIZER_INPUT]
+    reasons = ["", NO_SUMMARY, OUTSIDE_EXCERPT, OUTSIDE_EMBEDDING_CUT, OUTSIDE_SUMMARIZER_INPUT, NO_CHAT_TEXT]
     code = {reason: index for index, reason in enumerate(reasons)}
     visible = {kind: np.zeros(len(spans), dtype=np.int64) for kind in kinds}
     lost = {kind: np.zeros(len(spans), dtype=np.int64) for kind in kinds}
@@ -367,14 +380,22 @@ def _by_chunk(texts: pd.DataFrame, column: str, default) -> dict:
 def _stages(kind: str, tagged: str, summary: str, status, template: EmbeddingTextTemplate,
             embedding: EmbeddingSection, summarizer: SummarizerSection) -> list[tuple[str, str]]:
     """The texts a kind's retriever is built from, in pipeline order, each with the reason a loss there gets."""
-    cut = lambda text: shorten_for_embedding(text, embedding.max_chars, embedding.head_fraction)  # noqa: E731
-    if kind == "raw_text:whole":
-        return []
-    if kind == "raw_text:vector":
-        return [(OUTSIDE_EMBEDDING_CUT, cut(tagged))]
-    if kind.startswith("embedding_text"):
-        built = template.build(summary, tagged)
-        return [(OUTSIDE_EXCERPT, built)] + ([(OUTSIDE_EMBEDDING_CUT, cut(built))] if kind.endswith("vector") else [])
+    def cut(text: str) -> list[tuple[str, str]]:
+        if embedding.long_text == "window_average":   # every window of the whole text is embedded
+            return []
+        return [(OUTSIDE_EMBEDDING_CUT, shorten_for_embedding(text, embedding.max_chars, embedding.head_fraction))]
+
+    vector = kind.endswith(":vector")
+    if kind == "prefix":
+        return [(NO_CHAT_TEXT, "")]
+    if kind.startswith("raw_text"):
+        return cut(tagged) if vector else []
+    builders = {"embedding_text": template.build, "summary_excerpt": template.build_without_prefix,
+                "excerpt": lambda _summary, raw: template.excerpt(raw)}
+    representation = kind.partition(":")[0]
+    if representation in builders:
+        built = builders[representation](summary, tagged)
+        return [(OUTSIDE_EXCERPT, built)] + (cut(built) if vector else [])
     if status != "ok" or not summary:
         return [(NO_SUMMARY, "")]
     return [(OUTSIDE_SUMMARIZER_INPUT, summary_input(tagged, summarizer.max_input_chars))]

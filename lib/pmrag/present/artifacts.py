@@ -89,11 +89,13 @@ class T:
                                     ("retriever", "questions", "min", "p10", "median", "p90", "max",
                                      "questions under depth", "Recall@5"))
     # 04_hybrid_sweep
-    hybrid_sweep = TableSpec("hybrid_sweep", "04_hybrid_sweep", "Hybrid sweep: macro metrics of every pairing × β",
-                             ("bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
+    hybrid_sweep = TableSpec("hybrid_sweep", "04_hybrid_sweep",
+                             "Hybrid sweep: macro metrics of every fusion × pairing × β (minmax: the paper's)",
+                             ("fusion", "bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
     hybrid_sweep_per_question = TableSpec("hybrid_sweep_per_question", "04_hybrid_sweep",
                                           "Hybrid sweep: per-question metrics",
-                                          ("bm25", "vector", "beta", "question_id", "recall@5", "mrr@5", "ndcg@5"))
+                                          ("fusion", "bm25", "vector", "beta", "question_id", "recall@5", "mrr@5",
+                                           "ndcg@5"))
     hybrid_per_question_metrics = TableSpec("hybrid_per_question_metrics", "04_hybrid_sweep",
                                             "Per-question metrics of each pairing's selected β")
     table4_hybrids = TableSpec("table4_hybrids", "04_hybrid_sweep", "Table 4 — selected β per pairing",
@@ -176,6 +178,41 @@ class T:
                                             "Paired differences within the aggregate question type (held-out)",
                                             (*DIFFERENCE, EXTRACTOR))
 
+    # 08_beyond_retrieval (issue 15): each family against the paper's best flat retriever and best hybrid by type
+    beyond_lexical = TableSpec("beyond_lexical", "08_beyond_retrieval",
+                               "Lexical methods (Sudachi, character n-gram BM25, RM3) by question type, with paired "
+                               "differences against the paper's best flat retriever and best hybrid")
+    beyond_lexical_own = TableSpec("beyond_lexical_own", "08_beyond_retrieval",
+                                   "Lexical methods − the regex BM25 of the same representation (paired, by type)",
+                                   ("question_type", *DIFFERENCE))
+    beyond_lexical_matches = TableSpec("beyond_lexical_matches", "08_beyond_retrieval",
+                                       "Chunks scoring above 0 per question, by lexical retriever",
+                                       ("retriever", "median", "p10", "p90", "questions with none"))
+    beyond_dense = TableSpec("beyond_dense", "08_beyond_retrieval",
+                             "Multi-vector retrievers by question type, with paired differences against the paper's "
+                             "best flat retriever and best hybrid")
+    beyond_dense_own = TableSpec("beyond_dense_own", "08_beyond_retrieval",
+                                 "Multi-vector − the single-vector retriever of the same representation (paired, by type)",
+                                 ("question_type", *DIFFERENCE))
+    beyond_distributed = TableSpec("beyond_distributed", "08_beyond_retrieval",
+                                   "MMR, session expansion and query decomposition by question type (aggregate first), "
+                                   "with paired differences against the paper's best flat retriever and best hybrid")
+    beyond_distributed_own = TableSpec("beyond_distributed_own", "08_beyond_retrieval",
+                                       "Distributed-evidence methods − their base retriever (paired, by type)",
+                                       ("question_type", *DIFFERENCE))
+    beyond_fusion_best = TableSpec("beyond_fusion_best", "08_beyond_retrieval",
+                                   "Each fusion's selected β per pairing (the paper's rule), macro metrics",
+                                   ("fusion", "bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
+    beyond_fusion = TableSpec("beyond_fusion", "08_beyond_retrieval",
+                              "Each fusion's best hybrid by question type, with paired differences against the "
+                              "paper's best flat retriever and best hybrid")
+    beyond_ablation = TableSpec("beyond_ablation", "08_beyond_retrieval",
+                                "embedding_text's parts under BM25 and dense by question type, with paired differences "
+                                "against the paper's best flat retriever and best hybrid")
+    beyond_ablation_own = TableSpec("beyond_ablation_own", "08_beyond_retrieval",
+                                    "embedding_text's parts − embedding_text under the same method (paired, by type)",
+                                    ("question_type", *DIFFERENCE))
+
 
 class F:
     """The figures, by name."""
@@ -195,6 +232,16 @@ class F:
                                          "Memory graph: interest degree distribution")
     figure_graph_by_type = FigureSpec("figure_graph_by_type", "07_memory_graph",
                                       "TOBUGraph by question type: Recall@5 and set recall with 95 % CIs (held-out)")
+    figure_beyond_lexical = FigureSpec("figure_beyond_lexical", "08_beyond_retrieval",
+                                       "Lexical methods − the paper's best flat retriever, by type")
+    figure_beyond_dense = FigureSpec("figure_beyond_dense", "08_beyond_retrieval",
+                                     "Multi-vector methods − the paper's best flat retriever, by type")
+    figure_beyond_distributed = FigureSpec("figure_beyond_distributed", "08_beyond_retrieval",
+                                           "Distributed-evidence methods − the paper's best flat retriever, by type")
+    figure_beyond_fusion = FigureSpec("figure_beyond_fusion", "08_beyond_retrieval",
+                                      "Each fusion's best hybrid − the paper's best hybrid, by type")
+    figure_beyond_ablation = FigureSpec("figure_beyond_ablation", "08_beyond_retrieval",
+                                        "embedding_text's parts − the paper's best flat retriever, by type")
     figure_graph_subgraph = FigureSpec("figure_graph_subgraph", "07_memory_graph",
                                        "The subgraph one question reaches: chosen interests → memories")
 

@@ -182,10 +182,13 @@ def method_roles(evaluation) -> dict[str, str]:
              str(evaluation.hybrid): "graph + best flat (β tuned)",
              str(evaluation.best_flat): "best flat (chosen on the tuning part)"}
     from pmrag.core.names import RetrieverId, is_hybrid
+    from pmrag.evaluate.beyond import is_paper_retriever
 
     def other(name: str) -> str:
         if not is_hybrid(name) and RetrieverId.parse(name).method == "graph":
             return "graph (the params' fixed threshold and cap)"
+        if is_hybrid(name) or not is_paper_retriever(RetrieverId.parse(name)):
+            return "beyond the paper (notebook 08)"
         return "LINE paper retriever"
 
     return {m: roles.get(m) or other(m) for m in evaluation.rank_methods()}

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import PAPER_FUSION, RetrieverId
 
 
 def chunk_length_figure(chunks: pd.DataFrame, limit: int):
@@ -59,7 +59,10 @@ def short_name(retriever: str) -> str:
 
 
 def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
-    """Figures 2–3: a metric of the linear hybrid against β, one line per pairing."""
+    """Figures 2–3: a metric of the linear hybrid against β, one line per pairing (the paper's min-max fusion
+    only, when the sweep holds other fusions too)."""
+    if "fusion" in macro.columns:
+        macro = macro[macro["fusion"] == PAPER_FUSION]
     data = macro.assign(pairing=[f"{short_name(a)} + {short_name(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sns.lineplot(data=data, x="beta", y=metric, hue="pairing", marker="o", ax=ax)

@@ -6,6 +6,17 @@
   a search chunk derived from the user's LINE history; the summary; the excerpt label (``原文抜粋:``); the
   first 4,000 characters of raw_text.  The LLM never writes this text; it is not raw-free (§9.1).
 
+The ablation of §8 (which part of embedding_text helps?) adds its parts as representations of their own, built
+by the same template so that nothing but the omitted part differs:
+
+* ``prefix``: the fixed sentence alone (the same text for every chunk: it carries no chat text, so a retriever
+  over it ranks by the tie-break alone; the row measures that floor);
+* ``excerpt``: the first ``excerpt_chars`` characters of raw_text alone, without the label;
+* ``summary_excerpt``: embedding_text without the prefix (summary, label, excerpt).
+
+With the summary alone (``summary``) and all of it (``embedding_text``) these are the five variants the
+ablation compares.
+
 The prefix sentence and the excerpt label are text files in a prompt set: ``ja`` (the paper's Japanese,
 default), ``en`` (English corpora such as LoCoMo), or a folder of the user's own with the same file names.
 """
@@ -18,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+ABLATION_REPRESENTATIONS = ("prefix", "excerpt", "summary_excerpt")
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 
 
@@ -49,7 +61,15 @@ class EmbeddingTextTemplate:
 
     def build(self, summary: str, raw_text: str) -> str:
         """``prefix \\n summary \\n label \\n raw_text[:excerpt_chars]``."""
-        return "\n".join([self.prefix, summary, self.excerpt_label, raw_text[: self.excerpt_chars]])
+        return "\n".join([self.prefix, self.build_without_prefix(summary, raw_text)])
+
+    def build_without_prefix(self, summary: str, raw_text: str) -> str:
+        """``summary \\n label \\n raw_text[:excerpt_chars]``: the ``summary_excerpt`` ablation."""
+        return "\n".join([summary, self.excerpt_label, self.excerpt(raw_text)])
+
+    def excerpt(self, raw_text: str) -> str:
+        """``raw_text[:excerpt_chars]``: the ``excerpt`` ablation."""
+        return raw_text[: self.excerpt_chars]
 
 
 def summary_input(raw_text: str, max_chars: int = 7000) -> str:
@@ -58,10 +78,11 @@ def summary_input(raw_text: str, max_chars: int = 7000) -> str:
 
 
 def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, template: EmbeddingTextTemplate) -> pd.DataFrame:
-    """One row per chunk: chunk_id, raw_text, summary, summary_status, embedding_text.
+    """One row per chunk: chunk_id, raw_text, summary, summary_status, embedding_text, and the ablation's prefix,
+    excerpt and summary_excerpt.
 
-    A chunk without an ``ok`` summary keeps an empty summary and its status, and its embedding_text still
-    carries the prefix, the label and the excerpt.
+    A chunk without an ``ok`` summary keeps an empty summary and its status, and its embedding_text (and
+    summary_excerpt) still carries the label and the excerpt.
     """
     merged = chunks[["chunk_id", "raw_text"]].merge(
         summaries[["chunk_id", "summary", "status"]], on="chunk_id", how="left"
@@ -69,7 +90,10 @@ def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, templat
     merged["summary"] = merged["summary"].where(merged["status"] == "ok", "").fillna("")
     merged["summary_status"] = merged["status"].fillna("missing")
     merged["embedding_text"] = [template.build(s, r) for s, r in zip(merged["summary"], merged["raw_text"])]
-    return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text"]]
+    merged["prefix"] = template.prefix
+    merged["excerpt"] = [template.excerpt(r) for r in merged["raw_text"]]
+    merged["summary_excerpt"] = [template.build_without_prefix(s, r) for s, r in zip(merged["summary"], merged["raw_text"])]
+    return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text", *ABLATION_REPRESENTATIONS]]
 
 
 def length_table(representations: pd.DataFrame, thresholds=(4000, 7000)) -> pd.DataFrame:

