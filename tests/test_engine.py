@@ -31,10 +31,10 @@ STAGES = [
     "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
-    "metrics", "sweep", "hybrids", "reliability", "failures", "graph_evaluation",
+    "metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation",
 ]
 BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
-ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "graph_evaluation"}
+ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation"}
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,8 @@ def test_the_shipped_locomo_params_run_a_whole_study(built_locomo):
 
 
 @pytest.mark.parametrize("notebook, table", [("07_memory_graph", "table2_graph_sets"),
-                                             ("08_beyond_retrieval", "beyond_distributed")])
+                                             ("08_beyond_retrieval", "beyond_distributed"),
+                                             ("09_selection_and_power", "selection_summary")])
 def test_the_later_notebooks_run_on_the_locomo_params(built_locomo, tmp_path, notebook, table):
     """The memory-graph and beyond-retrieval notebooks on a second dataset (English, its own question types): no
     demo assumption."""
@@ -169,3 +170,24 @@ def test_a_kernel_started_by_a_jupyter_server_shows_progress(tmp_path, monkeypat
     study.progress = False
     study.build(progress=True)
     assert "stages" in capsys.readouterr().err and not study.progress   # the bar counted the stages; restored
+
+
+def test_selection_aware_statistics_on_english_data(built_locomo):
+    from pmrag.present.statistics import group_table, selection_table
+
+    _, study = built_locomo
+    statistics = study.statistics()
+    selected = study.hybrids().selected
+    in_sample = study.hybrids().per_question
+    in_sample = in_sample[in_sample["retriever"] == str(selected)]["recall@5"].mean()
+    summary = selection_table(statistics)
+    paper = summary[summary["procedure"].str.startswith("pairing and β (the paper") & (summary["metric"] == "recall@5")]
+    assert paper["in_sample"].iloc[0] == pytest.approx(in_sample)
+    assert paper["conditional_low"].iloc[0] <= in_sample <= paper["conditional_high"].iloc[0]
+    # the other fusions of hybrid.fusions get their own held-out selection
+    assert set(statistics.held_out_fusions) == {"rrf", "combmnz"}
+    assert len(statistics.comparisons) == study.per_question()["retriever"].nunique() - 1
+    # LoCoMo's 10-turn windows overlap by 2 turns: evidence there makes two gold chunks one group
+    groups = group_table(study.per_question(), statistics.group_rows, statistics.groups)
+    assert (groups["groups"] <= groups["gold chunks"]).all()
+    assert set(groups["retriever"]) == set(statistics.group_rows["retriever"]) & set(study.per_question()["retriever"])

@@ -141,7 +141,7 @@ def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys
     write_tiny_params(tmp_path, notebooks, bootstrap=300)
     third = run_study(params, jobs=1)
     assert sorted(third.notebook_seconds) == executed
-    assert set(third.stage_seconds) == {"reliability", "graph_evaluation"}   # both read bootstrap.n_resamples
+    assert set(third.stage_seconds) == {"reliability", "statistics", "graph_evaluation"}   # each reads bootstrap.n_resamples
 
     # one notebook edited, nothing else: only that notebook
     write_notebook(notebooks / "02_b.ipynb", "x = 3")

@@ -222,6 +222,9 @@ def test_inspector_has_no_horizontal_scrolling_at_1280_px(inspector, demo_study,
     gold = demo_study.evaluation().qrels.query("relevance >= 1").groupby("question_id").size()
     widest = gold.sort_values(ascending=False, kind="stable").index[0]
     inspector.choose("type", "All")
+    # the kernel refills the question list asynchronously: wait until it offers every question again
+    expect(inspector.dropdown("question").locator("option")).to_have_count(len(demo_study.evaluation().questions),
+                                                                          timeout=VIEW_MS)
     [option] = [o for o in inspector.options("question") if question_id(o) == widest]
     inspector.choose("question", option)
     expect(inspector.view("header").locator(".question-id")).to_contain_text(widest, timeout=VIEW_MS)

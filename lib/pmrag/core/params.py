@@ -499,6 +499,23 @@ class DecompositionSection(Section):
     rrf_k: int = key(60, "the question's and its sub-queries' rankings are fused by RRF with this k", ge=1)
 
 
+class StatisticsSection(Section):
+    n_splits: int = key(5, "selection-aware evaluation (issue 16): folds of the repeated stratified k-fold over "
+                           "questions (stratified by type); the hybrid's pairing and β are chosen on k − 1 folds", ge=2)
+    n_repeats: int = key(10, "repeats of the k-fold, each with its own shuffle", ge=1)
+    seed: int = key(0, "random_state of scikit-learn's RepeatedStratifiedKFold", ge=0)
+    selection_bootstrap: Literal["oob", ".632"] = key(
+        ".632", "the bootstrap that repeats the selection inside every resample (bootstrap.n_resamples, seed): the "
+        "chosen configuration scored on the out-of-bag questions (oob), or Efron's .632 mix of that and its score on "
+        "the resample")
+    evidence_groups: Literal["same_set", "share_any"] = key(
+        "same_set", "gold chunks of a question form one evidence group when they hold the same set of its primary "
+        "evidence messages (same_set, the overlapping windows of one exchange), or when they share any (share_any)")
+    alpha: Number = key(0.05, "level of the permutation tests and of the Holm / Benjamini–Hochberg decisions", gt=0, lt=1)
+    power: Number = key(0.8, "the power at which the detectable difference in Recall@5 is computed", gt=0, lt=1)
+    study_sizes: Cutoffs = key((25, 50, 100, 200, 400), "question counts of the power curve", min_length=1)
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -527,6 +544,7 @@ class StudyParams(Section):
     diversify: DiversifySection = DiversifySection()
     expansion: ExpansionSection = ExpansionSection()
     decomposition: DecompositionSection = DecompositionSection()
+    statistics: StatisticsSection = StatisticsSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")

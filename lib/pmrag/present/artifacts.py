@@ -213,6 +213,27 @@ class T:
                                     "embedding_text's parts − embedding_text under the same method (paired, by type)",
                                     ("question_type", *DIFFERENCE))
 
+    # 09_selection_and_power (issue 16): selection-aware numbers beside the paper's conditional ones
+    selection_summary = TableSpec("selection_summary", "09_selection_and_power",
+                                  "The selected hybrid in sample, out of fold and with the selection in the bootstrap",
+                                  ("procedure", "metric", "in_sample", "out_of_fold", "winners_curse",
+                                   "conditional_low", "conditional_high", "selection_aware", "selection_aware_low",
+                                   "selection_aware_high"))
+    selection_chosen = TableSpec("selection_chosen", "09_selection_and_power",
+                                 "How often each configuration was chosen on the training folds",
+                                 ("fusion", "bm25", "vector", "beta", "times", "share"))
+    evidence_groups = TableSpec("evidence_groups", "09_selection_and_power",
+                                "Chunk-level and evidence-group Recall@5 and nDCG@5 of every method",
+                                ("retriever", "recall@5", "ndcg@5", "group_recall@5", "group_ndcg@5", "Δ recall@5",
+                                 "gold chunks", "groups"))
+    comparisons_adjusted = TableSpec("comparisons_adjusted", "09_selection_and_power",
+                                     "Every method − the selected hybrid: percentile CI, permutation test, Holm and BH",
+                                     ("method", "reference", "metric", "delta", "ci_low", "ci_high", "ci_excludes_zero",
+                                      "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh"))
+    power_curve = TableSpec("power_curve", "09_selection_and_power",
+                            "Smallest paired difference in Recall@5 detected with the set power, by question count",
+                            ("n_questions", "detectable_difference"))
+
 
 class F:
     """The figures, by name."""
@@ -242,6 +263,10 @@ class F:
                                       "Each fusion's best hybrid − the paper's best hybrid, by type")
     figure_beyond_ablation = FigureSpec("figure_beyond_ablation", "08_beyond_retrieval",
                                         "embedding_text's parts − the paper's best flat retriever, by type")
+    figure_selection = FigureSpec("figure_selection", "09_selection_and_power",
+                                  "The selected hybrid: conditional, out-of-fold and selection-aware Recall@5")
+    figure_power = FigureSpec("figure_power", "09_selection_and_power",
+                              "Detectable difference in Recall@5 against the number of questions")
     figure_graph_subgraph = FigureSpec("figure_graph_subgraph", "07_memory_graph",
                                        "The subgraph one question reaches: chosen interests → memories")
 

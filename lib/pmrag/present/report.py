@@ -48,6 +48,7 @@ def headline(run_dir) -> list[str]:
             row = row.iloc[0]
             lines.append(f"- Selected best hybrid: `{best}`, Recall@5 {format_ci(row['mean'], row['ci_low'], row['ci_high'])} "
                          "(selected on the same questions; the interval is conditional on that selection)")
+        lines += selection_aware(run_dir)
         for r in differences.itertuples(index=False):
             lines.append(f"- {r.comparison}: ΔRecall@5 {r.delta:+.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {r.interpretation}")
     by_type = _read(run_dir, T.table6_best_hybrid_by_type, text=True)
@@ -62,6 +63,22 @@ def headline(run_dir) -> list[str]:
         lines.append(f"- {failed} of the best hybrid: {overall[failed]} of {overall['Questions']} ({overall['Failure rate']}); by type: "
                      + ", ".join(f"{t} {f}/{n}" for t, f, n in zip(worst["Question type"], worst[failed], worst["Questions"])))
     return lines
+
+
+def selection_aware(run_dir: Path) -> list[str]:
+    """The headline line of issue 16: the paper's selection scored out of fold and with the selection repeated in
+    the bootstrap (notebook 09's ``selection_summary``), beside the conditional number above it."""
+    selection = _read(run_dir, T.selection_summary)
+    if selection is None:
+        return []
+    paper = selection[selection["procedure"].str.startswith("pairing and β (the paper") & (selection["metric"] == "recall@5")]
+    if paper.empty:
+        return []
+    row = paper.iloc[0]
+    return [f"- Selection-aware: the same selection scored out of fold {row['out_of_fold']:.3f} (winner's curse "
+            f"{row['winners_curse']:+.3f}); repeated in every bootstrap resample "
+            f"{format_ci(row['selection_aware'], row['selection_aware_low'], row['selection_aware_high'])} "
+            "(selection uncertainty included; notebook 09)"]
 
 
 def losses(run_dir: Path) -> list[str]:
@@ -89,8 +106,10 @@ def losses(run_dir: Path) -> list[str]:
             cell = f"`{r.retriever}` {r.share_hidden:.0%} hidden, {r.share_partly:.0%} partly shown"
             other = recall.get(r.retriever)
             if other is not None and other.questions_not_all_shown:
+                rest = ("no other question" if pd.isna(other.recall_all_shown)
+                        else f"{other.recall_all_shown:.3f} on the rest")
                 cell += (f" (Recall@5 {other.recall_not_all_shown:.3f} on the {int(other.questions_not_all_shown):,} "
-                         f"questions it does not see in full, {other.recall_all_shown:.3f} on the rest)")
+                         f"questions it does not see in full, {rest})")
             cells.append(cell)
         lines.append("- Primary evidence a retriever never sees: " + ("; ".join(cells) if cells else
                                                                        "none: every retriever sees all of it"))

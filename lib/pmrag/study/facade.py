@@ -198,6 +198,11 @@ class Study:
         interest (offline scoring or an LLM's choice, ``graph.relevance``)."""
         return self.get("interest_relevance")
 
+    def statistics(self):
+        """:class:`~pmrag.study.stages.SelectionStatistics`: selection-aware intervals, evidence groups, adjusted
+        comparisons and power (issue 16)."""
+        return self.get("statistics")
+
     def graph_evaluation(self):
         """:class:`~pmrag.study.stages.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
         choices made on the tuning part of the questions."""

@@ -154,6 +154,32 @@ class GraphEvaluation:
         return rows[rows["question_id"].map(self.split).eq(HELD_OUT)].reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class SelectionStatistics:
+    """Issue 16: the hybrid's selection evaluated out of sample (``held_out``: repeated stratified k-fold over
+    every pairing, None with fewer than two questions; ``held_out_beta``: the β of the selected pairing alone;
+    ``held_out_fusions``: each other fusion's sweep), the bootstrap that repeats the selection (``bootstrap``,
+    ``bootstrap_beta``, ``bootstrap_fusions``), evidence-group metrics of every method beside the chunk-level ones
+    (``groups``, ``group_rows``), every method against the selected hybrid with permutation tests and Holm / BH
+    decisions (``comparisons``), and the power curve of the paper's Table 5 comparison (``power``, ``pilot``: its two
+    methods, ``needed``: the questions that detect the observed difference, ``sentence``: the plain reading)."""
+
+    held_out: object
+    held_out_beta: object
+    held_out_fusions: dict
+    bootstrap: object
+    bootstrap_beta: object
+    groups: pd.DataFrame
+    group_rows: pd.DataFrame
+    comparisons: pd.DataFrame
+    power: pd.DataFrame
+    pilot: tuple[str, str]
+    observed_delta: float
+    needed: int | None
+    sentence: str          # "with your n questions, differences below … are noise"
+    bootstrap_fusions: dict  # the selection bootstrap within each other fusion of hybrid.fusions
+
+
 # ------------------------------------------------------------------------------------------- adapters
 
 def _synthetic(ctx) -> dict:
@@ -575,6 +601,73 @@ def _graph_evaluation(ctx) -> GraphEvaluation:
     return value
 
 
+def _statistics(ctx) -> SelectionStatistics:
+    from pmrag.core import store
+    from pmrag.evaluate import groups as eg
+    from pmrag.evaluate import power as ep
+    from pmrag.evaluate.multiplicity import comparisons_table
+    from pmrag.evaluate.selection import held_out_selection, selection_bootstrap
+    from pmrag.retrieve.fusion import minmax_fuse
+
+    section, boot = ctx.params.statistics, ctx.params.bootstrap
+    evaluation = ctx.get("qrels")
+    types = _types(evaluation)
+    sweep_table = ctx.get("sweep")
+    hybrids = ctx.get("hybrids")
+    pairings = [(str(a), str(b)) for a, b in ctx.params.hybrid.pairing_ids()]
+    selected = hybrids.selected
+    fixed = (str(selected.first), str(selected.second))
+    # a study with fewer questions than folds gets one fold per question; with one question there is no held-out part
+    n_splits = min(section.n_splits, len(evaluation.questions))
+    folds = dict(n_splits=n_splits, n_repeats=section.n_repeats, seed=section.seed)
+    resamples = dict(n_resamples=boot.n_resamples, seed=boot.seed, confidence=boot.confidence,
+                     kind=section.selection_bootstrap)
+
+    def held_out_of(pairs, fusion=PAPER_FUSION):
+        return held_out_selection(sweep_table, types, pairings=pairs, fusion=fusion, **folds) if n_splits >= 2 else None
+
+    held_out, held_out_beta = held_out_of(pairings), held_out_of(fixed)
+    others = [fusion for fusion in ctx.params.hybrid.fusions if fusion != PAPER_FUSION]
+    held_out_fusions = {fusion: held_out_of(pairings, fusion) for fusion in others}
+    bootstrap_fusions = {fusion: selection_bootstrap(sweep_table, pairings=pairings, fusion=fusion, **resamples)
+                         for fusion in others}
+
+    # evidence groups: every retriever's ranking and each selected hybrid, fused again from the runs
+    question_evidence = store.read_table(ctx.store, "question_evidence", ("question_id", "message_id"))
+    members = store.read_table(ctx.store, "chunk_messages", ("chunk_id", "position"))
+    groups = eg.evidence_groups(evaluation.qrels, question_evidence, members, rule=section.evidence_groups)
+    judgments = eg.group_judgments(evaluation.qrels, groups)
+    ks = ctx.params.metric_ks()
+    rankings = {str(rid): ctx.get(f"runs:{rid}").rankings for rid in ctx.params.retrieval.retriever_ids()}
+    for hybrid in hybrids.ids():
+        rankings[str(hybrid)] = minmax_fuse(rankings[str(hybrid.first)], rankings[str(hybrid.second)], hybrid.beta)
+    group_rows = pd.concat([eg.per_question_group_rows(ranking, name, judgments, None, types, ks)
+                            for name, ranking in rankings.items()], ignore_index=True)
+
+    per_question = pd.concat([ctx.get("metrics"), hybrids.per_question], ignore_index=True)
+    per_question = per_question.drop_duplicates(["retriever", "question_id"])
+    comparisons = comparisons_table(per_question, str(selected), "recall@5", B=boot.n_resamples, seed=boot.seed,
+                                    alpha=section.alpha)
+    pilot = (str(selected), ctx.params.analysis.reference_retriever)
+    differences = ep.pilot_differences(per_question, *pilot)
+    observed = float(np.mean(differences))
+    resampling = dict(power=section.power, alpha=section.alpha, n_resamples=boot.n_resamples, seed=boot.seed)
+    if np.ptp(differences) > 0:
+        power = ep.power_curve(differences, section.study_sizes, **resampling)
+        needed = ep.questions_needed(differences, abs(observed), **resampling) if observed else None
+        n = len(differences)
+        sentence = ep.noise_sentence(n, ep.detectable_difference(differences, n, **resampling), power=section.power,
+                                     alpha=section.alpha)
+    else:   # every question differs by the same amount: nothing to resample
+        power, needed = pd.DataFrame(columns=["n_questions", "detectable_difference"]), None
+        sentence = f"The pilot's paired differences are all {observed:+.3f}: no spread to simulate studies from."
+    return SelectionStatistics(held_out, held_out_beta, held_out_fusions,
+                               selection_bootstrap(sweep_table, pairings=pairings, **resamples),
+                               selection_bootstrap(sweep_table, pairings=fixed, **resamples),
+                               groups, group_rows, comparisons, power, pilot, observed, needed, sentence,
+                               bootstrap_fusions)
+
+
 def _types(evaluation: EvaluationSet) -> pd.Series:
     return evaluation.questions.set_index("question_id")["type"]
 
@@ -858,6 +951,15 @@ def build_stages(params: StudyParams) -> list[Stage]:
                       "analysis.min_primary_gold"),
               modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures", "pmrag.core.frames", "pmrag.core.names"),
               description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
+        Stage("statistics", _statistics, needs=("qrels", "chunks", "metrics", "sweep", "hybrids", *runs),
+              params=("statistics", "bootstrap", "hybrid.pairings", "hybrid.fusions", "retrieval.retrievers",
+                      "analysis.reference_retriever", *METRIC_KS_PARAMS),
+              modules=("pmrag.evaluate.selection", "pmrag.evaluate.groups", "pmrag.evaluate.multiplicity",
+                       "pmrag.evaluate.power", "pmrag.evaluate.metrics", "pmrag.evaluate.bootstrap",
+                       "pmrag.evaluate.reliability", "pmrag.evaluate.sweep", "pmrag.retrieve.fusion", "pmrag.core.names",
+                       *STORE_MODULES),
+              packages=("scikit-learn", "scipy"),
+              description="selection-aware intervals, evidence groups, many comparisons, power (issue 16)"),
         Stage("graph_evaluation", _graph_evaluation,
               needs=tuple(dict.fromkeys(("qrels", "chunks", "summaries", "graph", "interest_relevance", "query_vectors",
                                          *(f"vectors:{r}" for r in (*GRAPH_VECTOR_REPRESENTATIONS, graph_rid.representation)),
