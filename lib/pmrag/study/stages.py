@@ -1,11 +1,14 @@
 """The study's stage graph, declared once: what each stage reads (stages, params, code, files) and a small
 adapter that hands those inputs to the pipeline's functions and returns their result.
 
-    synthetic → ingest → chunks → qrels
-                           └──→ summaries → representations → vectors:<rep> ─┐
-               ingest → query_vectors ──────────────────────────────────────┤
-                              runs:<retriever> (one per retrieval.retrievers) ┘
-                                  → metrics, sweep → hybrids → reliability, failures
+    synthetic → ingest → chunks → qrels ──────────────────────→ decomposition ──┐
+                           └──→ summaries → representations → vectors:<rep> ──────┤
+                                                          └──→ subvectors:<rep> ───┤
+               ingest → query_vectors ─────────────────────────────────────────────┤
+                           summaries → graph → interest_relevance ─────────────────┤
+                              runs:<retriever> (one per retrieval.retrievers) ─────┘
+                                  → metrics, sweep → hybrids → reliability, failures, statistics
+                                  → graph_evaluation
 
 An adapter reads upstream results only through ``ctx.get`` and params only through ``ctx.params``; both
 refuse what the declaration does not name (:mod:`pmrag.study.engine`), so a key cannot silently miss an
@@ -951,7 +954,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
                       "analysis.min_primary_gold"),
               modules=("pmrag.evaluate.analysis", "pmrag.evaluate.failures", "pmrag.core.frames", "pmrag.core.names"),
               description="Top-K failures, rule-based labels, recoverability, overlap (§7)"),
-        Stage("statistics", _statistics, needs=("qrels", "chunks", "metrics", "sweep", "hybrids", *runs),
+        Stage("statistics", _statistics, needs=("ingest", "qrels", "chunks", "metrics", "sweep", "hybrids", *runs),
               params=("statistics", "bootstrap", "hybrid.pairings", "hybrid.fusions", "retrieval.retrievers",
                       "analysis.reference_retriever", *METRIC_KS_PARAMS),
               modules=("pmrag.evaluate.selection", "pmrag.evaluate.groups", "pmrag.evaluate.multiplicity",
