@@ -505,9 +505,11 @@ class StatisticsSection(Section):
     n_repeats: int = key(10, "repeats of the k-fold, each with its own shuffle", ge=1)
     seed: int = key(0, "random_state of scikit-learn's RepeatedStratifiedKFold", ge=0)
     selection_bootstrap: Literal["oob", ".632"] = key(
-        ".632", "the bootstrap that repeats the selection inside every resample (bootstrap.n_resamples, seed): the "
-        "chosen configuration scored on the out-of-bag questions (oob), or Efron's .632 mix of that and its score on "
-        "the resample")
+        "oob", "the bootstrap that repeats the selection inside every resample (bootstrap.n_resamples, seed): the "
+        "chosen configuration scored on the out-of-bag questions (oob: a conservative interval, each value resting on "
+        "about 37 % of the questions), or Efron's .632 mix of that and its score on the resample (.632: a better point "
+        "estimate, but its percentile interval is narrow because the two parts are anti-correlated: it understates "
+        "sampling uncertainty)")
     evidence_groups: Literal["same_set", "share_any"] = key(
         "same_set", "gold chunks of a question form one evidence group when they hold the same set of its primary "
         "evidence messages (same_set, the overlapping windows of one exchange), or when they share any (share_any)")

@@ -46,7 +46,10 @@ O_b = {q : c_bq = 0} the out-of-bag questions,
 The interval is the percentiles of the B values E_b (or T_b) by ``numpy.percentile``'s linear method, as in
 :func:`pmrag.evaluate.bootstrap.ci`; it includes the uncertainty of the selection and of the questions it is
 scored on (an out-of-bag mean rests on about 0.368·n questions, so it is wider, not narrower, than an interval
-on n).  Resamples without out-of-bag questions (possible for tiny n) are dropped and counted.  The point
+on n: conservative).  The .632 values T_b are narrower than either part, because the in-bag A_b and out-of-bag
+E_b of one resample are anti-correlated (together they are close to the fixed full-sample mean): their
+percentiles understate sampling uncertainty, so ``"oob"`` is the study's default interval and ``".632"`` is
+offered for its point estimate.  Resamples without out-of-bag questions (possible for tiny n) are dropped and counted.  The point
 estimate is Efron's (Efron 1983; Efron & Tibshirani 1997): the leave-one-out bootstrap
 
     Err⁽¹⁾ = (1/n) Σ_q ē_q,   ē_q = Σ_b I_bq X_q,c_b / Σ_b I_bq,   I_bq = [c_bq = 0]
