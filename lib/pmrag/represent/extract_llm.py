@@ -107,6 +107,14 @@ def load_graph_prompts(prompts: str = "ja",
     ``{"semantic": Prompts, "interest": Prompts}`` from ``graph_{semantic,interest}_{system,user}.txt`` (or the
     ``step → (system file, user file)`` of ``files``), a leading byte-order mark and trailing whitespace stripped
     (the input follows the user template after a blank line)."""
+    return load_step_prompts(prompts, files)
+
+
+def load_step_prompts(prompts: str, files: dict[str, tuple[str, str]], what: str = "graph prompts",
+                      error: type[Exception] = GraphError) -> dict[str, Prompts]:
+    """``{step: Prompts}`` of any LLM step's ``step → (system file, user file)`` in a prompt set, each text with a
+    leading byte-order mark and trailing whitespace stripped; a missing or empty file is ``error`` naming
+    ``what``, the file and the set."""
     from pmrag.represent.representations import read_prompt
 
     out = {}
@@ -116,9 +124,9 @@ def load_graph_prompts(prompts: str = "ja",
             try:
                 text = read_prompt(prompts, name).lstrip("\ufeff").rstrip()
             except FileNotFoundError as exc:
-                raise GraphError(f"graph prompts: {exc}") from None
+                raise error(f"{what}: {exc}") from None
             if not text:
-                raise GraphError(f"graph prompts: {name}.txt of prompt set {prompts!r} is empty")
+                raise error(f"{what}: {name}.txt of prompt set {prompts!r} is empty")
             texts.append(text)
         out[step] = Prompts(*texts)
     return out

@@ -205,19 +205,9 @@ def validate_decomposition_reply(text: str, question_id: str, question: str,
 def load_decomposition_prompts(prompts: str = "ja"):
     """``Prompts(system, user_template)`` from ``decompose_{system,user}.txt`` of a set (``ja``, ``en`` or a
     folder), a leading byte-order mark and trailing whitespace stripped."""
-    from pmrag.represent.representations import read_prompt
-    from pmrag.represent.summarize import Prompts
+    from pmrag.represent.extract_llm import load_step_prompts
 
-    texts = []
-    for name in DECOMPOSE_PROMPT_FILES[STEP]:
-        try:
-            text = read_prompt(prompts, name).lstrip("\ufeff").rstrip()
-        except FileNotFoundError as exc:
-            raise DecompositionError(f"decomposition prompts: {exc}") from None
-        if not text:
-            raise DecompositionError(f"decomposition prompts: {name}.txt of prompt set {prompts!r} is empty")
-        texts.append(text)
-    return Prompts(*texts)
+    return load_step_prompts(prompts, DECOMPOSE_PROMPT_FILES, "decomposition prompts", DecompositionError)[STEP]
 
 
 @dataclass(frozen=True)
