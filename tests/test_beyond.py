@@ -113,6 +113,12 @@ def test_fusion_best_applies_the_paper_rule_within_each_fusion_and_pairing():
         macro = sweep_table[sweep_table["fusion"] == fusion].drop(columns=["fusion", "question_id"]).groupby(
             ["bm25", "vector", "beta"], sort=False).mean().reset_index()
         assert row.beta == select_best(macro)["beta"]
+    # two pairings tied on every metric: each fusion's overall choice keeps the configured pairing order
+    named = best.assign(bm25="raw_text_bm25", vector="raw_text_vector")
+    tied = pd.concat([named, named.assign(bm25="summary_bm25")], ignore_index=True)
+    overall = beyond.fusion_overall(tied, [("summary_bm25", "raw_text_vector"), ("raw_text_bm25", "raw_text_vector")])
+    assert list(overall["fusion"]) == ["minmax", "rrf"] and list(overall["bm25"]) == ["summary_bm25"] * 2
+    assert overall["method"].iloc[1] == f"hybrid-rrf:summary_bm25+raw_text_vector@{best['beta'].iloc[1]:.2f}"
     per_question = beyond.fusion_per_question(sweep_table, best, ["m", "r"],
                                               pd.Series(["t"] * 6, index=[f"q{i}" for i in range(6)]))
     assert per_question.groupby("retriever")["recall@5"].mean().to_dict() == pytest.approx(

@@ -209,29 +209,24 @@ def matches_table(matches: dict[str, pd.Series]) -> pd.DataFrame:
 
 def fusion_best(sweep_table: pd.DataFrame) -> pd.DataFrame:
     """Each fusion's selected configuration per pairing by the paper's rule (:func:`pmrag.evaluate.sweep.select_best`),
-    with macro Recall/MRR/nDCG@5: columns fusion, bm25, vector, beta and the metrics, fusions in table order."""
-    from pmrag.evaluate.sweep import select_best
+    with macro Recall/MRR/nDCG@5: columns fusion, bm25, vector, beta and the metrics, fusions and pairings in table
+    order."""
+    from pmrag.evaluate.sweep import macro_by_configuration, select_best
 
-    metrics = [c for c in sweep_table.columns if "@" in c]
-    macro = sweep_table.groupby(["fusion", "bm25", "vector", "beta"], sort=False)[metrics].mean().reset_index()
+    macro = macro_by_configuration(sweep_table)
     rows = [select_best(group) for _, group in macro.groupby(["fusion", "bm25", "vector"], sort=False)]
     return pd.DataFrame(rows).reset_index(drop=True)
 
 
 def fusion_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    """Each fusion's best configuration over its pairings (the rows of :func:`fusion_best`), ranked as the paper's
-    overall selection is (:func:`pmrag.evaluate.sweep.select_overall`): Recall@5, nDCG@5, MRR@5 descending, then
-    the configured pairing order; one row per fusion, with its hybrid name in ``method``."""
-    from pmrag.core.names import HybridId
+    """Each fusion's best configuration over its pairings (the rows of :func:`fusion_best`), chosen by the paper's
+    overall rule within that fusion (:func:`pmrag.evaluate.sweep.select_overall`); one row per fusion in table
+    order, with its hybrid name in ``method``."""
+    from pmrag.evaluate.sweep import hybrid_ids, select_overall
 
-    order = {(str(a), str(b)): i for i, (a, b) in enumerate(pairing_order)}
-    ranked = best.assign(_order=[order[(a, b)] for a, b in zip(best["bm25"], best["vector"])])
-    ranked = ranked.sort_values(["recall@5", "ndcg@5", "mrr@5", "_order"], ascending=[False, False, False, True],
-                                kind="stable")
-    chosen = ranked.groupby("fusion", sort=False).head(1).drop(columns="_order")
-    chosen = chosen.set_index("fusion").loc[list(dict.fromkeys(best["fusion"]))].reset_index()
-    chosen.insert(0, "method", [str(HybridId(RetrieverId.parse(r.bm25), RetrieverId.parse(r.vector), r.beta, r.fusion))
-                                for r in chosen.itertuples(index=False)])
+    chosen = pd.DataFrame([select_overall(best, pairing_order, fusion)
+                           for fusion in dict.fromkeys(best["fusion"])]).reset_index(drop=True)
+    chosen.insert(0, "method", [str(h) for h in hybrid_ids(chosen)])
     return chosen
 
 

@@ -182,14 +182,16 @@ def best_per_pairing(macro_table: pd.DataFrame) -> pd.DataFrame:
     return best.loc[keys.sort_values(["fusion", "recall@5"], kind="stable").index].reset_index(drop=True)
 
 
-def select_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]]) -> pd.Series:
+def select_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]],
+                   fusion: str = PAPER_FUSION) -> pd.Series:
     """The paper's selected hybrid: among the ``minmax`` rows of ``best`` (:func:`best_per_pairing`; a table
     without ``fusion`` is all ``minmax``), each pairing's selected β ranked by Recall@5, then nDCG@5, then
-    MRR@5 (descending); a remaining tie keeps ``pairing_order``.  Other fusions are never selected here."""
+    MRR@5 (descending); a remaining tie keeps ``pairing_order``.  Other fusions are never selected here unless
+    ``fusion`` names one (the same rule within that fusion's rows, for comparisons beside the paper's)."""
     best = _with_fusion(best)
-    best = best[best["fusion"] == PAPER_FUSION]
+    best = best[best["fusion"] == fusion]
     if best.empty:
-        raise ValueError(f"best has no {PAPER_FUSION} rows: the paper's selection uses the min-max fusion")
+        raise ValueError(f"best has no {fusion} rows: the paper's selection uses the min-max fusion")
     order = {(str(a), str(b)): i for i, (a, b) in enumerate(pairing_order)}
     ranked = best.assign(_order=[order[(b, v)] for b, v in zip(best["bm25"], best["vector"])])
     ranked = ranked.sort_values(["recall@5", "ndcg@5", "mrr@5", "_order"], ascending=[False, False, False, True],
