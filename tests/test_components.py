@@ -9,7 +9,7 @@ from pmrag.core.names import HybridId, RetrieverId
 from pmrag.evaluate import reliability, trec
 from pmrag.present import tables
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import RetrieverComponent, ranked_from_scores
+from pmrag.retrieve.retrievers import TEXTS, RetrieverComponent, ranked_from_scores
 from conftest import make_tiny_study
 
 TOY = "raw_text_toy"
@@ -31,11 +31,10 @@ class ToyRetriever(RetrieverComponent):
     """Ranks a representation's texts by the characters they share with the question."""
 
     method = "toy"
-    modules = ("pmrag.retrieve.retrievers",)
 
     @classmethod
     def needs(cls, rid):
-        return ("representations",)
+        return (TEXTS,)
 
     def rank(self, corpus, queries, depth):
         texts = corpus.texts(self.rid.representation)

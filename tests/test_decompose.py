@@ -16,7 +16,7 @@ from pmrag.retrieve.decompose import (DecompositionError, DecompRetriever, SubQu
                                       offline_subqueries, owner_of, rrf_scores)
 from pmrag.retrieve.ranking import Ranker
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries, VectorRetriever
+from pmrag.retrieve.retrievers import SUB_QUERIES, BM25Retriever, Corpus, Queries, VectorRetriever
 
 VECTOR = RetrieverId("embedding_text", "decomp", "vector")
 BM25 = RetrieverId("raw_text", "decomp", "bm25")
@@ -203,7 +203,7 @@ def corpus_and_queries(rng, n=40, dim=8):
                        owner_of([SUBQUERIES[2], SUBQUERIES[0], SUBQUERIES[1]]),
                        np.vstack([sub_matrix[2:], sub_matrix[:2]]), "x", {})   # stored in another question order
     corpus = Corpus(ids, times, lambda rep: texts, lambda rep: chunk_vectors,
-                    lambda name: found if name == "decomposition" else pytest.fail(name))
+                    lambda key: found if key == SUB_QUERIES else pytest.fail(str(key)))
     queries = Queries(["q1", "q2", "q3"], QUESTION_TEXTS, lambda: question_vectors)
     return corpus, queries, sub_matrix, question_vectors
 
@@ -268,7 +268,7 @@ def test_subqueries_that_repeat_the_question_multiply_its_scores_by_one_plus_m()
     corpus, queries, _, question_vectors = corpus_and_queries(rng)
     same = SubQueries(("q1", "q2", "q3"), SUBQUERIES, owner_of(SUBQUERIES),
                       np.repeat(question_vectors, [len(s) for s in SUBQUERIES], axis=0), "x", {})
-    corpus = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors, lambda name: same)
+    corpus = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors, lambda key: same)
     ranked = DecompRetriever(VECTOR, params(rrf_k=3)).rank(corpus, queries, 10)
     plain = VectorRetriever(RetrieverId("embedding_text", "vector"), params()).rank(corpus, queries, 10)
     assert ranked.rankings["chunk_id"].tolist() == plain.rankings["chunk_id"].tolist()
@@ -279,11 +279,11 @@ def test_subqueries_that_repeat_the_question_multiply_its_scores_by_one_plus_m()
 
 def test_the_component_declares_the_decomposition_stage_and_its_base_inputs():
     assert set(DecompRetriever.variants()) == {"vector", "bm25"}
-    assert DecompRetriever.needs(VECTOR) == ("decomposition", "vectors:embedding_text", "query_vectors")
-    assert DecompRetriever.needs(BM25) == ("decomposition", "representations")
+    assert tuple(map(str, DecompRetriever.needs(VECTOR))) == ("decomposition", "vectors:embedding_text", "query_vectors")
+    assert tuple(map(str, DecompRetriever.needs(BM25))) == ("decomposition", "representations")
     assert DecompRetriever.files(VECTOR, params()) == []
     assert [p.name for p in DecompRetriever.files(BM25, params())] == ["bm25_tokenizer_spec.txt"]
-    assert "pmrag.retrieve.tokenizer" in DecompRetriever.all_modules(BM25)
+    assert [c.__module__ for c in DecompRetriever.uses(BM25)] == ["pmrag.retrieve.retrievers", "pmrag.retrieve.tokenizer"]
     assert "decomposition.rrf_k" in DecompRetriever.sections
     assert DecompRetriever.reads_embedding_cut(VECTOR) and not DecompRetriever.reads_embedding_cut(BM25)
     with pytest.raises(ValueError, match="the decomp variant must be one of vector, bm25"):

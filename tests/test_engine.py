@@ -14,11 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from typing import Annotated
+
 from pmrag.core import store
-from pmrag.core.params import StudyParams
+from pmrag.core.names import StageKey
+from pmrag.core.params import BM25Section, StudyParams
 from pmrag.study import Study
 from pmrag.study import engine as engine_module
-from pmrag.study.engine import LOG_FILE, Engine, Stage, StageError
+from pmrag.study.declare import (DeclarationError, Derived, Keys, Restricted, Runtime, Stage, params_at,
+                                 resolve_stage, stage)
+from pmrag.study.engine import LOG_FILE, Engine, StageError
 from conftest import make_tiny_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,27 +74,32 @@ def reasons(study: Study) -> dict[str, str]:
     return {row.name: row.reason for row in study.status()}
 
 
-def dependents(stages: dict[str, Stage], seeds) -> set[str]:
+def needs(stages: dict[StageKey, Stage]) -> dict[str, set[str]]:
+    """Each stage's declared upstream stages, by name."""
+    return {str(key): {str(need) for need in stage.needs} for key, stage in stages.items()}
+
+
+def dependents(stages: dict[StageKey, Stage], seeds) -> set[str]:
     """``seeds`` and every stage that needs one of them, directly or through others (from the declared needs)."""
-    found = set(seeds)
+    found, reads = set(seeds), needs(stages)
     changed = True
     while changed:
         changed = False
-        for name, stage in stages.items():
-            if name not in found and found.intersection(stage.needs):
+        for name, upstream in reads.items():
+            if name not in found and found.intersection(upstream):
                 found.add(name)
                 changed = True
     return found
 
 
-def ancestors(stages: dict[str, Stage], targets) -> set[str]:
+def ancestors(stages: dict[StageKey, Stage], targets) -> set[str]:
     """``targets`` and everything they need, transitively."""
-    found, todo = set(), list(targets)
+    found, todo, reads = set(), list(targets), needs(stages)
     while todo:
         name = todo.pop()
         if name not in found:
             found.add(name)
-            todo.extend(stages[name].needs)
+            todo.extend(reads[name])
     return found
 
 
@@ -142,7 +152,7 @@ def _edit_tokenizer_spec(root, monkeypatch):
     assert spec.read_text(encoding="utf-8").rstrip().endswith("質問")  # the last section is [stopwords]
     with open(spec, "a", encoding="utf-8") as fh:
         fh.write("words\n")  # a stopword the chat uses ("same words")
-    return str(spec.resolve())
+    return "spec.txt"   # named relative to the params file: a moved study keeps its keys
 
 
 def _k1(root):
@@ -175,7 +185,7 @@ def _edit_summary_prompt(root, monkeypatch):
     path = root / "prompts" / "summary_user.txt"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("\n箇条書きで答えてください。\n")
-    return str(path.resolve())
+    return "prompts/summary_user.txt"
 
 
 def _edit_input(root, monkeypatch):
@@ -183,7 +193,7 @@ def _edit_input(root, monkeypatch):
     text = path.read_text(encoding="utf-8")
     assert text.count('"same words"') == 2
     path.write_text(text.replace('"same words"', '"other words, edited"', 1), encoding="utf-8")
-    return str(path.resolve())
+    return "data/family.json"
 
 
 CHANGES = {
@@ -228,7 +238,7 @@ def test_a_change_marks_exactly_its_dependents_stale(change, tmp_path, warm_cach
         assert status[name].reason.startswith("upstream "), (name, status[name].reason)
         assert cause not in status[name].reason
         named = [part.removeprefix("upstream ") for part in status[name].reason.split("; ")]
-        assert set(named) <= stale and set(named) <= set(changed.engine.stages[name].needs)
+        assert set(named) <= stale and set(named) <= needs(changed.engine.stages)[name]
 
     before = len(log(changed))
     changed.build()
@@ -309,48 +319,71 @@ def test_each_stage_is_computed_or_loaded_once_per_process(tmp_path, warm_cache)
 
 # ------------------------------------------------------------------------------------------- e: declarations
 
-def _one(ctx):
+@stage("one")
+def one() -> int:
     return 1
 
 
-def _honest(ctx):
-    return ctx.get("one") + ctx.params.bm25.k1
+@stage("one plus k1")
+def honest(one: int, bm25: Annotated[BM25Section, Keys("k1")]) -> float:
+    return one + bm25.k1
 
 
-def _sneaky(ctx):
-    return ctx.get("one") + 1
+@stage("reads a name that is no stage, section or marker")
+def sneaky(one: int, other: int) -> int:
+    return one + other
 
 
-def _peeks(ctx):
-    return ctx.params.chunking.window_size
+@stage("peeks past its declared keys")
+def peeks(params: Annotated[StudyParams, Restricted(lambda p, item: ("bm25",))]) -> int:
+    return params.chunking.window_size
 
 
-def _derived(ctx):
-    return ctx.params.metric_ks()
+@stage("an upstream the study may not have")
+def optional(ghost: int | None = None) -> bool:
+    return ghost is None
 
 
-def test_undeclared_reads_raise_stage_error(tmp_path):
+@stage("an upstream the study must have")
+def required(ghost: int) -> int:
+    return ghost
+
+
+@stage("metric cut-offs")
+def derived(ks: Annotated[tuple, Derived(StudyParams.metric_ks, "retrieval.ks", "analysis.failure_k",
+                                         "analysis.recovery_ks")]) -> tuple:
+    return ks
+
+
+def resolve(function, params, families):
+    return resolve_stage(function, params, families, param_json=lambda dotted: str(params_at(params, dotted)))
+
+
+def test_a_signature_is_the_declaration_and_a_parameter_naming_nothing_is_refused(tmp_path):
     params = StudyParams.model_validate({"run": "toy", "dataset": {"inputs": ["chat.json"]}})
-    db = store.open_store(tmp_path / "toy.sqlite")
-    engine = Engine([
-        Stage("one", _one),
-        Stage("honest", _honest, needs=("one",), params=("bm25.k1",)),
-        Stage("sneaky", _sneaky),
-        Stage("peeks", _peeks, params=("bm25",)),
-        Stage("derived", _derived, params=("retrieval.ks",)),
-    ], params, db, tmp_path / "run")
+    families = {**{name: ("",) for name in ("one", "honest", "peeks", "optional", "derived")}, "ghost": ()}
+    declared = resolve(honest, params, families)
+    assert declared.needs == (StageKey("one"),) and declared.params == {"bm25.k1": "1.2"}
+    assert resolve(derived, params, families).params == {"retrieval.ks": "(5, 10, 20, 200)", "analysis.failure_k": "5",
+                                                         "analysis.recovery_ks": "(10, 20)"}
+    assert resolve(optional, params, families).needs == ()
+    with pytest.raises(DeclarationError, match=r"^stage sneaky: parameter 'other' names no stage, params section or "
+                                               r"marker$"):
+        resolve(sneaky, params, families)
+    with pytest.raises(DeclarationError, match=r"^stage required: parameter 'ghost' reads stage ghost, which this study "
+                                               r"does not have$"):
+        resolve(required, params, families)
+    runtime = Runtime(store.open_store(tmp_path / "toy.sqlite"), tmp_path / "run", tmp_path / "cache")
+    engine = Engine([resolve(f, params, families) for f in (one, honest, peeks, optional, derived)], runtime,
+                    lambda path: path.name)
     assert engine.get("honest") == pytest.approx(2.2, abs=1e-12)
-    with pytest.raises(StageError, match=r"^stage sneaky reads stage one without declaring it in needs$"):
-        engine.get("sneaky")
-    with pytest.raises(StageError, match=r"^stage peeks reads params\.chunking without declaring it$"):
+    assert engine.get("optional") is True and engine.get("derived") == (5, 10, 20, 200)
+    with pytest.raises(DeclarationError, match=r"^stage peeks reads params\.chunking without declaring it$"):
         engine.get("peeks")
-    with pytest.raises(StageError, match=r"^stage derived uses params\.metric_ks\(\) without declaring "
-                                         r"analysis\.failure_k, analysis\.recovery_ks$"):
-        engine.get("derived")
     assert {row.name: row.state for row in engine.status()} == {
-        "one": "cached", "honest": "cached", "sneaky": "missing", "peeks": "missing", "derived": "missing"}
-    with pytest.raises(StageError, match=r"^stage late needs unknown stage\(s\) ghost$"):
-        Engine([Stage("one", _one), Stage("late", _one, needs=("one", "ghost"))], params, db, tmp_path / "run")
+        "one": "cached", "honest": "cached", "peeks": "missing", "optional": "cached", "derived": "cached"}
+    with pytest.raises(StageError, match=r"^stage honest needs unknown stage\(s\) one$"):
+        Engine([resolve(honest, params, families)], runtime, lambda path: path.name)
     with pytest.raises(StageError, match=r"^unknown stage 'ghost'"):
         engine.get("ghost")
 
@@ -437,3 +470,48 @@ def test_notebooks_only_load_what_the_build_computed(tmp_path, warm_cache):
     assert loaded <= set(STAGES)
     for table in ("table4_hybrids", "bootstrap_cis", "table7_top5_failures"):
         assert (study.run_dir / "tables" / f"{table}.csv").stat().st_size > 0
+
+
+# ------------------------------------------------------------------------------------------- i: relocatable keys
+
+def test_a_copied_or_moved_study_finds_every_stage_current(tmp_path, warm_cache):
+    tiny(tmp_path / "first", warm_cache).build()
+    shutil.copytree(tmp_path / "first", tmp_path / "elsewhere" / "copy")
+    copied = reopen(tmp_path / "elsewhere" / "copy")
+    assert states(copied) == {name: "cached" for name in STAGES}
+    before = len(log(copied))
+    copied.failures()
+    assert {line["action"] for line in log(copied)[before:]} == {"loaded"}
+
+    # the run folder moved on its own, the params file pointing at its new place
+    (tmp_path / "first" / "out").rename(tmp_path / "moved_out")
+    path = tmp_path / "first" / "p.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("outputs_dir: out", "outputs_dir: ../moved_out"),
+                    encoding="utf-8")
+    moved = reopen(tmp_path / "first")
+    assert states(moved) == {name: "cached" for name in STAGES}
+    assert moved.vectors("summary")[0].shape[0] == len(moved.chunks())   # the vectors' files are found there
+
+
+def test_no_key_holds_a_location(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    for name in study.engine.stages:
+        text = json.dumps(study.engine.manifest(name), ensure_ascii=False)
+        assert str(tmp_path) not in text and str(REPO) not in text, name
+
+
+# ------------------------------------------------------------------------------------------- j: pmrag graph
+
+def test_pmrag_graph_draws_every_stage_and_read_without_computing(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    result = subprocess.run([sys.executable, "-m", "pmrag", "graph", str(tmp_path / "p.yaml")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    svg, png = (Path(line) for line in result.stdout.split())
+    assert (svg, png) == (study.run_dir / "stage_graph.svg", study.run_dir / "stage_graph.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = svg.read_text(encoding="utf-8")
+    reads = sum(len(stage.needs) for stage in study.engine.stages.values())
+    assert f"run tiny: {len(STAGES)} stages, {reads} reads" in text
+    assert all(name in text for name in STAGES)
+    assert not log(study) and states(study) == {name: "missing" for name in STAGES}

@@ -31,7 +31,7 @@ def make_corpus(n_sources=3, sessions_per_source=3, chunks_per_session=4, dim=8,
     queries = rng.normal(size=(n_queries, dim)).astype(np.float32)
     corpus = Corpus(chunk_ids=chunks["chunk_id"].to_numpy(), start_times=chunks["start_at"].to_numpy(),
                     texts=lambda rep: [""] * n, vectors=lambda rep: vectors,
-                    upstream=lambda name: {"chunks": chunks}[name])
+                    table=chunks)
     return corpus, Queries([f"q{i}" for i in range(n_queries)], [""] * n_queries, lambda: queries), chunks, vectors
 
 
@@ -109,7 +109,7 @@ def test_a_weak_chunk_of_a_strong_session_rises_above_a_middling_lone_chunk():
                            "start_at": pd.to_datetime(["2024-01-01 10:00", "2024-01-01 10:30", "2024-01-02 00:00"])})
     vectors = np.array([[1.0, 0.0], [0.3, 1.0], [0.6, 0.8]], dtype=np.float32)
     corpus = Corpus(chunks["chunk_id"].to_numpy(), chunks["start_at"].to_numpy(), lambda rep: [""] * 3,
-                    lambda rep: vectors, lambda name: chunks)
+                    lambda rep: vectors, table=chunks)
     queries = Queries(["q"], ["x"], lambda: np.array([[1.0, 0.0]], dtype=np.float32))
     plain = VectorRetriever(RetrieverId("raw_text", "vector"), params()).rank(corpus, queries, 3)
     expanded = RETRIEVERS.get("session")(RetrieverId("raw_text", "session"), params(session_weight=0.5)).rank(
@@ -130,10 +130,9 @@ def test_unit_max_matches_a_loop_and_rejects_misshapen_units():
 
 def test_chunks_are_aligned_by_chunk_id_and_missing_ones_refused():
     corpus, _, chunks, _ = make_corpus(n_sources=1, sessions_per_source=2, chunks_per_session=2)
-    shuffled = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors,
-                      lambda name: chunks.iloc[::-1])
+    shuffled = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors, table=chunks.iloc[::-1])
     assert ex.chunk_attributes(shuffled, ("session_index",))["session_index"].tolist() == [0, 0, 1, 1]
-    short = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors, lambda name: chunks.iloc[1:])
+    short = Corpus(corpus.chunk_ids, corpus.start_times, corpus.texts, corpus.vectors, table=chunks.iloc[1:])
     with pytest.raises(ValueError, match="1 corpus chunk"):
         ex.chunk_attributes(short, ("source",))
 
@@ -202,9 +201,9 @@ def test_cluster_variant_expands_clusters_of_the_representation_vectors():
 def test_declares_its_stages_sections_and_variants():
     cls = RETRIEVERS.get("session")
     assert set(cls.variants()) == {"", "cluster"}
-    assert cls.needs(RetrieverId("summary", "session", "cluster")) == ("vectors:summary", "query_vectors")
+    assert tuple(map(str, cls.needs(RetrieverId("summary", "session", "cluster")))) == ("vectors:summary", "query_vectors")
     assert cls.sections == ("expansion",)
-    assert "pmrag.retrieve.expansion" in cls.all_modules(RetrieverId("summary", "session"))
+    assert cls.__module__ == "pmrag.retrieve.expansion" and cls.uses(RetrieverId("summary", "session")) == ()
 
 
 def validated(*names):

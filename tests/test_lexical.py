@@ -273,7 +273,7 @@ def test_bm25_retriever_ranks_with_each_tokenizer(variant, tmp_path):
     if variant in ("char2", "char3", "word"):
         assert top["q1"] == "c4"
     assert (tmp_path / "tokens.sqlite").is_file() == (variant == "sudachi")
-    assert "pmrag.retrieve.lexical" in BM25Retriever.all_modules(rid)
+    assert BM25Retriever.uses(rid) == (TOKENIZERS.get(variant or "regex"),)
 
 
 def test_regex_bm25_through_the_count_path_is_unchanged():

@@ -14,15 +14,17 @@ from pmrag.core.names import RetrieverId
 from pmrag.core.params import StudyParams
 from pmrag.represent.embed import EmbeddingCache, embed_passages, make_embedder
 from pmrag.represent.subwindows import (
-    SUBVECTOR_PARAMS, SubVectors, compute_subvectors, subwindow_texts, window_starts,
+    SubVectors, subwindow_texts, window_starts,
 )
 from pmrag.retrieve.multivector import (
     MultiVectorRetriever, multivector_scores, segment_max, segment_softmax_mean,
 )
 from pmrag.retrieve.dense import l2_normalise
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import Corpus, Queries, VectorRetriever
-from pmrag.study.engine import Engine, Stage
+from pmrag.retrieve.retrievers import Corpus, Queries, VectorRetriever, subvectors_of
+from pmrag.study import stages
+from pmrag.study.declare import Runtime, params_at, resolve_stage, stage
+from pmrag.study.engine import Engine
 
 DIM = 6
 
@@ -188,14 +190,14 @@ STARTS = np.array(["2024-01-01T10:00", "2024-01-02T10:00", "2024-01-02T10:00", "
 
 def corpus_of(sub: SubVectors, vectors=None) -> Corpus:
     return Corpus(CHUNK_IDS, STARTS, texts=lambda rep: [], vectors=lambda rep: vectors,
-                  upstream={f"subvectors:{sub.representation}": sub}.__getitem__)
+                  upstream={subvectors_of(sub.representation): sub}.__getitem__)
 
 
 def test_the_method_is_registered_with_its_variants_and_needs():
     assert RETRIEVERS.get("multivec") is MultiVectorRetriever
     assert set(MultiVectorRetriever.variants()) == {"max", "softmax"}
     rid = RetrieverId.parse("summary_multivec_softmax")
-    assert MultiVectorRetriever.needs(rid) == ("subvectors:summary", "query_vectors")
+    assert tuple(map(str, MultiVectorRetriever.needs(rid))) == ("subvectors:summary", "query_vectors")
     assert MultiVectorRetriever.sections == ("multivector",)
 
 
@@ -247,18 +249,28 @@ def test_rank_refuses_subvectors_of_another_chunk_order():
 # ---------------------------------------------------------------------------------------------- the stage
 
 
+REPRESENTATIONS = pd.DataFrame({"chunk_id": ["a", "b"], "raw_text": ["駅で待ってる\n了解", "明日は雨\n傘を持って\n駅まで迎えに行くね"]})
+
+
+@stage("the representations, made by hand")
+def representations() -> pd.DataFrame:
+    return REPRESENTATIONS
+
+
 def test_subvectors_stage_embeds_windows_like_chunk_texts(tmp_path):
     """Through the engine, with the declaration the study uses: only declared params and upstream stages are
     readable, and a short text's window vector is the chunk vector of that text."""
     study_params = StudyParams(run="t", dataset={"synthetic": {"enabled": True}}, cache_dir=str(tmp_path / "cache"),
                                multivector={"window_lines": 2, "stride_lines": 1})
-    reps = pd.DataFrame({"chunk_id": ["a", "b"], "raw_text": ["駅で待ってる\n了解", "明日は雨\n傘を持って\n駅まで迎えに行くね"]})
-    engine = Engine([
-        Stage("representations", lambda ctx: reps),
-        Stage("subvectors:raw_text", lambda ctx: compute_subvectors(ctx, "raw_text"), needs=("representations",),
-              params=SUBVECTOR_PARAMS),
-    ], study_params, store.open_store(tmp_path / "s.sqlite"), tmp_path / "run")
-    sub = engine.get("subvectors:raw_text")
+    reps = REPRESENTATIONS
+    families = {"representations": ("",), "subvectors": ("raw_text",)}
+    param_json = lambda dotted: str(params_at(study_params, dotted))   # noqa: E731
+    declared = [resolve_stage(representations, study_params, families, param_json=param_json),
+                resolve_stage(stages.subvectors, study_params, families, item="raw_text", param_json=param_json)]
+    assert set(declared[1].params) == {*(f"embedding.{k}" for k in stages.MODEL_KEYS + stages.CUT_KEYS),
+                                       "multivector.window_lines", "multivector.stride_lines"}
+    runtime = Runtime(store.open_store(tmp_path / "s.sqlite"), tmp_path / "run", tmp_path / "cache")
+    sub = Engine(declared, runtime, lambda path: path.name).get("subvectors:raw_text")
     assert sub.owner.tolist() == [0, 1, 1] and sub.chunk_ids.tolist() == ["a", "b"]
     assert sub.model_id == "e5-local/multilingual-e5-small-q4" and sub.matrix.shape == (3, 384)
     embedder = make_embedder(study_params.embedding)

@@ -10,7 +10,7 @@ import pmrag.retrieve.registry  # noqa: F401  (registers every component before 
 from pmrag.core.names import RetrieverId
 from pmrag.core.params import DEFAULT_RETRIEVERS, StudyParams
 from pmrag.retrieve.prf import RM3Retriever, top_terms
-from pmrag.retrieve.registry import RETRIEVERS
+from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
 from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries
 from pmrag.retrieve.tokenizer import tokenize
 from pmrag.study.params import component_context
@@ -130,9 +130,10 @@ def test_top_terms_keep_the_most_probable_ties_to_the_lower_column_and_renormali
 def test_rm3_ids_name_the_tokenizer_like_bm25_and_validate_through_params():
     assert set(RM3Retriever.variants()) == set(BM25Retriever.variants())
     assert RETRIEVERS.get("rm3") is RM3Retriever
-    assert RM3Retriever.sections == ("bm25",) and RM3Retriever.needs(RetrieverId("raw_text", "rm3")) == (
+    assert RM3Retriever.sections == ("bm25",) and tuple(map(str, RM3Retriever.needs(RetrieverId("raw_text", "rm3")))) == (
         "representations",)
-    assert "pmrag.retrieve.prf" in RM3Retriever.all_modules(RetrieverId("summary", "rm3", "sudachi"))
+    assert RM3Retriever.__module__ == "pmrag.retrieve.prf"
+    assert RM3Retriever.uses(RetrieverId("summary", "rm3", "sudachi")) == (TOKENIZERS.get("sudachi"),)
     ids = ["raw_text_rm3", "summary_rm3_sudachi", "embedding_text_rm3_char3"]
     loaded = StudyParams.model_validate({"run": "t", "dataset": {"synthetic": {"enabled": True}},
                                          "retrieval": {"retrievers": [*DEFAULT_RETRIEVERS, *ids]}},

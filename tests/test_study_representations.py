@@ -30,7 +30,7 @@ def make_study(tmp_path, extra: str = "") -> Study:
 
 def build_vectors(study: Study) -> dict[str, str]:
     """Every embedded representation's vector stage (computed or loaded): representation → matrix path."""
-    from pmrag.study.stages import embedded_representations
+    from pmrag.study.items import embedded_representations
 
     return {rep: study.get(f"vectors:{rep}").path for rep in embedded_representations(study.params)}
 
@@ -75,7 +75,7 @@ def test_vectors_are_stored_per_representation_with_the_text_sent(tmp_path):
     study = make_study(tmp_path, "embedding: {max_chars: 120}\n")
     paths = build_vectors(study)
     assert sorted(paths) == ["embedding_text", "raw_text", "summary"]
-    assert all(Path(p).is_file() for p in paths.values())
+    assert all((study.run_dir / p).is_file() for p in paths.values())
     reps = study.representations().set_index("chunk_id")
     inputs = store.read_table(study.store, "embedding_inputs")
     for name in paths:

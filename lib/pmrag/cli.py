@@ -1,5 +1,5 @@
-"""The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag ingest PATH... --db FILE``,
-``pmrag demo OUT_DIR``.
+"""The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag graph PARAMS``,
+``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``.
 
 Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
 line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
@@ -32,6 +32,14 @@ def _status(args) -> int:
     from pmrag.study.runner import status_lines
 
     print("\n".join(status_lines(args.params)))
+    return 0
+
+
+def _graph(args) -> int:
+    from pmrag.study.runner import draw_graph
+
+    for path in draw_graph(args.params, Path(args.out) if args.out else None):
+        print(path)
     return 0
 
 
@@ -87,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")
     status.add_argument("params", help="params YAML, e.g. params/demo.yaml")
     status.set_defaults(func=_status)
+
+    graph = sub.add_parser("graph", help="draw a study's stages and what each reads (SVG and PNG); computes nothing")
+    graph.add_argument("params", help="params YAML, e.g. params/demo.yaml")
+    graph.add_argument("--out", help="file to write, without suffix (default: <run folder>/stage_graph)")
+    graph.set_defaults(func=_graph)
 
     ingest = sub.add_parser("ingest", help="store chat histories (and LoCoMo questions) in a SQLite database")
     ingest.add_argument("paths", nargs="+", metavar="PATH")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
 from sqlalchemy import Engine, delete, func, select
 
 from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_source
@@ -13,7 +15,7 @@ from pmrag.core.params import ChunkingSection
 from pmrag.core.parallel import ordered_map
 from pmrag.core.store import (
     _chunk_messages_by_message, bulk_insert, chunk_messages, chunks, count_rows, messages, qrels, question_evidence,
-    sql_datetime,
+    read_table, sql_datetime,
 )
 from sqlalchemy import insert
 
@@ -110,3 +112,23 @@ def derive_qrels(engine: Engine) -> None:
             conn.execute(insert(qrels), [{"question_id": q, "chunk_id": c, "relevance": r} for q, c, r in rows])
 
 
+
+
+@dataclass(frozen=True)
+class Chunked:
+    """A study's chunks (§3.2, in ``(source, chunk_index)`` order), which messages each holds (``members``: the
+    paper's line_chunk_messages, in position order) and the chunk-level gold of every question (``qrels``)."""
+
+    chunks: pd.DataFrame
+    members: pd.DataFrame
+    qrels: pd.DataFrame
+
+
+def chunk_study(engine: Engine, params: ChunkingSection) -> Chunked:
+    """Chunk every source the store holds (:func:`rebuild_chunks`), derive chunk-level gold from the stored
+    evidence (:func:`derive_qrels`) and read back what was stored."""
+    rebuild_chunks(engine, params)
+    derive_qrels(engine)
+    return Chunked(read_table(engine, "chunks", ("source", "chunk_index")),
+                   read_table(engine, "chunk_messages", ("chunk_id", "position")),
+                   read_table(engine, "qrels", ("question_id", "chunk_id")))

@@ -159,3 +159,36 @@ def is_hybrid(text: str) -> bool:
     except InvalidName:
         return False
     return True
+
+
+@dataclass(frozen=True, order=True)
+class StageKey:
+    """A stage of a study's graph: its name and, for a stage made once per item, the item (``vectors`` of
+    ``summary``, ``runs`` of ``raw_text_bm25``, ``notebook`` of ``03_retrievers``).  Written ``name`` or
+    ``name:item`` in status lines and records; :meth:`of` reads that form back, for names typed by a person."""
+
+    name: str
+    item: str = ""
+
+    def __post_init__(self):
+        if not _STAGE_WORD.fullmatch(self.name) or ":" in self.item:
+            raise InvalidName(f"a stage is named by a lowercase word and an optional item without ':', got "
+                              f"{shown(self.name)}, {shown(self.item)}")
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.item}" if self.item else self.name
+
+    def file_stem(self) -> str:
+        """The stage's file name in the run folder's ``stages/`` (no ``:``, which some file systems refuse)."""
+        return f"{self.name}__{self.item}" if self.item else self.name
+
+    @classmethod
+    def of(cls, value: StageKey | str) -> StageKey:
+        """A key itself, or one read from its written form ``name[:item]``."""
+        if isinstance(value, StageKey):
+            return value
+        name, _, item = str(value).partition(":")
+        return cls(name, item)
+
+
+_STAGE_WORD = re.compile(r"[a-z][a-z0-9_]*")

@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -526,3 +527,44 @@ def coverage_warnings(coverage: pd.DataFrame, losses: pd.DataFrame, chunking: Ch
                          f"({row.share_hidden:.0%}) hidden from it and {row.partly:,} partly shown; "
                          f"{row.questions_all_hidden:,} of {row.questions:,} questions have all of it hidden")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------- the whole report
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the study loses before any retriever ranks: messages in no chunk per source, every question's fate
+    and the count by reason, each retriever's view of the primary evidence (per message, per question, summed,
+    by reason), and the one-line warnings ``pmrag study`` prints."""
+
+    chunk_coverage: pd.DataFrame
+    losses: pd.DataFrame
+    losses_by_reason: pd.DataFrame
+    evidence_ids_dropped: int        # LoCoMo evidence ids that named no turn (dropped at ingest)
+    visibility: pd.DataFrame
+    by_question: pd.DataFrame
+    summary: pd.DataFrame
+    reasons: pd.DataFrame
+    warnings: tuple[str, ...]
+
+
+def coverage_report(messages: pd.DataFrame, chunk_messages: pd.DataFrame, question_evidence: pd.DataFrame,
+                    questions: pd.DataFrame, rejections: pd.DataFrame, texts: pd.DataFrame,
+                    retrievers: Iterable[RetrieverId | str], evaluated: Collection[str],
+                    excluded_types: Collection[str], *, chunking: ChunkingSection, embedding: EmbeddingSection,
+                    representations: RepresentationsSection, summarizer: SummarizerSection) -> Coverage:
+    """Every loss of a study (module docstring) from its store's tables, its representations (``texts``), its
+    retrievers, its evaluated question IDs and the question types its params exclude."""
+    coverage = chunk_coverage(messages, chunk_messages)
+    losses = question_losses(questions, question_evidence, chunk_messages, rejections, excluded_types)
+    visibility = evidence_visibility(question_evidence, messages, chunk_messages, texts, retrievers,
+                                     embedding=embedding, representations=representations, summarizer=summarizer,
+                                     question_ids=evaluated)
+    summary = visibility_summary(visibility)
+    dropped = int(((rejections["kind"] == "evidence") & (rejections["action"] == "dropped")).sum())
+    warnings = coverage_warnings(coverage, losses, chunking, summary)
+    if dropped:
+        warnings.insert(0, f"{dropped:,} evidence ids named no turn and were dropped at ingest (the questions kept "
+                           "their other evidence; see the rejections table, kind 'evidence')")
+    return Coverage(coverage, losses, losses_by_reason(losses), dropped, visibility, visibility_by_question(visibility),
+                    summary, visibility_reasons(visibility), tuple(warnings))

@@ -20,11 +20,14 @@ free choices made on one part of the questions and every figure reported on the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from pmrag.core.names import HybridId, RetrieverId, parse_method
+from pmrag.core.params import BootstrapSection, GraphSection
 from pmrag.evaluate.set_metrics import per_question_set_rows
 
 TUNING, HELD_OUT = "tuning", "held_out"
@@ -169,7 +172,7 @@ def rank_tables(rank_rows: pd.DataFrame, methods: Sequence[str], comparisons, bo
 
 def type_differences(evaluation, question_type: str, bootstrap=None) -> pd.DataFrame:
     """Paired bootstrap differences within one question type on the held-out part of a study's graph evaluation
-    (:class:`pmrag.study.stages.GraphEvaluation`): the tuned graph and the graph + flat hybrid − the best flat
+    (:class:`GraphEvaluation`): the tuned graph and the graph + flat hybrid − the best flat
     retriever in Recall@5, and the first set method (TOBUGraph) − each other (the RAG baselines) in set recall."""
     from pmrag.evaluate.reliability import paired_differences
 
@@ -186,3 +189,128 @@ def type_differences(evaluation, question_type: str, bootstrap=None) -> pd.DataF
     return pd.concat([paired_differences(rank, ranked, "recall@5", bootstrap),
                       paired_differences(sets, [(f"{first} − {b}", first, b) for b in others], "set_recall", bootstrap)],
                      ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------- the evaluation
+
+GRAPH_VECTOR_REPRESENTATIONS = ("summary", "raw_text")   # RAGv2 and RAGv3 of 002 Table 1
+
+
+@dataclass(frozen=True)
+class GraphEvaluation:
+    """TOBUGraph on the held-out questions: the split, the tuning grid and what it chose, the best flat retriever
+    and the graph + flat hybrid, per-question set rows (Table 2) and rank rows of every method on every question,
+    and the held-out tables."""
+
+    split: pd.Series
+    tuning: pd.DataFrame
+    threshold: float
+    cap: int
+    tuned: RetrieverId
+    best_flat: RetrieverId
+    hybrid: HybridId
+    set_rows: pd.DataFrame
+    rank_rows: pd.DataFrame
+    rankings: dict
+    sets: pd.DataFrame
+    label: str
+    set_tables: dict = field(default_factory=dict)    # held-out 002 Table 2: cis, pooled, differences, by_type
+    rank_tables: dict = field(default_factory=dict)   # held-out rank metrics: cis, differences, by_type
+
+    def rank_methods(self) -> list[str]:
+        """The rank tables' methods: the tuned graph, the graph + flat hybrid, the best flat retriever, then the
+        study's other retrievers (a listed graph retriever uses the params' fixed choice)."""
+        return list(dict.fromkeys([str(self.tuned), str(self.hybrid), str(self.best_flat),
+                                   *(name for name in self.rankings if name not in (str(self.tuned), str(self.hybrid)))]))
+
+    def held_out(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """``rows`` of held-out questions only."""
+        return rows[rows["question_id"].map(self.split).eq(HELD_OUT)].reset_index(drop=True)
+
+
+def graph_retriever(retrievers: Sequence[RetrieverId]) -> RetrieverId:
+    """The study's graph retriever: the first graph one listed, else the graph over summaries
+    (``summary_graph_interest``)."""
+    listed = [rid for rid in retrievers if rid.method == "graph"]
+    return listed[0] if listed else RetrieverId("summary", "graph", "interest")
+
+
+def _first_retriever(method) -> RetrieverId:
+    """A retriever itself, or a hybrid's first retriever."""
+    return method.first if isinstance(method, HybridId) else method
+
+
+def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.DataFrame, summaries: pd.DataFrame,
+                   built, relevance, query_vectors: np.ndarray, chunk_vectors: Mapping[str, np.ndarray],
+                   rankings: Mapping[RetrieverId, pd.DataFrame], embed: Callable[[list[str]], np.ndarray], *,
+                   section: GraphSection, betas: Sequence[float], depth: int, bootstrap: BootstrapSection,
+                   ks: Sequence[int], type_order: Sequence[str]) -> GraphEvaluation:
+    """TOBUGraph, its RAG baselines and the study's flat retrievers (module docstring), choices made on the tuning
+    part of ``questions`` (the evaluable ones, in ID order) and every table on the held-out part.
+
+    ``built`` is the memory graph (:class:`~pmrag.represent.graph.BuiltGraph`), ``relevance`` the interest
+    relevance of every evaluable question (:class:`~pmrag.retrieve.graph_interest.InterestRelevance`),
+    ``query_vectors`` their vectors in ``questions`` order, ``chunk_vectors`` the chunk vectors of the graph's
+    representations, ``rankings`` every listed retriever's, ``embed`` the study's passage embedder (RAGv1's pieces).
+    """
+    from pmrag.evaluate.metrics import per_question_rows
+    from pmrag.evaluate.set_metrics import pieces_to_memories, top_k_set
+    from pmrag.evaluate.sweep import select_best, sweep, sweep_macro
+    from pmrag.retrieve import graph_interest as gi
+    from pmrag.retrieve.dense import cosine_scores
+    from pmrag.retrieve.fusion import minmax_fuse
+
+    types = questions.set_index("question_id")["type"]
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    start_times = pd.to_datetime(chunks["start_at"]).to_numpy()
+    question_ids = questions["question_id"].tolist()
+    index = gi.InterestIndex.from_graph(built.graph, list(chunk_ids))
+    relevance = relevance.rows(question_ids)
+    split = tuning_split(questions, section.tuning_fraction, section.tuning_seed)
+    tuning_ids = split.index[split == TUNING].tolist()
+    grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, qrels, types,
+                                                  tuning_ids, section.threshold_grid, section.cap_grid)
+
+    # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings
+    k = section.baseline_k
+    pieces = summary_pieces(summaries[summaries["status"] == "ok"], section.piece_chars, section.piece_overlap)
+    piece_vectors = embed(pieces["text"].tolist())
+    similarity = {rep: cosine_scores(matrix, query_vectors) for rep, matrix in chunk_vectors.items()}
+    sets = pd.concat([
+        interest_sets(relevance, index.membership, threshold, cap, question_ids, chunk_ids, "TOBUGraph"),
+        pieces_to_memories(top_k_by_similarity(cosine_scores(piece_vectors, query_vectors), question_ids,
+                                               pieces["piece_id"], k, "RAGv1"), pieces, k),
+        top_k_set(top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, k, "RAGv2"), k),
+        top_k_set(top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, k, "RAGv3"), k),
+    ], ignore_index=True)
+    set_rows = per_question_set_rows(sets, qrels, types, questions=question_ids, retrievers=SET_METHODS)
+
+    # rankings: the tuned graph, the study's flat retrievers, the graph + best flat hybrid (β on the tuning part)
+    listed = list(rankings)
+    graph_rid = graph_retriever(listed)
+    tuned = RetrieverId(graph_rid.representation, "graph", "tuned")
+    chosen = gi.choose_interests(relevance, threshold, cap)
+    ranked = {str(tuned): gi.graph_rankings(gi.graph_scores(chosen, relevance, index.membership),
+                                            similarity[graph_rid.representation], question_ids, chunk_ids,
+                                            start_times, depth)}
+    ranked.update({str(rid): frame for rid, frame in rankings.items()})
+    rows = [per_question_rows(ranking, name, qrels, types, ks) for name, ranking in ranked.items()]
+    flat = [str(rid) for rid in listed if rid.method != "graph"]
+    best = RetrieverId.parse(best_flat(pd.concat(rows, ignore_index=True), flat, tuning_ids))
+    tuning_qrels = qrels[qrels["question_id"].isin(tuning_ids)]
+    graph_part, flat_part = (ranked[str(rid)][ranked[str(rid)]["question_id"].isin(tuning_ids)] for rid in (tuned, best))
+    beta = float(select_best(sweep_macro(sweep(graph_part, flat_part, tuning_qrels, betas), str(tuned), str(best)))["beta"])
+    hybrid = HybridId(tuned, best, beta)
+    ranked[str(hybrid)] = minmax_fuse(ranked[str(tuned)], ranked[str(best)], beta)
+    rows.append(per_question_rows(ranked[str(hybrid)], str(hybrid), qrels, types, ks))
+    rank_rows = pd.concat(rows, ignore_index=True)
+
+    held_out = split.index[split == HELD_OUT].tolist()
+    value = GraphEvaluation(split, grid, threshold, cap, tuned, best, hybrid, set_rows, rank_rows, ranked, sets,
+                            built.label)
+    comparisons = [(f"{name} − {best}", name, str(best)) for name in value.rank_methods()
+                   if _first_retriever(parse_method(name)).method == "graph"]
+    value.set_tables.update(set_tables(sets, qrels, types, held_out, SET_METHODS, bootstrap, type_order))
+    value.rank_tables.update(rank_tables(value.held_out(rank_rows), value.rank_methods(), comparisons, bootstrap,
+                                         type_order))
+    return value

@@ -18,13 +18,15 @@ is evaluated on (§4.4, §9.1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId
-from pmrag.evaluate.metrics import macro, ndcg, per_question_metrics, recall, reciprocal_rank, relevance_matrix
+from pmrag.evaluate.metrics import (macro, ndcg, per_question_metrics, per_question_rows, recall, reciprocal_rank,
+                                    relevance_matrix)
 from pmrag.retrieve.fusion import (CandidateLists, _kernel, _validated_beta, _validated_rrf_k, candidates,
                                    minmax_fuse)
 
@@ -223,3 +225,48 @@ def candidate_ceilings(rankings, qrels: pd.DataFrame, pairings, depth: int) -> p
          "oracle union recall": oracle_union_ceiling(rankings[str(a)], rankings[str(b)], qrels)}
         for a, b in pairings
     ])
+
+
+# ---------------------------------------------------------------------------------------------- the selection
+
+@dataclass(frozen=True)
+class Hybrids:
+    """The sweep's selection: macro metrics of every configuration (every fusion), each pairing's selected β
+    under the paper's min-max fusion (``best``), the overall selected hybrid, the diagnostic hybrid, and
+    per-question metric rows of every selected configuration (and of the diagnostic one)."""
+
+    macro: pd.DataFrame
+    best: pd.DataFrame
+    selected: HybridId
+    diagnostic: HybridId
+    per_question: pd.DataFrame
+
+    def ids(self) -> list[HybridId]:
+        """Each pairing's selected configuration, in ``best`` order."""
+        return hybrid_ids(self.best)
+
+    def selected_rows(self) -> pd.DataFrame:
+        """Per-question rows of each pairing's selected configuration (without the diagnostic hybrid unless
+        it was selected)."""
+        names = {str(h) for h in self.ids()}
+        return self.per_question[self.per_question["retriever"].isin(names)].reset_index(drop=True)
+
+
+def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame], qrels: pd.DataFrame,
+                   types: pd.Series, pairings: Sequence[tuple[RetrieverId, RetrieverId]], diagnostic: HybridId,
+                   ks: Sequence[int], write_run: Callable[[HybridId, pd.DataFrame], None] | None = None) -> Hybrids:
+    """The paper's selection from a :func:`sweep_pairings` table: each pairing's β under min-max fusion, the best
+    pairing (:func:`select_overall`), and per-question metrics at ``ks`` of each selected configuration and the
+    diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's fused
+    ranking (the study writes its TREC file)."""
+    macro_table = macro_by_configuration(swept)
+    best = best_per_pairing(macro_table[macro_table["fusion"] == PAPER_FUSION])
+    [selected] = hybrid_ids(pd.DataFrame([select_overall(best, pairings)]))
+    configurations = hybrid_ids(best)
+    frames = []
+    for hybrid in configurations + ([diagnostic] if diagnostic not in configurations else []):
+        fused = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+        if write_run is not None and hybrid in configurations:
+            write_run(hybrid, fused)
+        frames.append(per_question_rows(fused, str(hybrid), qrels, types, ks))
+    return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True))

@@ -17,16 +17,19 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import signal
+import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from queue import Empty
 
+import pandas as pd
 from sqlalchemy import Engine
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
+from pmrag.core import store
 from pmrag.core.store import file_sha256
 from pmrag.ingest import STREAMED_FORMATS, stream_source
 from pmrag.ingest.store import StoreReport, already_ingested, keyed_rows, record_same_file, store_batch
@@ -74,6 +77,43 @@ def ingest_files(engine: Engine, jobs: Sequence[tuple[Path, str]], *, permissive
             continue
         batch, rows = next(parsed)
         yield batch, store_batch(engine, batch, sha, rows, merge=options.merge_exports)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ingested:
+    """A study's ingest: per input file what was read, stored, already present and rejected (``report``), and
+    what the store then holds: messages (by source, time, position), questions, their message-level evidence and
+    the rejected records."""
+
+    report: pd.DataFrame
+    messages: pd.DataFrame
+    questions: pd.DataFrame
+    evidence: pd.DataFrame
+    rejections: pd.DataFrame
+
+
+def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, dataset: DatasetSection,
+                 display: Callable[[Path], str] = lambda path: path.name) -> Ingested:
+    """Empty the store's ingested tables, ingest ``files`` (in ``dataset.format``) and the questions file, and
+    read back what was stored.  A file with nothing to store gets a warning line on stderr; ``display`` names a
+    file in the report (a path the study can move with: relative, never absolute)."""
+    with engine.begin() as conn:
+        for table in (store.messages, store.questions, store.question_evidence, store.files, store.rejections):
+            conn.execute(table.delete())
+    jobs = [(Path(path), dataset.format) for path in files] + ([(Path(questions), "questions-json")] if questions else [])
+    reports = []
+    for batch, report in ingest_files(engine, jobs, permissive=dataset.permissive, options=dataset):
+        if batch.empty:
+            print(f"warning: {batch.path}: no message or question found; is it a chat export?", file=sys.stderr)
+        row = dataclasses.asdict(report)
+        row["path"] = display(Path(row["path"]))
+        row["same_as"] = row["same_as"] and display(Path(row["same_as"]))
+        reports.append(row)
+    return Ingested(pd.DataFrame(reports),
+                    store.read_table(engine, "messages", ("source", "occurred_at", "source_order")),
+                    store.read_table(engine, "questions", ("question_id",)),
+                    store.read_table(engine, "question_evidence", ("question_id", "message_id")),
+                    store.read_table(engine, "rejections", ("sha256", "location")))
 
 
 def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: DatasetSection | None = None,

@@ -280,3 +280,8 @@ def check_columns(spec: TableSpec, columns) -> None:
     """A ``ValueError`` naming the table when a fixed-layout table is saved with other columns."""
     if spec.columns is not None and tuple(map(str, columns)) != spec.columns:
         raise ValueError(f"table {spec.name} must have columns {list(spec.columns)}, got {list(map(str, columns))}")
+
+
+def produced_by(notebook: str) -> list[str]:
+    """The run-folder files (tables, then figures) the notebook named ``notebook`` (its stem) writes."""
+    return [spec.file for spec in [*TABLES.values(), *FIGURES.values()] if spec.notebook == notebook]

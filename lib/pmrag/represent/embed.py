@@ -42,6 +42,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -569,3 +570,34 @@ def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]])
             "sent_chars_max": int(sent.max()), "shortened": int((mine["source_chars"] > sent).sum()),
         })
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class VectorSet:
+    """Where one representation's chunk vectors are: ``path`` relative to the run folder, so a moved run folder
+    keeps them (:meth:`load` checks them against the texts that were sent)."""
+
+    representation: str
+    model_id: str
+    path: str
+
+    @property
+    def sidecar(self) -> str:
+        return str(Path(self.path).with_suffix(".json"))
+
+    def load(self, engine: Engine, run_dir: Path) -> tuple[np.ndarray, list[str]]:
+        """``(matrix, chunk_ids)`` (:func:`load_vectors`)."""
+        return load_vectors(engine, Path(run_dir) / Path(self.path).parent, self.representation, self.model_id)
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    """Every question's vector, in question ID order."""
+
+    matrix: np.ndarray
+    question_ids: list[str]
+
+    def rows(self, question_ids: Sequence[str]) -> np.ndarray:
+        """The vectors of ``question_ids``, in that order."""
+        row = {q: i for i, q in enumerate(self.question_ids)}
+        return self.matrix[[row[q] for q in question_ids]]

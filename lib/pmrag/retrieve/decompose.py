@@ -75,12 +75,12 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from pmrag.core.errors import PmragError
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import DecompositionSection, SummarizerSection
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import Ranker, rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries, Ranked, RetrieverComponent
+from pmrag.retrieve.retrievers import SUB_QUERIES, BM25Retriever, Corpus, Queries, Ranked, RetrieverComponent
 
 STEP = "decomposition"
 DECOMPOSE_PROMPT_FILES = {STEP: ("decompose_system", "decompose_user")}
@@ -471,7 +471,6 @@ class DecompRetriever(RetrieverComponent):
 
     method = "decomp"
     sections = ("decomposition.rrf_k", "bm25")
-    modules = ("pmrag.retrieve.decompose", "pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
@@ -485,16 +484,17 @@ class DecompRetriever(RetrieverComponent):
         return RetrieverId(rid.representation, rid.variant)
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return ("decomposition", *RETRIEVERS.get(rid.variant).needs(cls.base_id(rid)))
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (SUB_QUERIES, *RETRIEVERS.get(rid.variant).needs(cls.base_id(rid)))
 
     @classmethod
     def files(cls, rid: RetrieverId, params) -> list[Path]:
         return RETRIEVERS.get(rid.variant).files(cls.base_id(rid), params)
 
     @classmethod
-    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(cls.modules + tuple(RETRIEVERS.get(rid.variant).all_modules(cls.base_id(rid)))))
+    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
+        base = RETRIEVERS.get(rid.variant)
+        return (base, *base.uses(cls.base_id(rid)))
 
     @classmethod
     def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
@@ -517,7 +517,7 @@ class DecompRetriever(RetrieverComponent):
         return scores, (scores > 0 if self.params.bm25.zero_scores == "drop" else None)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
-        found: SubQueries = corpus.upstream("decomposition")
+        found: SubQueries = corpus.upstream(SUB_QUERIES)
         texts, owner, rows = found.rows_for(queries.question_ids)
         n = len(queries.question_ids)
         owner = np.concatenate([np.arange(n, dtype=np.int64), owner])

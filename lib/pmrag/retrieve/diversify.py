@@ -42,12 +42,12 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve import expansion  # a module import: registry.py imports both, either may come first
 from pmrag.retrieve.dense import l2_normalise
 from pmrag.retrieve.ranking import as_time_ns
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, RetrieverComponent
+from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, RetrieverComponent, vectors_of
 
 BASE_METHODS = ("bm25", "vector", "session")
 NS_PER_HOUR = 3_600_000_000_000
@@ -141,8 +141,6 @@ class MMRRetriever(RetrieverComponent):
     # every base's sections (bm25, vector, session), so a base's params change re-ranks (the stage reads
     # ``sections`` per class, not per retriever)
     sections = ("diversify", "bm25", "expansion")
-    modules = ("pmrag.retrieve.diversify", "pmrag.retrieve.expansion", "pmrag.retrieve.dense",
-               "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
@@ -160,17 +158,17 @@ class MMRRetriever(RetrieverComponent):
         return RETRIEVERS.get(cls.base_id(rid).method)
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
         base = cls.base_id(rid)
-        return tuple(dict.fromkeys((*cls.base_class(rid).needs(base), f"vectors:{rid.representation}")))
+        return tuple(dict.fromkeys((*cls.base_class(rid).needs(base), vectors_of(rid.representation))))
 
     @classmethod
     def files(cls, rid: RetrieverId, params) -> list[Path]:
         return cls.base_class(rid).files(cls.base_id(rid), params)
 
     @classmethod
-    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*cls.modules, *cls.base_class(rid).all_modules(cls.base_id(rid)))))
+    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
+        return (cls.base_class(rid), *cls.base_class(rid).uses(cls.base_id(rid)))
 
     @classmethod
     def packages(cls, rid: RetrieverId) -> tuple[str, ...]:

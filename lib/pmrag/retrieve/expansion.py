@@ -32,7 +32,7 @@ Units (the variant):
   - Deterministic: SciPy's linkage has no randomness and blocks follow the stored chunk order; unit numbers
     are the order of each unit's first chunk.
 
-The chunks' ``source`` and ``session_index`` come from the ``chunks`` stage (``corpus.upstream("chunks")``),
+The chunks' ``source`` and ``session_index`` come from the ``chunks`` stage (``corpus.table``),
 aligned to the corpus by ``chunk_id`` (:func:`chunk_attributes`).
 """
 
@@ -43,19 +43,20 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, RetrieverComponent, ranked_from_scores
+from pmrag.retrieve.retrievers import (QUERY_VECTORS, Corpus, Queries, Ranked, RetrieverComponent, ranked_from_scores,
+                                       vectors_of)
 
 MAX_CLUSTER_BLOCK = 2000
 
 
 def chunk_attributes(corpus: Corpus, columns: Sequence[str]) -> pd.DataFrame:
     """The chunks stage's ``columns`` for the corpus's chunks, in corpus order (aligned by ``chunk_id``)."""
-    if corpus.upstream is None:
-        raise ValueError("the corpus gives no upstream stages; the chunks frame (source, session_index) is needed")
-    chunks = corpus.upstream("chunks")
+    if corpus.table is None:
+        raise ValueError("the corpus gives no chunk table; the chunks frame (source, session_index) is needed")
+    chunks = corpus.table
     missing = [c for c in ("chunk_id", *columns) if c not in chunks.columns]
     if missing:
         raise ValueError(f"the chunks frame lacks column(s) {', '.join(missing)}")
@@ -150,15 +151,14 @@ class SessionRetriever(RetrieverComponent):
 
     method = "session"
     sections = ("expansion",)
-    modules = ("pmrag.retrieve.expansion", "pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return ("", "cluster")
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return (f"vectors:{rid.representation}", "query_vectors")
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (vectors_of(rid.representation), QUERY_VECTORS)
 
     def units(self, corpus: Corpus, vectors: np.ndarray) -> np.ndarray:
         """The unit number of every corpus chunk (session, or cluster of ``vectors``: the variant)."""

@@ -205,7 +205,6 @@ class SudachiTokenizer:
     """SudachiPy morphemes (core dictionary) as BM25 tokens, cached (see the module docstring)."""
 
     name = "sudachi"
-    modules = ("pmrag.retrieve.lexical",)
     packages = ("sudachipy", "sudachidict_core")   # a dictionary upgrade changes the tokens: the rankings' key
     uses_cache_dir: ClassVar[bool] = True
 
@@ -404,7 +403,6 @@ class CharNgramTokenizer:
 
     n: ClassVar[int]
     name: ClassVar[str]
-    modules = ("pmrag.retrieve.lexical",)
 
     @classmethod
     def from_params(cls, section=None, cache_dir=None) -> CharNgramTokenizer:
@@ -457,7 +455,6 @@ class WordTokenizer:
     """Lower-cased ``\\w\\w+`` words, optionally stemmed (English text's default; see the module docstring)."""
 
     name = "word"
-    modules = ("pmrag.retrieve.lexical",)
     packages = ("PyStemmer",)
 
     def __init__(self, stemmer: str = "none"):

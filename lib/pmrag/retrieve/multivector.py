@@ -27,10 +27,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve.dense import cosine_scores, l2_normalise
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, RetrieverComponent, ranked_from_scores
+from pmrag.retrieve.retrievers import (QUERY_VECTORS, Corpus, Queries, Ranked, RetrieverComponent, ranked_from_scores,
+                                       subvectors_of)
 
 VARIANTS = ("max", "softmax")
 
@@ -88,19 +89,18 @@ class MultiVectorRetriever(RetrieverComponent):
 
     method = "multivec"
     sections = ("multivector",)
-    modules = ("pmrag.retrieve.multivector", "pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return VARIANTS
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return (f"subvectors:{rid.representation}", "query_vectors")
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (subvectors_of(rid.representation), QUERY_VECTORS)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         representation = self.rid.representation
-        sub = corpus.upstream(f"subvectors:{representation}")
+        sub = corpus.upstream(subvectors_of(representation))
         if sub.representation != representation or not np.array_equal(sub.chunk_ids, corpus.chunk_ids):
             raise RuntimeError(f"sub-window vectors of {representation} are not in chunk order; recompute the "
                                f"subvectors:{representation} stage")

@@ -108,7 +108,6 @@ class RM3Retriever(BM25Retriever):
     """BM25 with RM3 pseudo-relevance feedback over one representation; the variant names the tokenizer."""
 
     method = "rm3"
-    modules = ("pmrag.retrieve.prf", "pmrag.retrieve.bm25", "pmrag.retrieve.retrievers")
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         section = self.params.bm25

@@ -4,11 +4,12 @@ tie-breaks (:mod:`pmrag.retrieve.ranking`).
 A component is a class registered under its method name (``bm25``, ``vector``); the study builds one per
 :class:`~pmrag.core.names.RetrieverId` in ``retrieval.retrievers``.  What the stage graph needs to know to
 cache its rankings correctly is declared on the class: the upstream stages it reads (:meth:`needs`), the
-params sections (``sections``), its source modules (``modules``) and input files (:meth:`files`).  The
-ranking stage gives it only what it declared.
+params sections (``sections``), the other components it runs (:meth:`uses`), input files (:meth:`files`) and
+packages (:meth:`packages`); the code it runs is found from its class's module.  The ranking stage gives it
+only what it declared.
 
-To add a method: subclass :class:`RetrieverComponent`, set ``method``, ``sections`` and ``modules``,
-implement :meth:`~RetrieverComponent.needs` and :meth:`~RetrieverComponent.rank`, and register it with
+To add a method: subclass :class:`RetrieverComponent`, set ``method`` and ``sections``, implement
+:meth:`~RetrieverComponent.needs` and :meth:`~RetrieverComponent.rank`, and register it with
 ``RETRIEVERS.register(method)``.
 """
 
@@ -22,26 +23,43 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
 
 DEFAULT_TOKENIZER = "regex"
+# the upstream stages a component may read (:meth:`RetrieverComponent.needs`)
+TEXTS = StageKey("representations")
+QUERY_VECTORS = StageKey("query_vectors")
+MEMORY_GRAPH = StageKey("graph")
+INTEREST_RELEVANCE = StageKey("interest_relevance")
+SUB_QUERIES = StageKey("decomposition")
+
+
+def vectors_of(representation: str) -> StageKey:
+    """The stage of a representation's chunk vectors."""
+    return StageKey("vectors", representation)
+
+
+def subvectors_of(representation: str) -> StageKey:
+    """The stage of a representation's sub-window vectors (multi-vector retrieval)."""
+    return StageKey("subvectors", representation)
 
 
 @dataclass(frozen=True)
 class Corpus:
     """The chunks in their stored order; representation texts and vectors are fetched only when used, and so
-    is any other upstream stage a component declared in :meth:`RetrieverComponent.needs` (``upstream(name)``:
+    is any other upstream stage a component declared in :meth:`RetrieverComponent.needs` (``upstream(key)``:
     the memory graph for the graph retriever)."""
 
     chunk_ids: np.ndarray
     start_times: np.ndarray
     texts: Callable[[str], list[str]]
     vectors: Callable[[str], np.ndarray]
-    upstream: Callable[[str], object] | None = None
+    upstream: Callable[[StageKey], object] | None = None
+    table: pd.DataFrame | None = None      # the chunks stage's table (source, session_index, ...), in this order
 
 
 @dataclass(frozen=True)
@@ -67,7 +85,6 @@ class RetrieverComponent:
 
     method: ClassVar[str]
     sections: ClassVar[tuple[str, ...]] = ()
-    modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, rid: RetrieverId, params):
         if rid.method != self.method:
@@ -81,7 +98,7 @@ class RetrieverComponent:
         return ("",)
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
         """Upstream stages the ranking reads, besides the chunks and the evaluable questions."""
         raise NotImplementedError
 
@@ -91,8 +108,10 @@ class RetrieverComponent:
         return []
 
     @classmethod
-    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return cls.modules
+    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
+        """The other components the ranking runs (a tokenizer, a base retriever and what it uses): their code
+        enters the ranking's key with the component's own."""
+        return ()
 
     @classmethod
     def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
@@ -123,7 +142,6 @@ class BM25Retriever(RetrieverComponent):
 
     method = "bm25"
     sections = ("bm25",)
-    modules = ("pmrag.retrieve.bm25", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
@@ -134,16 +152,16 @@ class BM25Retriever(RetrieverComponent):
         return TOKENIZERS.get(rid.variant or DEFAULT_TOKENIZER)
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return ("representations",)
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (TEXTS,)
 
     @classmethod
     def files(cls, rid: RetrieverId, params) -> list[Path]:
         return cls.tokenizer_class(rid).files(params.bm25)
 
     @classmethod
-    def all_modules(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(cls.modules + ("pmrag.retrieve.lexical",) + tuple(cls.tokenizer_class(rid).modules)))
+    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
+        return (cls.tokenizer_class(rid),)
 
     @classmethod
     def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
@@ -173,11 +191,10 @@ class VectorRetriever(RetrieverComponent):
     """Cosine similarity of the question's vector and each chunk's vector of one representation (§5.2)."""
 
     method = "vector"
-    modules = ("pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return (f"vectors:{rid.representation}", "query_vectors")
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (vectors_of(rid.representation), QUERY_VECTORS)
 
     @classmethod
     def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
@@ -198,23 +215,22 @@ class GraphRetriever(RetrieverComponent):
 
     method = "graph"
     sections = ("graph.relevance_threshold", "graph.max_chosen_interests")
-    modules = ("pmrag.retrieve.graph_interest", "pmrag.retrieve.dense", "pmrag.retrieve.retrievers")
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return ("interest",)
 
     @classmethod
-    def needs(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return ("graph", "interest_relevance", f"vectors:{rid.representation}", "query_vectors")
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return (MEMORY_GRAPH, INTEREST_RELEVANCE, vectors_of(rid.representation), QUERY_VECTORS)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         from pmrag.retrieve import graph_interest as gi
 
         section = self.params.graph
-        built = corpus.upstream("graph")
+        built = corpus.upstream(MEMORY_GRAPH)
         index = gi.InterestIndex.from_graph(built.graph, list(corpus.chunk_ids))
-        relevance = corpus.upstream("interest_relevance").rows(queries.question_ids)
+        relevance = corpus.upstream(INTEREST_RELEVANCE).rows(queries.question_ids)
         chosen = gi.choose_interests(relevance, section.relevance_threshold, section.max_chosen_interests)
         weights = gi.graph_scores(chosen, relevance, index.membership)
         similarity = cosine_scores(corpus.vectors(self.rid.representation), queries.vectors())

@@ -212,7 +212,6 @@ class RegexTokenizer:
     """The paper's tokenizer as a BM25 tokenizer component (registered as ``regex``; the default variant)."""
 
     name = "regex"
-    modules = ("pmrag.retrieve.tokenizer",)
 
     def __init__(self, spec: TokenizerSpec):
         self.spec = spec

@@ -1,9 +1,8 @@
 """``Study``: the facade a notebook holds — the run folder, the store, the stage engine and its memo.
 
 It holds no logic of its own: each accessor asks the engine for a stage's result (memoised in this
-process, cached on disk by a key over code, params and data; see :mod:`pmrag.study.engine`) or reads a
-store table that stage wrote.  Every computation lives in the pipeline's modules, declared in
-:mod:`pmrag.study.stages`.
+process, cached on disk by a key over code, params and data; see :mod:`pmrag.study.engine`) or a part of it.
+Every computation lives in the pipeline's modules, called by the stages of :mod:`pmrag.study.stages`.
 """
 
 from __future__ import annotations
@@ -16,12 +15,17 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core import store
-from pmrag.core.names import RetrieverId
+from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import StudyParams
+from pmrag.evaluate.coverage import Coverage
+from pmrag.evaluate.gold import EvaluationSet
+from pmrag.evaluate.sweep import Hybrids
 from pmrag.present.artifacts import FigureSpec, TableSpec, check_columns
+from pmrag.represent.embed import QueryVectors
+from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
 from pmrag.study.params import load_params
-from pmrag.study.stages import Coverage, EvaluationSet, Hybrids, QueryVectors, build_stages, notebook_stages
+from pmrag.study.pipeline import build_stages, file_label
 
 
 STAND_IN_COLUMN = "summarizer"
@@ -47,11 +51,11 @@ class Study:
         self.run_dir = params.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = store.open_store(self.run_dir / "study.sqlite")
-        computed = build_stages(params)
-        self.computed_stages = tuple(stage.name for stage in computed)
-        stages = computed + notebook_stages(params, list(notebooks), computed)
-        self.engine = Engine(stages, params, self.store, self.run_dir)
-        self.engine.progress = "JPY_SESSION_NAME" in os.environ
+        stages = build_stages(params, list(notebooks))
+        self.computed_stages = tuple(str(stage.key) for stage in stages if stage.key.name != "notebook")
+        runtime = Runtime(self.store, self.run_dir, Path(params.cache_dir), Path(params.notebooks_dir), params.path,
+                          params.allow_remote, params.proxy, progress="JPY_SESSION_NAME" in os.environ)
+        self.engine = Engine(stages, runtime, file_label(params))
 
     @classmethod
     def from_params(cls, path, notebooks: Sequence[Path] = ()) -> Study:
@@ -59,9 +63,10 @@ class Study:
         return cls(load_params(path), notebooks)
 
     # -- the engine ----------------------------------------------------------------------------------
-    def get(self, name: str):
-        """A stage's result (computed once, then cached and memoised)."""
-        return self.engine.get(name)
+    def get(self, stage: StageKey | str):
+        """A stage's result (computed once, then cached and memoised): ``study.get("hybrids")``,
+        ``study.get(StageKey("vectors", "summary"))``."""
+        return self.engine.get(stage)
 
     def build(self, *, progress: bool | None = None) -> None:
         """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
@@ -104,10 +109,10 @@ class Study:
     # -- stage results -------------------------------------------------------------------------------
     def ingest_report(self) -> pd.DataFrame:
         """Per input file: read / stored / already present / rejected, encoding and dialect."""
-        return self.get("ingest")
+        return self.get("ingest").report
 
     def chunks(self) -> pd.DataFrame:
-        return self.get("chunks")
+        return self.get("chunks").chunks
 
     def evaluation(self) -> EvaluationSet:
         """The evaluable questions (primary gold in some chunk) and their qrels."""
@@ -134,19 +139,16 @@ class Study:
 
     def vectors(self, representation: str) -> tuple[np.ndarray, list[str]]:
         """``(matrix, chunk_ids)`` of one representation, checked against the texts that were sent."""
-        from pmrag.represent.embed import load_vectors
-
-        info = self.get(f"vectors:{representation}")
-        return load_vectors(self.store, Path(info.path).parent, representation, info.model_id)
+        return self.get(StageKey("vectors", representation)).load(self.store, self.run_dir)
 
     def vector_summary(self) -> pd.DataFrame:
         """Per embedded representation: model, rows, dimension, and the length of the text actually sent."""
         from pmrag.represent.embed import vector_summary
+        from pmrag.study.items import embedded_representations
 
-        from pmrag.study.stages import embedded_representations
-
-        infos = [self.get(f"vectors:{r}") for r in embedded_representations(self.params)]
-        return vector_summary(self.store, [(i.representation, i.model_id, Path(i.path).parent) for i in infos])
+        infos = [self.get(StageKey("vectors", r)) for r in embedded_representations(self.params)]
+        return vector_summary(self.store, [(i.representation, i.model_id, self.run_dir / Path(i.path).parent)
+                                           for i in infos])
 
     def query_vectors(self) -> QueryVectors:
         return self.get("query_vectors")
@@ -156,7 +158,7 @@ class Study:
 
     def ranked(self, retriever: RetrieverId | str):
         """One retriever's :class:`~pmrag.retrieve.retrievers.Ranked` (rankings and matching-chunk counts)."""
-        return self.get(f"runs:{RetrieverId.parse(str(retriever))}")
+        return self.get(StageKey("runs", str(RetrieverId.parse(str(retriever)))))
 
     def rankings(self) -> dict[str, pd.DataFrame]:
         """Every single retriever's rankings, by name, in the configured order."""
@@ -199,12 +201,12 @@ class Study:
         return self.get("interest_relevance")
 
     def statistics(self):
-        """:class:`~pmrag.study.stages.SelectionStatistics`: selection-aware intervals, evidence groups, adjusted
-        comparisons and power (issue 16)."""
+        """:class:`~pmrag.evaluate.statistics.SelectionStatistics`: selection-aware intervals, evidence groups,
+        adjusted comparisons and power (§8.1, §9.1)."""
         return self.get("statistics")
 
     def graph_evaluation(self):
-        """:class:`~pmrag.study.stages.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
+        """:class:`~pmrag.evaluate.graph_eval.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
         choices made on the tuning part of the questions."""
         return self.get("graph_evaluation")
 
@@ -213,30 +215,26 @@ class Study:
 
     # -- store tables --------------------------------------------------------------------------------
     def messages(self) -> pd.DataFrame:
-        self.get("ingest")
-        return store.read_table(self.store, "messages", ("source", "occurred_at", "source_order"))
+        """Every stored message, by source, time and position in its file."""
+        return self.get("ingest").messages
 
     def chunk_messages(self) -> pd.DataFrame:
-        self.get("chunks")
-        return store.read_table(self.store, "chunk_messages", ("chunk_id", "position"))
+        """Which messages each chunk holds, by chunk and position (the paper's line_chunk_messages)."""
+        return self.get("chunks").members
 
     def questions(self) -> pd.DataFrame:
         """Every question ingested (evaluable or not); :meth:`evaluation` has the evaluable ones."""
-        self.get("ingest")
-        return store.read_table(self.store, "questions", ("question_id",))
+        return self.get("ingest").questions
 
     def question_evidence(self) -> pd.DataFrame:
-        self.get("ingest")
-        return store.read_table(self.store, "question_evidence", ("question_id", "message_id"))
+        return self.get("ingest").evidence
 
     def qrels(self) -> pd.DataFrame:
         """Chunk-level gold of every question (:meth:`evaluation` has the evaluable questions' only)."""
-        self.get("chunks")
-        return store.read_table(self.store, "qrels", ("question_id", "chunk_id"))
+        return self.get("chunks").qrels
 
     def rejections(self) -> pd.DataFrame:
-        self.get("ingest")
-        return store.read_table(self.store, "rejections", ("sha256", "location"))
+        return self.get("ingest").rejections
 
     # -- outputs -------------------------------------------------------------------------------------
     def path(self, *parts: str) -> Path:

@@ -26,6 +26,10 @@ from pmrag.core.errors import ParamsError
 from pmrag.core.params import StudyParams
 
 SHIPPED_PROMPT_SETS = ("ja", "en")
+PATH_KEYS = ("dataset.inputs", "dataset.questions", "representations.prompts", "bm25.tokenizer_spec")
+"""Keys whose values are paths (resolved against the params file's folder; a shipped prompt set is a name)."""
+FOLDER_KEYS = ("outputs_dir", "notebooks_dir", "cache_dir")
+"""Where a study's outputs, notebooks and caches are: locations, never part of what a result is."""
 MAX_PARAMS_BYTES = 1 << 20   # 1 MiB; the demo's params file is about 3 KB
 MAX_DEPTH = 20               # mapping/list levels; a params file uses 3
 
@@ -235,8 +239,7 @@ def load_params(path) -> StudyParams:
         prompts = _existing(base, prompts, "folder", origin, "representations.prompts")
     spec = params.bm25.tokenizer_spec and _existing(base, params.bm25.tokenizer_spec, "file", origin,
                                                     "bm25.tokenizer_spec")
-    folders = {name: _resolve(base, getattr(params, name), origin, name)
-               for name in ("outputs_dir", "notebooks_dir", "cache_dir")}
+    folders = {name: _resolve(base, getattr(params, name), origin, name) for name in FOLDER_KEYS}
     for name in ("outputs_dir", "cache_dir"):   # written to; a missing notebooks_dir is the runner's to report
         _require_creatable_folder(folders[name], origin, name)
     resolved = params.model_copy(update={

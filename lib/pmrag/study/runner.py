@@ -28,7 +28,8 @@ from pathlib import Path
 from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
 from pmrag.study.notebooks import execute_notebook
-from pmrag.study.stages import NOTEBOOKS_DIR
+from pmrag.core.names import StageKey
+from pmrag.study.stages import NOTEBOOKS_DIR, notebook_value
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
 LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``
@@ -122,7 +123,7 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
             run.stage_seconds[line["stage"]] = line["seconds"]
     write_environment(params.run_dir, params, {n: study.engine.key(n) for n in study.computed_stages})
     out_dir = params.run_dir / NOTEBOOKS_DIR
-    stale = [nb for nb in notebooks if not study.engine.is_current(f"notebook:{nb.stem}")]
+    stale = [nb for nb in notebooks if not study.engine.is_current(StageKey("notebook", nb.stem))]
     for nb in notebooks:
         if nb not in stale:
             _say(progress, f"[cached] {nb.name}")
@@ -142,6 +143,7 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
             f"notebook {first.name} failed in cell {error['cell_index']} (execution count {error['exec_count']}): "
             f"{error['ename']}: {error['evalue']} — executed copy: {target}")
     run.notebooks = [out_dir / nb.name for nb in notebooks]
+    draw_graph(params)
     title = f"Study run `{params.run}`: {params.description or params.path.name}"
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
@@ -319,13 +321,27 @@ def _record(study, run: StudyRun, notebook: Path, result: dict, failures: dict) 
         failures[notebook] = (result["error"], result["notebook"])
         return False
     run.notebook_seconds[notebook.name] = result["seconds"]
-    study.engine.finish(f"notebook:{notebook.stem}", result, result["seconds"])
+    study.engine.finish(StageKey("notebook", notebook.stem), notebook_value(notebook.stem, result), result["seconds"])
     return True
 
 
 def _say(progress: bool, text: str) -> None:
     if progress:
         print(text, file=sys.stderr, flush=True)
+
+
+def draw_graph(params, out: Path | None = None) -> list[Path]:
+    """Draw the study's computation stages and what each reads (``pmrag graph``) into ``out`` (default
+    ``<run>/stage_graph``) as SVG and PNG, computing nothing; returns the two paths."""
+    from pmrag.present.stage_graph import GRAPH_FILE, draw_stage_graph
+    from pmrag.study.pipeline import build_stages
+
+    params = load_params(params) if not hasattr(params, "run_dir") else params
+    stages = build_stages(params)
+    edges = [(need, stage.key) for stage in stages for need in stage.needs]
+    title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; every numbered notebook follows all of "
+             "them")
+    return draw_stage_graph([stage.key for stage in stages], edges, out or params.run_dir / GRAPH_FILE, title)
 
 
 def status_lines(params_path) -> list[str]:

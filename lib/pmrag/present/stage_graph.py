@@ -1,0 +1,64 @@
+"""A drawing of a study's stage graph: stages in columns by depth (a stage stands right of everything it reads),
+one colour per stage name, an arrow per declared read.  Written as SVG and PNG by ``pmrag graph`` and linked from
+the run README."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pmrag.core.names import StageKey
+
+GRAPH_FILE = "stage_graph"   # <run>/stage_graph.svg and .png
+
+
+def depths(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, StageKey]]) -> dict[StageKey, int]:
+    """Each stage's column: 0 for a stage that reads no other, else one more than the deepest stage it reads
+    (``nodes`` in dependency order: every stage after what it reads)."""
+    reads: dict[StageKey, list[StageKey]] = {node: [] for node in nodes}
+    for upstream, stage in edges:
+        reads[stage].append(upstream)
+    column: dict[StageKey, int] = {}
+    for node in nodes:
+        column[node] = 1 + max((column[u] for u in reads[node]), default=-1)
+    return column
+
+
+def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, StageKey]], out: Path,
+                     title: str) -> list[Path]:
+    """Draw the graph into ``out`` with the suffixes ``.svg`` and ``.png``; returns both paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    column = depths(nodes, edges)
+    rows: dict[int, list[StageKey]] = {}
+    for node in nodes:
+        rows.setdefault(column[node], []).append(node)
+    tallest = max(len(members) for members in rows.values())
+    position = {node: (c, (len(members) - 1) / 2 - i) for c, members in rows.items() for i, node in enumerate(members)}
+    names = list(dict.fromkeys(node.name for node in nodes))
+    palette = plt.get_cmap("tab20")
+    colour = {name: palette(i % 20) for i, name in enumerate(names)}
+    width, height = 2.6 * len(rows) + 1, 0.32 * tallest + 1.2
+    fig, ax = plt.subplots(figsize=(width, height))
+    for upstream, stage in edges:
+        (x0, y0), (x1, y1) = position[upstream], position[stage]
+        ax.annotate("", xy=(x1 - 0.42, y1), xytext=(x0 + 0.42, y0),
+                    arrowprops=dict(arrowstyle="-|>", lw=0.5, alpha=0.35, color=colour[upstream.name],
+                                    shrinkA=0, shrinkB=0))
+    for node, (x, y) in position.items():
+        ax.text(x, y, str(node), ha="center", va="center", fontsize=7,
+                bbox=dict(boxstyle="round,pad=0.25", fc=colour[node.name], ec="none", alpha=0.55))
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_ylim(-tallest / 2 - 0.2, tallest / 2 + 0.2)
+    ax.axis("off")
+    ax.set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    written = [Path(out).with_suffix(suffix) for suffix in (".svg", ".png")]
+    for path in written:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110, metadata={"Date": None} if path.suffix == ".svg" else {"Software": None})
+    plt.close(fig)
+    return written

@@ -1,0 +1,67 @@
+"""The code a stage runs, found from its function: its own source and the same-module helpers it calls (a change
+there re-keys it), the package modules it reaches (transitively, nested imports too), never a name that is only
+a parameter, and never the orchestration layer."""
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+
+from pmrag.study import stages
+from pmrag.study.closure import function_code, imports_of, module_closure
+import ast
+
+MODULE = '''
+from pmrag.evaluate import metrics
+
+LIMIT = {limit}
+
+
+def helper(x):
+    return x + LIMIT
+
+
+def stage_function(runs, qrels):
+    from pmrag.evaluate.sweep import select_best
+    total = helper(len(runs))
+    return [metrics, select_best, total, {{r for r in runs}}]
+
+
+def runs():
+    from pmrag.demo import generate_corpus
+'''
+
+
+def load(tmp_path, monkeypatch, limit: int, name: str):
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(MODULE.format(limit=limit)), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_a_stage_keys_on_its_helpers_and_constants_and_reaches_the_modules_it_uses(tmp_path, monkeypatch):
+    first = load(tmp_path, monkeypatch, 1, "stage_mod_a")
+    sources, modules, _ = function_code(first.stage_function)
+    assert modules == {"pmrag.evaluate.metrics", "pmrag.evaluate.sweep"}
+    assert len(sources) == 3 and "LIMIT = 1" in sources   # the function, its helper, the constant
+    # `runs` is a parameter: the same-module function of that name (which imports pmrag.demo) is not followed
+    assert "pmrag.demo" not in module_closure(modules)
+    second = load(tmp_path, monkeypatch, 2, "stage_mod_b")
+    assert function_code(second.stage_function)[0] != sources
+
+
+def test_the_closure_follows_nested_imports_and_adds_parent_packages():
+    closure = module_closure(["pmrag.evaluate.sweep"])
+    assert {"pmrag", "pmrag.evaluate", "pmrag.evaluate.metrics", "pmrag.retrieve.fusion", "pmrag.core.frames"} <= set(closure)
+    assert not any(name.startswith("pmrag.study") for name in module_closure(["pmrag.evaluate.sweep", "pmrag.study.facade"]))
+    tree = ast.parse("def f():\n    from pmrag.retrieve import bm25, registry\n    import pmrag.core.store\n")
+    assert imports_of(tree) == [(2, "pmrag.retrieve.bm25"), (2, "pmrag.retrieve.registry"), (3, "pmrag.core.store")]
+
+
+def test_the_statistics_stage_reaches_every_module_its_functions_run():
+    _, modules, _ = function_code(stages.statistics)
+    closure = module_closure(modules)
+    for name in ("pmrag.evaluate.statistics", "pmrag.evaluate.selection", "pmrag.evaluate.groups",
+                 "pmrag.evaluate.multiplicity", "pmrag.evaluate.power", "pmrag.core.frames", "pmrag.retrieve.fusion"):
+        assert name in closure, name
+    assert "pmrag.demo" not in closure and "pmrag.ingest.line_txt" not in closure
