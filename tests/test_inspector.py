@@ -8,8 +8,8 @@ import ipywidgets as widgets
 import pandas as pd
 import pytest
 
-from pmrag.present.inspector import (GOLD_COLUMNS_PER_TABLE, WIDGET_HINT, FailureInspector, InspectorData, abbreviate,
-                                     highlight, render_gold_table, retriever_label)
+from pmrag.present.inspector import (GOLD_COLUMNS_PER_TABLE, WIDGET_HINT, FailureInspector, InspectorData, highlight,
+                                     render_gold_table, retriever_label)
 
 BM25, VEC = "raw_text_bm25", "raw_text_vector"
 HYBRID = "hybrid:raw_text_bm25+raw_text_vector@0.45"
@@ -289,15 +289,7 @@ def test_gold_view_one_row_per_retriever_and_each_text_once(inspector):
     assert re.search(r"<tr[^>]*data-retriever=\"" + re.escape(HYBRID) + r"\">.*?<small>focus</small>", gold)
 
 
-def test_abbreviate_retriever_and_hybrid_names():
-    assert abbreviate("raw_text_bm25") == "raw·bm25"
-    assert abbreviate("embedding_text_vector") == "emb·vec"
-    assert abbreviate("raw_text_bm25_sudachi") == "raw·bm25·sudachi"
-    assert abbreviate("hybrid:raw_text_bm25+embedding_text_vector@0.35") == "raw·bm25 + emb·vec β=.35"
-    assert abbreviate("hybrid:summary_bm25+summary_vector@0.5") == "sum·bm25 + sum·vec β=.50"
-    assert abbreviate("hybrid:summary_bm25+summary_vector@1") == "sum·bm25 + sum·vec β=1.00"
-    assert abbreviate("hybrid:raw_text_bm25+raw_text_vector@0.005") == "raw·bm25 + raw·vec β=.005"
-    assert abbreviate("my_run") == "my_run"  # not a retriever name: unchanged
+def test_retriever_label_is_an_escaped_abbr_of_the_short_label():
     assert retriever_label("x<y>") == '<abbr title="x&lt;y&gt;">x&lt;y&gt;</abbr>'
     assert (retriever_label("hybrid:raw_text_bm25+embedding_text_vector@0.35")
             == '<abbr title="hybrid:raw_text_bm25+embedding_text_vector@0.35">raw·bm25 + emb·vec β=.35</abbr>')

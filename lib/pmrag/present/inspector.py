@@ -19,8 +19,9 @@ and the retriever list offers it.
 
 Layout rule: the inspector reads at a 1,280 px screen without sideways scrolling.  No widget gets a fixed
 width (percentages and max widths only), control rows wrap, and the gold view is a matrix with one row per
-retriever (names abbreviated by :func:`abbreviate`, the full name in the ``title``) and one narrow column per
-gold chunk (at most :data:`GOLD_COLUMNS_PER_TABLE` per table), each chunk's text shown once below it.
+retriever (names shortened by :func:`pmrag.present.labels.short_label`, the full name in the ``title``) and
+one narrow column per gold chunk (at most :data:`GOLD_COLUMNS_PER_TABLE` per table), each chunk's text shown
+once below it.
 
 Stable hooks for browser tests (CSS classes; keep them):
 
@@ -46,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core.frames import require_columns
-from pmrag.core.names import HybridId, InvalidName, RetrieverId, format_beta, is_hybrid, parse_method
+from pmrag.core.names import HybridId, RetrieverId, is_hybrid
+from pmrag.present.labels import short_label
 from pmrag.retrieve.fusion import minmax_fuse
 from pmrag.retrieve.tokenizer import tokenize
 
@@ -66,8 +68,6 @@ TOP_K_COLUMNS = ("rank", "chunk_id", "score", "relevance", "start_at", "speakers
 ALL = "All"
 MAX_K = 20
 GOLD_COLUMNS_PER_TABLE = 12
-REPRESENTATION_ABBREVIATIONS = {"raw_text": "raw", "summary": "sum", "embedding_text": "emb"}
-METHOD_ABBREVIATIONS = {"vector": "vec"}
 WIDGET_HINT = "Failure inspector: run this cell (and the ones above) to use it; widgets need a live kernel."
 CSS_ROOT = "pmrag-inspector"
 CSS_HEADER = "pmrag-inspector-header"
@@ -110,30 +110,6 @@ def preview(text, n_chars: int = PREVIEW_CHARS) -> str:
         return ""
     text = str(text)
     return text if len(text) <= n_chars else text[:n_chars] + "…"
-
-
-def abbreviate(name: str) -> str:
-    """A short label for a retriever or hybrid name (the inspector shows the full name on hover).
-
-    A retriever's representation becomes ``raw`` / ``sum`` / ``emb`` and ``vector`` becomes ``vec``, joined by
-    ``·`` (a variant is kept): ``raw_text_bm25_sudachi`` → ``raw·bm25·sudachi``.  A hybrid is its two parts and
-    β without the leading zero: ``hybrid:raw_text_bm25+embedding_text_vector@0.35`` → ``raw·bm25 + emb·vec
-    β=.35``.  A name that is neither is returned unchanged."""
-    try:
-        method = parse_method(str(name))
-    except InvalidName:
-        return str(name)
-    if isinstance(method, HybridId):
-        beta = format_beta(method.beta)
-        beta = beta[1:] if beta.startswith("0.") else beta
-        return f"{_abbreviate_retriever(method.first)} + {_abbreviate_retriever(method.second)} β={beta}"
-    return _abbreviate_retriever(method)
-
-
-def _abbreviate_retriever(retriever: RetrieverId) -> str:
-    parts = (REPRESENTATION_ABBREVIATIONS.get(retriever.representation, retriever.representation),
-             METHOD_ABBREVIATIONS.get(retriever.method, retriever.method), retriever.variant)
-    return "·".join(p for p in parts if p)
 
 
 def compute_per_question(rankings: Mapping[str, pd.DataFrame], qrels: pd.DataFrame,
@@ -430,8 +406,8 @@ def _rank_cell(rank, k: int) -> str:
 
 
 def retriever_label(name: str) -> str:
-    """``<abbr title="full name">`` :func:`abbreviate` ``(name)`` ``</abbr>``, both escaped."""
-    return f'<abbr title="{html.escape(str(name))}">{html.escape(abbreviate(name))}</abbr>'
+    """``<abbr title="full name">`` :func:`~pmrag.present.labels.short_label` ``(name)`` ``</abbr>``, both escaped."""
+    return f'<abbr title="{html.escape(str(name))}">{html.escape(short_label(name))}</abbr>'
 
 
 def _recalls(metrics: pd.Series | None) -> str:
