@@ -74,6 +74,13 @@ def test_recovery_is_cumulative_over_wider_cutoffs_of_the_same_ranking():
     assert failures.recovery(per_question, 5, (10,))["recovered"].tolist() == [2]
 
 
+def test_recovered_is_a_top_k_failure_that_a_wider_cutoff_finds():
+    per_question = rows(["aggregate"] * 4, [0, 0, 0.5, 0], r20=[0.5, 0, 1, 1])
+    assert failures.recovered(per_question, 5, 20).to_dict() == {"q0": True, "q1": False, "q2": False, "q3": True}
+    assert failures.recovered(per_question, 5, 10).to_dict() == {"q0": False, "q1": False, "q2": False, "q3": False}
+    assert failures.recovered(per_question, 5, 20).name == "recovered@20"
+
+
 def test_gold_spread_and_aggregate_summary():
     chunks = pd.DataFrame({
         "chunk_id": list("abcdefghi"), "source": ["s1", "s2", "s1", "s1", "s1", "s1", "s1", "s1", "s1"],

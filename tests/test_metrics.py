@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from pmrag.evaluate.metrics import macro, per_question_metrics, relevance_matrix
+from pmrag.evaluate.metrics import macro, per_question_metrics, per_question_table, relevance_matrix
 
 COLUMNS = ["recall@5", "mrr@5", "ndcg@5"]
 
@@ -121,6 +121,24 @@ def test_dataframe_run_in_any_row_order_equals_the_dict_run():
 def test_columns_follow_ks_then_metrics():
     result = per_question_metrics({"q": ["g"]}, qrels_of({"q": {"g": 2}}), ks=(10, 5), metrics=("ndcg", "recall"))
     assert list(result.columns) == ["ndcg@10", "recall@10", "ndcg@5", "recall@5"]
+
+
+def test_per_question_table_stacks_each_method_in_the_given_order():
+    judged = qrels_of({"q1": {"a": 2}, "q2": {"b": 2, "c": 1}})
+    types = pd.Series({"q1": "single", "q2": "aggregate"})
+    runs = {"second": {"q1": ["x", "a"], "q2": ["b"]}, "first": {"q1": ["a"], "q2": ["c", "x", "y", "z", "w", "b"]}}
+    table = per_question_table(runs, judged, types, ks=(1, 5))
+    assert list(table.columns) == ["retriever", "question_id", "question_type", "recall@1", "mrr@1", "ndcg@1",
+                                   "recall@5", "mrr@5", "ndcg@5"]
+    assert table[["retriever", "question_id", "question_type"]].values.tolist() == [
+        ["second", "q1", "single"], ["second", "q2", "aggregate"], ["first", "q1", "single"], ["first", "q2", "aggregate"]]
+    assert table["recall@1"].tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert table["mrr@5"].tolist() == [0.5, 1.0, 1.0, 0.0]  # first's q2 has b at rank 6
+    empty = per_question_table({}, judged, types, ks=(5, 20))
+    assert empty.empty and list(empty.columns) == ["retriever", "question_id", "question_type", "recall@5", "mrr@5",
+                                                   "ndcg@5", "recall@20", "mrr@20", "ndcg@20"]
+    with pytest.raises(ValueError, match="ks must be"):
+        per_question_table(runs, judged, types, ks=())
 
 
 def test_macro_is_the_mean_over_questions():

@@ -36,6 +36,13 @@ def successes(per_question: pd.DataFrame, k: int) -> pd.Series:
                      name=f"success@{k}")
 
 
+def recovered(per_question: pd.DataFrame, k: int, wider: int) -> pd.Series:
+    """``question_id → bool``: a Top-``k`` failure that the same ranking recovers at the wider cut-off
+    ``wider`` (``recall@k == 0`` and ``recall@wider > 0``, §7.3)."""
+    return pd.Series(~successes(per_question, k).to_numpy() & successes(per_question, wider).to_numpy(),
+                     index=per_question["question_id"].to_numpy(), name=f"recovered@{wider}")
+
+
 def primary_gold_counts(qrels: pd.DataFrame) -> pd.Series:
     """``question_id → |G2(q)|``: the number of primary-gold chunks."""
     return qrels[qrels["relevance"] == PRIMARY].groupby("question_id").size().rename("n_primary")
@@ -89,12 +96,11 @@ def recovery(per_question: pd.DataFrame, k: int = 5, wider: Sequence[int] = (10,
     Columns ``cutoff, failures, recovered, still_failing``; restricted to ``question_type`` when given.
     """
     rows = per_question if question_type is None else per_question[per_question["question_type"] == question_type]
-    failed = ~successes(rows, k).to_numpy()
+    failed = int((~successes(rows, k)).sum())
     out = []
     for cutoff in wider:
-        recovered = int((failed & successes(rows, cutoff).to_numpy()).sum())
-        out.append({"cutoff": cutoff, "failures": int(failed.sum()), "recovered": recovered,
-                    "still_failing": int(failed.sum()) - recovered})
+        found = int(recovered(rows, k, cutoff).sum())
+        out.append({"cutoff": cutoff, "failures": failed, "recovered": found, "still_failing": failed - found})
     return pd.DataFrame(out, columns=["cutoff", "failures", "recovered", "still_failing"])
 
 

@@ -22,7 +22,7 @@ one slice.  The numbers agree with ranx's ``recall@k-l2``, ``mrr@k-l2`` and ``nd
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,6 +111,18 @@ def per_question_rows(run: RunLike, name: str, qrels: pd.DataFrame, types: pd.Se
     metrics.insert(0, "retriever", name)
     metrics.insert(2, "question_type", metrics["question_id"].map(types))
     return metrics
+
+
+def per_question_table(runs: Mapping[str, RunLike], qrels: pd.DataFrame, types: pd.Series,
+                       ks: Iterable[int]) -> pd.DataFrame:
+    """:func:`per_question_rows` of every method of ``runs`` (``{name: run}``), stacked in ``runs``' order;
+    without a run, the empty frame with the same columns."""
+    ks = _validated_ks(ks)
+    frames = [per_question_rows(run, name, qrels, types, ks) for name, run in runs.items()]
+    if not frames:
+        return pd.DataFrame(columns=["retriever", "question_id", "question_type",
+                                     *(f"{metric}@{k}" for k in ks for metric in METRICS)])
+    return pd.concat(frames, ignore_index=True)
 
 
 def macro(per_question: pd.DataFrame) -> pd.Series:

@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from pmrag.core.names import PAPER_FUSION, RetrieverId
+from pmrag.core.names import PAPER_FUSION
+from pmrag.present.labels import short_label
 
 
 def chunk_length_figure(chunks: pd.DataFrame, limit: int):
@@ -51,19 +52,12 @@ def recall_ci_figure(cis: pd.DataFrame, metric: str = "recall@5"):
     return fig
 
 
-def short_name(retriever: str) -> str:
-    """``summary_bm25`` → ``summary BM25``, ``embedding_text_vector`` → ``embedding_text vec`` (legend labels)."""
-    rid = RetrieverId.parse(retriever)
-    kind = {"bm25": "BM25", "vector": "vec"}.get(rid.method, rid.method)
-    return " ".join(part for part in (rid.representation, kind, rid.variant) if part)
-
-
 def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
     """Figures 2–3: a metric of the linear hybrid against β, one line per pairing (the paper's min-max fusion
     only, when the sweep holds other fusions too)."""
     if "fusion" in macro.columns:
         macro = macro[macro["fusion"] == PAPER_FUSION]
-    data = macro.assign(pairing=[f"{short_name(a)} + {short_name(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
+    data = macro.assign(pairing=[f"{short_label(a)} + {short_label(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sns.lineplot(data=data, x="beta", y=metric, hue="pairing", marker="o", ax=ax)
     label = metric.replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")

@@ -1,0 +1,43 @@
+"""Short labels of retrievers and hybrids for narrow places: figure legends and the inspector's gold matrix.
+
+One rule for every view, so a configuration reads the same in a figure and in the inspector; the full name
+(:mod:`pmrag.core.names`) stays where there is room for it (tables, the inspector's hover ``title``).
+"""
+
+from __future__ import annotations
+
+from pmrag.core.names import PAPER_FUSION, HybridId, InvalidName, RetrieverId, format_beta, parse_method
+
+# representations and methods that have a shorter spelling; any other word is kept as it is
+ABBREVIATIONS = {"raw_text": "raw", "summary": "sum", "embedding_text": "emb", "vector": "vec"}
+
+
+def short_label(name: str | RetrieverId | HybridId) -> str:
+    """A short label for a retriever or hybrid, its parts joined by ``·``.
+
+    A retriever's representation and method are abbreviated by :data:`ABBREVIATIONS` and a variant is kept:
+    ``raw_text_bm25_sudachi`` → ``raw·bm25·sudachi``, ``embedding_text_vector`` → ``emb·vec``.  A hybrid is
+    its two retrievers, the fusion when it is not the paper's min–max fusion, and β without the leading zero:
+    ``hybrid:raw_text_bm25+embedding_text_vector@0.35`` → ``raw·bm25 + emb·vec β=.35``,
+    ``hybrid-rrf:…@0.35`` → ``raw·bm25 + emb·vec rrf β=.35``.  A string that is neither name is returned
+    unchanged.
+
+    Parameters
+    ----------
+    name : a :class:`~pmrag.core.names.RetrieverId`, a :class:`~pmrag.core.names.HybridId` or either's name.
+
+    Returns
+    -------
+    str
+    """
+    try:
+        method = name if isinstance(name, (RetrieverId, HybridId)) else parse_method(str(name))
+    except InvalidName:
+        return str(name)
+    if isinstance(method, HybridId):
+        fusion = "" if method.fusion == PAPER_FUSION else f" {method.fusion}"
+        beta = format_beta(method.beta).removeprefix("0")
+        return f"{short_label(method.first)} + {short_label(method.second)}{fusion} β={beta}"
+    parts = (ABBREVIATIONS.get(method.representation, method.representation),
+             ABBREVIATIONS.get(method.method, method.method), method.variant)
+    return "·".join(part for part in parts if part)
