@@ -1,4 +1,4 @@
-"""Issue 11 §1 and §5: no chat text leaves through a proxy, executed notebooks keep no widget state, and the
+"""Privacy: no chat text leaves through a proxy, executed notebooks keep no widget state, and the
 kernel's "without encryption" warning (and a KeyboardInterrupt at shutdown) does not reach the terminal.
 
 The model clients talk real HTTP to fake servers on 127.0.0.1 (tests/responses_server.py for the Responses

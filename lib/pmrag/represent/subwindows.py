@@ -1,4 +1,4 @@
-"""Sub-windows of a representation's text, embedded one vector each, for multi-vector retrieval (issue 15 §2).
+"""Sub-windows of a representation's text, embedded one vector each, for multi-vector retrieval.
 
 A chunk's text is split into its lines, ``text.split("\\n")`` (raw_text: one message per line, so a window is
 ``window_lines`` consecutive messages; a message that itself holds a line break counts as several lines, and
