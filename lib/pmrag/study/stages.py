@@ -811,7 +811,7 @@ def _subvectors(representation: str):
 
 
 def _decomposition(ctx):
-    from pmrag.retrieve.decompose import compute_decomposition
+    from pmrag.retrieve.subqueries import compute_decomposition
 
     return compute_decomposition(ctx)
 
@@ -845,7 +845,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
               outputs=lambda value: [params.run_dir / QRELS_FILE],
               description="evaluable questions and their qrels (qrels.trec)"),
         Stage("summaries", _summaries, needs=("chunks",), params=SUMMARY_PARAMS,
-              modules=("pmrag.represent.summarize", "pmrag.represent.privacy", *STORE_MODULES),
+              modules=("pmrag.represent.summarize", "pmrag.represent.llm", "pmrag.represent.privacy", *STORE_MODULES),
               files=prompt_files(params.representations.prompts, ("summary_system", "summary_user")),
               packages=("openai",) if params.summarizer.backend == "openai" else (), resumable=True,
               finished=_summaries_finished, identity=_summaries_identity,
@@ -886,9 +886,9 @@ def build_stages(params: StudyParams) -> list[Stage]:
             "decomposition", _decomposition, needs=("qrels",),
             params=("decomposition", *EMBEDDING_MODEL_PARAMS, "embedding.query_model",
                     *(SUMMARY_PARAMS if openai_decomposition else ())),
-            modules=("pmrag.retrieve.decompose", "pmrag.retrieve.graph_interest", "pmrag.represent.extract",
-                     "pmrag.represent.extract_llm",
-                     "pmrag.represent.summarize", "pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES),
+            modules=("pmrag.retrieve.subqueries", "pmrag.retrieve.graph_interest", "pmrag.represent.extract",
+                     "pmrag.represent.extract_llm", "pmrag.represent.llm",
+                     "pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES),
             files=prompt_files(params.representations.prompts, DECOMPOSITION_PROMPTS) if openai_decomposition else (),
             packages=(*model_packages, *(("openai",) if openai_decomposition else ("sudachipy", "sudachidict_core"))),
             description=f"sub-queries of every question ({params.decomposition.backend})"))
@@ -901,7 +901,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
     stages.append(Stage(
         "graph", _graph, needs=("ingest", "chunks", "summaries"),
         params=(*GRAPH_BUILD_PARAMS, *EMBEDDING_MODEL_PARAMS, *((*SUMMARY_PARAMS, "graph.interest_batch") if openai_graph else ())),
-        modules=("pmrag.represent.extract", "pmrag.represent.extract_llm", "pmrag.represent.summarize",
+        modules=("pmrag.represent.extract", "pmrag.represent.extract_llm", "pmrag.represent.llm",
                  "pmrag.represent.graph", "pmrag.represent.embed", "pmrag.represent.privacy", *STORE_MODULES),
         files=prompt_files(params.representations.prompts, GRAPH_PROMPTS) if openai_graph else (),
         packages=("sudachipy", "sudachidict_core", "scikit-learn", *model_packages, *(("openai",) if openai_graph else ())),
@@ -913,7 +913,7 @@ def build_stages(params: StudyParams) -> list[Stage]:
                                      ("graph.lexical_weight", "graph.split_mode", "bm25.k1", "bm25.b"))),
         modules=("pmrag.retrieve.graph_interest", "pmrag.retrieve.graph_relevance_llm", "pmrag.retrieve.bm25",
                  "pmrag.retrieve.dense", "pmrag.represent.extract", "pmrag.represent.extract_llm",
-                 "pmrag.represent.summarize", "pmrag.represent.privacy", *STORE_MODULES),
+                 "pmrag.represent.llm", "pmrag.represent.privacy", *STORE_MODULES),
         files=prompt_files(params.representations.prompts, RELEVANCE_PROMPTS) if openai_relevance else (),
         packages=("openai",) if openai_relevance else ("sudachipy", "sudachidict_core"),
         description=f"interest relevance f(q, I) of every question ({params.graph.relevance})"))
