@@ -33,8 +33,8 @@ from bench_retrieval import questions, synthetic_chunks  # noqa: E402
 from pmrag.core.names import RetrieverId  # noqa: E402
 from pmrag.core.params import StudyParams  # noqa: E402
 from pmrag.retrieve.bm25 import BM25Index  # noqa: E402
-from pmrag.retrieve.decompose import (DecompRetriever, build_subqueries, offline_subqueries,  # noqa: E402
-                                      positive_union, rrf_scores)
+from pmrag.retrieve.decompose import DecompRetriever, positive_union, rrf_scores  # noqa: E402
+from pmrag.retrieve.subqueries import build_subqueries, offline_subqueries  # noqa: E402
 from pmrag.retrieve.ranking import Ranker, rankings_from_scores  # noqa: E402
 from pmrag.retrieve.registry import TOKENIZERS  # noqa: E402
 from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries, VectorRetriever  # noqa: E402

@@ -1,19 +1,19 @@
-"""Query decomposition (pmrag.retrieve.decompose) without a model: the offline stand-in's sub-queries, the clean-up
-rules, SubQueries, the stage adapter, and the decomp retriever's RRF against a brute-force fusion (exact fractions,
-the paper's tie-breaks) of the base retrievers' own rankings."""
+"""Query decomposition without a model: the offline stand-in's sub-queries, the clean-up rules, SubQueries and the
+stage (pmrag.retrieve.subqueries), and the decomp retriever's RRF (pmrag.retrieve.decompose) against a brute-force
+fusion (exact fractions, the paper's tie-breaks) of the base retrievers' own rankings."""
 
 from fractions import Fraction
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from pmrag.core.names import RetrieverId
-from pmrag.core.params import DecompositionSection, StudyParams
-from pmrag.retrieve.decompose import (DecompositionError, DecompRetriever, SubQueries, build_subqueries,
-                                      clean_subqueries, compute_decomposition, decompose, group_terms, label,
-                                      offline_subqueries, owner_of, rrf_scores)
+from pmrag.core.params import DecompositionSection, EmbeddingSection, StudyParams
+from pmrag.retrieve.decompose import DecompRetriever, rrf_scores
+from pmrag.retrieve.subqueries import (DecompositionError, SubQueries, build_subqueries, clean_subqueries,
+                                       decompose, decompose_questions, group_terms, label,
+                                       offline_subqueries, owner_of)
 from pmrag.retrieve.ranking import Ranker
 from pmrag.retrieve.registry import RETRIEVERS
 from pmrag.retrieve.retrievers import SUB_QUERIES, BM25Retriever, Corpus, Queries, VectorRetriever
@@ -118,14 +118,29 @@ def test_the_stage_embeds_the_subqueries_as_queries_through_the_studys_embedder(
                         decomposition={"max_subqueries": 2})
     questions = pd.DataFrame({"question_id": ["q2", "q1"], "text": ["Did Mel go hiking in Kyoto with Sam?", "ok?"],
                               "type": ["x", "x"]})
-    qrels = SimpleNamespace(questions=questions)
-    ctx = SimpleNamespace(params=study, store=None, progress=False,
-                          get=lambda name: qrels if name == "qrels" else pytest.fail(name))
-    found = compute_decomposition(ctx)
+    found = decompose_questions(questions["question_id"].tolist(), questions["text"].tolist(), study.decomposition,
+                                embedding=study.embedding, cache_dir=study.cache_dir)
     assert found.question_ids == ("q2", "q1") and found.subqueries == (("Mel hiking", "Kyoto Sam"), ())
     embedder = make_embedder(study.embedding)
     np.testing.assert_allclose(found.matrix, embedder.embed(["Mel hiking", "Kyoto Sam"], "query"), atol=1e-5)
     assert found.label.startswith("offline stand-in") and found.provenance["embedding_model"] == embedder.model_id
+
+
+def test_decompose_questions_takes_explicit_inputs_and_embeds_through_the_cache_folder(tmp_path):
+    from pmrag.represent.embed import EmbeddingCache
+
+    found = decompose_questions(["q2", "q1"], ["Did Mel go hiking in Kyoto with Sam?", "ok?"],
+                                DecompositionSection(max_subqueries=2), embedding=EmbeddingSection(),
+                                cache_dir=tmp_path / "cache")
+    assert found.question_ids == ("q2", "q1") and found.subqueries == (("Mel hiking", "Kyoto Sam"), ())
+    assert found.matrix.shape == (2, 384) and found.owner.tolist() == [0, 0]
+    assert found.provenance["backend"] == "offline" and found.provenance["embedding_model"] == "e5-local/" + \
+        EmbeddingSection().resolved_model
+    with EmbeddingCache(tmp_path / "cache" / "embeddings.sqlite") as cache:
+        assert len(cache) == 2                                     # both sub-queries, as queries
+    with pytest.raises(DecompositionError, match="needs the summarizer section"):
+        decompose_questions(["q1"], ["x?"], DecompositionSection(backend="openai"), embedding=EmbeddingSection(),
+                            cache_dir=tmp_path / "cache")
 
 
 # ------------------------------------------------------------------------------------------ RRF, brute force

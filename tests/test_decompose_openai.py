@@ -1,4 +1,4 @@
-"""Query decomposition by an LLM (pmrag.retrieve.decompose, backend openai) over real HTTP to the local scripted
+"""Query decomposition by an LLM (pmrag.retrieve.subqueries, backend openai) over real HTTP to the local scripted
 Responses server: the sub-queries kept, the requests, the rows of ``graph_extractions`` (step decomposition),
 resume, the failure policies on invalid JSON, the remote guard and key redaction."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.core.params import DecompositionSection, SummarizerSection
+from pmrag.core.params import DecompositionSection, EmbeddingSection, SummarizerSection
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.representations import PROMPTS_DIR
-from pmrag.represent.summarize import SummaryCallError
-from pmrag.retrieve.decompose import (DecompositionStopped, decompose, decomposition_item_id, llm_decomposition,
-                                      load_decomposition_prompts, report_line, validate_decomposition_reply)
+from pmrag.represent.llm import CallError
+from pmrag.retrieve.subqueries import (DecompositionStopped, decompose, decompose_questions, decomposition_item_id,
+                                       llm_decomposition, load_decomposition_prompts, validate_decomposition_reply)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
@@ -58,7 +58,7 @@ def test_the_replies_are_cleaned_and_cut_to_max_subqueries(server, engine):
     assert (report.step, report.status, report.seen, report.ok, report.error, report.calls) == (
         "decomposition", "done", 3, 3, 0, 3)
     assert report.dropped_ids == 3 + 0 + 1                   # q1: a repeat, an empty one, one past the cap
-    assert report_line(report).startswith(f"decomposition run {report.run_id} (openai/gpt-4o-mini): done")
+    assert report.line().startswith(f"decomposition run {report.run_id} (openai/gpt-4o-mini): done")
 
 
 def test_the_requests_carry_the_prompt_files_and_the_question_as_json(server, engine):
@@ -88,6 +88,20 @@ def test_the_openai_backend_is_labelled_with_its_model(server, engine):
     assert found == KEPT and name == "openai gpt-4o-mini (LLM decomposition)"
     assert provenance["prompt_sha256"]["system"] == prompt_sha(PROMPTS_DIR / "en" / "decompose_system.txt")
     assert provenance["base_url"].startswith("http://127.0.0.1") and provenance["max_subqueries"] == 3
+
+
+def test_decompose_questions_runs_the_llm_and_reports_on_stderr(server, engine, tmp_path, capsys):
+    server.script(*(Reply.ok(text) for text in REPLIES))
+    found = decompose_questions(QUESTION_IDS, QUESTIONS, DecompositionSection(backend="openai", max_subqueries=3),
+                                embedding=EmbeddingSection(), cache_dir=tmp_path / "cache",
+                                llm=llm(server.base_url), prompts="en", engine=engine)
+    assert found.subqueries == tuple(KEPT) and found.matrix.shape == (4, 384)
+    assert found.label == "openai gpt-4o-mini (LLM decomposition)"
+    line = found.provenance["calls"]
+    assert line.startswith("decomposition run ") and line.endswith(
+        "seen 3, skipped 0 already ok, ok 3, error 0, calls 3; 4 sub-queries dropped (empty, repeated, the "
+        "question itself or past max_subqueries)")
+    assert line in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------ rows and resume
@@ -190,7 +204,7 @@ def test_malformed_json_is_a_failed_call_naming_the_question(server, engine, pol
     ('{"subqueries": [{"text": "a"}]}', "question 'q1': key 'subqueries' must be a list of strings"),
 ])
 def test_decomposition_replies_are_checked(reply, message):
-    with pytest.raises(SummaryCallError) as raised:
+    with pytest.raises(CallError) as raised:
         validate_decomposition_reply(reply, "q1", "a question", 4)
     assert str(raised.value) == message and not raised.value.retryable
 

@@ -23,9 +23,9 @@ from pmrag.represent.extract_llm import (
     validate_semantic_reply,
 )
 from pmrag.represent.graph import build_graph
+from pmrag.represent.llm import CallError
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.representations import PROMPTS_DIR
-from pmrag.represent.summarize import SummaryCallError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
@@ -266,7 +266,7 @@ def test_an_invalid_interest_reply_under_retry_adds_no_interest_from_its_batch(s
     (semantic().replace('"sentiment": null', '"sentiment": 1'), "memory 'm1': key 'sentiment' must be a string or null"),
 ])
 def test_semantic_replies_are_checked_key_by_key(reply, message):
-    with pytest.raises(SummaryCallError) as raised:
+    with pytest.raises(CallError) as raised:
         validate_semantic_reply(reply, "m1")
     assert str(raised.value) == message and not raised.value.retryable
 
@@ -287,7 +287,7 @@ def test_a_semantic_reply_is_normalised_and_may_omit_its_summary():
     ('{"interests": [{"label": "x", "kind": 2, "memory_ids": []}]}', "interest batch b: interests[0]: key 'kind' must be a string"),
 ])
 def test_interest_replies_are_checked_key_by_key(reply, message):
-    with pytest.raises(SummaryCallError) as raised:
+    with pytest.raises(CallError) as raised:
         validate_interest_reply(reply, "b", ["m1"])
     assert str(raised.value) == message
 

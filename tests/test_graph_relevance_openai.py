@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from pmrag.core.params import GraphSection, SummarizerSection
 from pmrag.represent.extract import GraphError
 from pmrag.represent.extract_llm import GraphExtractionStopped, load_graph_prompts
+from pmrag.represent.llm import CallError
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.representations import PROMPTS_DIR
-from pmrag.represent.summarize import SummaryCallError
 from pmrag.retrieve.graph_interest import choose_interests
 from pmrag.retrieve.graph_relevance_llm import (RELEVANCE_PROMPT_FILES, choice_relevance, llm_interest_relevance,
                                                 relevance_item_id, validate_relevance_reply)
@@ -227,7 +227,7 @@ def test_invalid_json_is_a_failed_call_under_either_policy(server, engine, polic
      "question 'q1': key 'interests' must be a list of labels (strings) or numbers (integers)"),
 ])
 def test_relevance_replies_are_checked(reply, message):
-    with pytest.raises(SummaryCallError) as raised:
+    with pytest.raises(CallError) as raised:
         validate_relevance_reply(reply, "q1", LABELS)
     assert str(raised.value) == message and not raised.value.retryable
 

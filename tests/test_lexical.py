@@ -1,4 +1,4 @@
-"""The BM25 tokenizers beside the paper's regex (issue 15 §1): sudachi, char2/char3, word; their cache, the
+"""The BM25 tokenizers beside the paper's regex: sudachi, char2/char3, word; their cache, the
 count-matrix path into the BM25 kernel, and the retriever ids they make valid."""
 
 from collections import Counter

@@ -11,10 +11,10 @@ import pytest
 from pmrag.core import store
 from pmrag.core.errors import PmragError
 from pmrag.core.names import RetrieverId
-from pmrag.core.params import StudyParams
+from pmrag.core.params import EmbeddingSection, MultiVectorSection, StudyParams
 from pmrag.represent.embed import EmbeddingCache, embed_passages, make_embedder
 from pmrag.represent.subwindows import (
-    SubVectors, subwindow_texts, window_starts,
+    SubVectors, subwindow_texts, subwindow_vectors, window_starts,
 )
 from pmrag.retrieve.multivector import (
     MultiVectorRetriever, multivector_scores, segment_max, segment_softmax_mean,
@@ -280,3 +280,19 @@ def test_subvectors_stage_embeds_windows_like_chunk_texts(tmp_path):
                                   cache, study_params.embedding, progress=False)
         assert len(cache) == size == 3                           # every window was cached by the stage
     np.testing.assert_array_equal(sub.matrix, l2_normalise(expected))            # stored at unit length
+
+
+def test_subwindow_vectors_take_explicit_inputs(tmp_path):
+    texts = ["駅で待ってる\n了解", "明日は雨\n傘を持って\n駅まで迎えに行くね"]
+    section, embedding = MultiVectorSection(window_lines=2, stride_lines=1), EmbeddingSection()
+    sub = subwindow_vectors(np.array(["a", "b"], dtype=object), texts, "raw_text", multivector=section,
+                            embedding=embedding, cache_dir=tmp_path / "cache")
+    assert sub.representation == "raw_text" and sub.owner.tolist() == [0, 1, 1]
+    expected = embed_passages(make_embedder(embedding), [texts[0], "明日は雨\n傘を持って", "傘を持って\n駅まで迎えに行くね"],
+                              EmbeddingCache(tmp_path / "other.sqlite"), embedding, progress=False)
+    np.testing.assert_allclose(sub.matrix, l2_normalise(expected), atol=1e-6)
+    with EmbeddingCache(tmp_path / "cache" / "embeddings.sqlite") as cache:
+        assert len(cache) == 3
+    with pytest.raises(PmragError, match="sub-window vectors of raw_text: 1 chunk ids for 2 texts"):
+        subwindow_vectors(["a"], texts, "raw_text", multivector=section, embedding=embedding,
+                          cache_dir=tmp_path / "cache")

@@ -19,9 +19,10 @@ from sqlalchemy import select
 
 from pmrag.core.params import StudyParams, SummarizerSection
 from pmrag.core.store import read_table, summaries, summary_runs
+from pmrag.represent.llm import ResponsesClient
 from pmrag.represent.summarize import (
-    EXTRACTIVE_MODEL, ExtractiveSummarizer, OpenAISummarizer, SummarizationStopped, load_prompts,
-    make_summarizer, summarize_chunks, summary_provenance,
+    EXTRACTIVE_MODEL, ExtractiveSummarizer, SummarizationStopped, load_prompts, make_summarizer, summarize_chunks,
+    summary_provenance,
 )
 
 from conftest import invalid_key
@@ -346,7 +347,7 @@ def test_remote_base_url_is_refused_without_allow_remote_and_nothing_is_sent(mon
     assert isinstance(make_summarizer(SummarizerSection()), ExtractiveSummarizer)   # the default sends nothing
     monkeypatch.setenv("OPENAI_BASE_URL", "https://example.invalid/v1")
     with pytest.raises(privacy.RemoteNotAllowed, match="example.invalid"):
-        OpenAISummarizer(SummarizerSection(backend="openai"), load_prompts("ja"))
+        ResponsesClient(SummarizerSection(backend="openai"), load_prompts("ja"))
 
 
 def test_the_api_key_never_reaches_the_store_even_when_echoed(server, engine, monkeypatch):

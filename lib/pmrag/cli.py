@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from pmrag.core.errors import PmragError
+from pmrag.core.text import one_line
 
 
 def _study(args) -> int:
@@ -161,8 +162,7 @@ def _raised_while_interrupted(exc: BaseException) -> bool:
 
 def _fail(args, message: str, code: int, label: str = "error: ") -> int:
     """Print ``pmrag <command>: <label><message>`` as one line on stderr; return ``code``."""
-    line = " ".join(message.split())
-    print(f"pmrag {args.command}: {label}{line}", file=sys.stderr, flush=True)
+    print(f"pmrag {args.command}: {label}{one_line(message)}", file=sys.stderr, flush=True)
     return code
 
 

@@ -1,4 +1,4 @@
-"""Issue 11 §1 and §5: no chat text leaves through a proxy, executed notebooks keep no widget state, and the
+"""Privacy: no chat text leaves through a proxy, executed notebooks keep no widget state, and the
 kernel's "without encryption" warning (and a KeyboardInterrupt at shutdown) does not reach the terminal.
 
 The model clients talk real HTTP to fake servers on 127.0.0.1 (tests/responses_server.py for the Responses
@@ -22,8 +22,9 @@ import pytest
 from pmrag.core.errors import PmragError
 from pmrag.core.params import EmbeddingSection, SummarizerSection
 from pmrag.represent.embed import OpenAIEmbedder, make_embedder
+from pmrag.represent.llm import CallError
 from pmrag.represent.privacy import RemoteNotAllowed
-from pmrag.represent.summarize import SummaryCallError, make_summarizer
+from pmrag.represent.summarize import make_summarizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import make_tiny_study  # noqa: E402
@@ -187,7 +188,7 @@ def authorization(headers: dict) -> str | None:
 def test_loopback_calls_never_go_through_a_proxy(env_proxy, named_proxy, responses, embeddings, allow_remote,
                                                  use_named_proxy):
     options = {"allow_remote": allow_remote, **({"proxy": named_proxy.url} if use_named_proxy else {})}
-    result = summarizer_for(responses.base_url, **options).summarize("家族の予定の話")
+    result = summarizer_for(responses.base_url, **options).call("家族の予定の話")
     vectors = embedder_for(embeddings.base_url, **options).embed(["夕飯", "旅行"], "passage")
 
     assert result.text.startswith("要約")
@@ -200,8 +201,8 @@ def test_loopback_calls_never_go_through_a_proxy(env_proxy, named_proxy, respons
 
 def test_a_remote_call_goes_through_the_named_proxy_only(env_proxy, named_proxy):
     summarizer = summarizer_for(f"http://{REMOTE}/v1", allow_remote=True, proxy=named_proxy.url)
-    with pytest.raises(SummaryCallError):          # the fake proxy answers 502
-        summarizer.summarize("家族の予定の話")
+    with pytest.raises(CallError):          # the fake proxy answers 502
+        summarizer.call("家族の予定の話")
     embedder = OpenAIEmbedder("e5-passage", base_url=f"http://{REMOTE}/v1", allow_remote=True, timeout_s=3,
                               max_retries=0, proxy=named_proxy.url)
     with pytest.raises(PmragError):
@@ -214,8 +215,8 @@ def test_a_remote_call_goes_through_the_named_proxy_only(env_proxy, named_proxy)
 
 def test_an_https_remote_call_tunnels_through_the_named_proxy_without_showing_it_the_key(env_proxy, named_proxy):
     summarizer = summarizer_for(f"https://{REMOTE}/v1", allow_remote=True, proxy=named_proxy.url)
-    with pytest.raises(SummaryCallError):
-        summarizer.summarize("家族の予定の話")
+    with pytest.raises(CallError):
+        summarizer.call("家族の予定の話")
 
     assert named_proxy.request_lines() == [f"CONNECT {REMOTE}:443 HTTP/1.1"]
     assert FAKE_KEY.encode() not in b"".join(named_proxy.heads)
@@ -224,8 +225,8 @@ def test_an_https_remote_call_tunnels_through_the_named_proxy_without_showing_it
 
 def test_a_remote_call_without_a_named_proxy_ignores_the_environments(env_proxy):
     summarizer = summarizer_for(f"http://{REMOTE}/v1", allow_remote=True)
-    with pytest.raises(SummaryCallError, match="Connection error"):
-        summarizer.summarize("家族の予定の話")
+    with pytest.raises(CallError, match="Connection error"):
+        summarizer.call("家族の予定の話")
     embedder = OpenAIEmbedder("e5-passage", base_url=f"http://{REMOTE}/v1", allow_remote=True, timeout_s=3,
                               max_retries=0)
     with pytest.raises(PmragError, match="Connection error"):
@@ -238,7 +239,7 @@ def test_a_loopback_server_cannot_redirect_a_call_off_the_machine(env_proxy):
     server = LoopbackHTTP(redirect=f"http://{REMOTE}/v1/responses")
     try:
         with pytest.raises(RemoteNotAllowed, match=REMOTE):
-            summarizer_for(server.base_url).summarize("家族の予定の話")
+            summarizer_for(server.base_url).call("家族の予定の話")
     finally:
         server.stop()
     assert [path for path, _ in server.requests] == ["/v1/responses"]

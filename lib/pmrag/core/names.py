@@ -20,8 +20,9 @@ One format, one parse and one file-name rule each; nothing else in the package t
 from __future__ import annotations
 
 import re
-import reprlib
 from dataclasses import dataclass
+
+from pmrag.core.text import shown
 
 PAPER_REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 # embedding_text's parts alone and summary + excerpt (the §8 ablation, :mod:`pmrag.represent.representations`)
@@ -37,15 +38,6 @@ _HYBRID = re.compile(r"hybrid(?:-(?P<fusion>[a-z0-9]+))?:(?P<first>[^+@]+)\+(?P<
 
 class InvalidName(ValueError):
     """A malformed retriever or hybrid name."""
-
-
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 60
-
-
-def shown(value) -> str:
-    """``repr(value)`` cut to about 60 characters: a message never grows with its input."""
-    return _SHORT.repr(value)
 
 
 def format_beta(beta: float) -> str:

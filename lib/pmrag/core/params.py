@@ -24,7 +24,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from pmrag.core.names import FUSIONS, HybridId, RetrieverId, shown
+from pmrag.core.names import FUSIONS, HybridId, RetrieverId
+from pmrag.core.text import shown
 
 Number = int | float
 Lax = Field(strict=False)  # lists in YAML become the tuples of a frozen section (items stay strict)

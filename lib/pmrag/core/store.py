@@ -208,10 +208,10 @@ graph_edges = Table(
     Column("kind", String, nullable=False),              # memory-semantic | memory-interest
 )
 
-graph_extractions = Table(                               # the openai graph extractor's calls (pmrag.represent.extract):
-    "graph_extractions", metadata,                       # one row per memory or interest batch, its last outcome
-    Column("step", String, primary_key=True),            # semantic | interest | relevance (graph_relevance_llm) |
-                                                         # decomposition (pmrag.retrieve.decompose)
+graph_extractions = Table(                               # the JSON LLM steps' calls (pmrag.represent.llm):
+    "graph_extractions", metadata,                       # one row per step and item, its last outcome
+    Column("step", String, primary_key=True),            # semantic | interest (extract_llm) | relevance
+                                                         # (graph_relevance_llm) | decomposition (subqueries)
     Column("item_id", Text, primary_key=True),           # the memory id, the interest batch's id (its input's hash), or
                                                          # relevance: question id:question hash:label list hash;
                                                          # decomposition: question id:question hash:max_subqueries

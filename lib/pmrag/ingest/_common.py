@@ -6,8 +6,8 @@ writes them, and a NaN that reached a table would compare unequal to itself), no
 becomes infinite as a float, no ``\\ud800``-style escape without its other half (it decodes to a string that
 UTF-8 cannot encode).  Input that would break the parser itself (nesting deep enough to exhaust the
 interpreter's stack, an integer longer than Python converts, 4,300 digits) is an :class:`InputError` naming
-the line and column, like a syntax error.  Values quoted in messages are shortened with :func:`short`: an
-error never grows with the input.
+the line and column, like a syntax error.  Values quoted in messages are shortened with
+:func:`~pmrag.core.text.shown`: an error never grows with the input.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import reprlib
 import sys
 from functools import lru_cache
 from datetime import date, datetime, time
@@ -23,18 +22,7 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.records import Rejected, SourceBatch
-
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
-_SHORT.maxlevel = 2
-
-
-def short(value) -> str:
-    """``repr(value)`` cut to a bounded length (about 60 characters): safe to quote whatever the input holds."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"<integer of {value.bit_length()} bits>"   # repr() itself refuses ints beyond 4,300 digits
-    return _SHORT.repr(value)
+from pmrag.core.text import shown
 
 
 # A JSON string (the unrolled loop keeps the match linear) — skipped when looking for a token outside strings.
@@ -78,7 +66,7 @@ def load_json(path: Path):
     except json.JSONDecodeError as exc:
         raise InputError(path, f"line {exc.lineno}, column {exc.colno}", f"invalid JSON ({exc.msg}); is the file truncated?") from None
     except _DuplicateKey as exc:
-        raise InputError(path, f"key {short(exc.key)}", "duplicate key; the JSON parser would silently keep only the last one") from None
+        raise InputError(path, f"key {shown(exc.key)}", "duplicate key; the JSON parser would silently keep only the last one") from None
     except _Refused as exc:
         raise InputError(path, _where(text, exc.pattern), exc.what) from None
     except RecursionError:
@@ -109,11 +97,11 @@ def _lone_surrogate(data) -> str | None:
     while stack:
         value, trail = stack.pop()
         if type(value) is str and not value.isascii() and _SURROGATE.search(value):
-            return "key " + "".join(f"[{short(step)}]" for step in trail) if trail else "top level"
+            return "key " + "".join(f"[{shown(step)}]" for step in trail) if trail else "top level"
         if type(value) is dict:
             for key in value:
                 if not key.isascii() and _SURROGATE.search(key):
-                    return "key " + "".join(f"[{short(step)}]" for step in trail) + " (a key)"
+                    return "key " + "".join(f"[{shown(step)}]" for step in trail) + " (a key)"
             stack.extend((item, (*trail, key)) for key, item in reversed(value.items()))
         elif type(value) is list:
             stack.extend((item, (*trail, index)) for index, item in reversed(list(enumerate(value))))
@@ -180,7 +168,7 @@ def parse_clock(value: str) -> time:
     """``HH:MM`` or ``HH:MM:SS``, 24-hour (a regex, not strptime: strptime dominated ingest time at scale)."""
     if len(value) <= _CLOCK_LONGEST:
         return _parse_short_clock(value)
-    raise ValueError(f"time {short(value)} is not HH:MM or HH:MM:SS")
+    raise ValueError(f"time {shown(value)} is not HH:MM or HH:MM:SS")
 
 
 @lru_cache(maxsize=1 << 17)   # every HH:MM:SS of a day (86,400) fits

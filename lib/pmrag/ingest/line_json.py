@@ -23,8 +23,9 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date, short
 from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, SourceBatch
+from pmrag.core.text import shown
+from pmrag.ingest._common import Problems, load_json, parse_clock, parse_iso_date
 
 
 def _missing(value) -> bool:
@@ -49,7 +50,7 @@ def read(path: Path, *, permissive: bool = False, options: DatasetSection | None
     source = path.stem
     source_order = 0
     for date_key, day in data.items():
-        shown_key = short(date_key)   # a key is quoted in every location: bounded, whatever its length
+        shown_key = shown(date_key)   # a key is quoted in every location: bounded, whatever its length
         if not isinstance(day, list):
             batch.records_read += 1
             problems.report(f"key {shown_key}", f"expected a list of messages, got {type(day).__name__}")

@@ -58,7 +58,7 @@ from pathlib import Path
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
 from pmrag.core.records import DEFAULT_TYPE, SYSTEM_SENDER, MessageRecord, Rejected, SourceBatch
-from pmrag.ingest._common import short
+from pmrag.core.text import shown
 
 FORMAT = "line-txt"
 
@@ -385,7 +385,7 @@ def _step(state: _State, lines: _Lines, line_no: int, line: str) -> None:
     if state.separator == SPACE and state.pending is not None:
         _continue(state.pending, line)
         return
-    _reject(state, line_no, f"unrecognised line {short(line)}; {_EXPECTED}")
+    _reject(state, line_no, f"unrecognised line {shown(line)}; {_EXPECTED}")
 
 
 def _blank(state: _State) -> None:
@@ -427,7 +427,7 @@ def _parse_date(line: str) -> date | str | None:
             try:
                 return date(int(match["y"]), int(match["m"]), int(match["d"]))
             except ValueError:
-                return f"invalid date in date line {short(line)}; expected a real calendar day"
+                return f"invalid date in date line {shown(line)}; expected a real calendar day"
     return None
 
 
@@ -475,10 +475,10 @@ def _message(state: _State, lines: _Lines, line_no: int, line: str, match: re.Ma
     _flush(state)
     clock = _clock(match)
     if clock is None:
-        _reject(state, line_no, f"invalid time in line {short(line)}; expected HH:MM (00:00-23:59) or H:MM AM/PM")
+        _reject(state, line_no, f"invalid time in line {shown(line)}; expected HH:MM (00:00-23:59) or H:MM AM/PM")
         return
     if state.day is None:
-        _reject(state, line_no, f"message line {short(line)} has no valid date line before it; {_EXPECTED_DATE}")
+        _reject(state, line_no, f"message line {shown(line)} has no valid date line before it; {_EXPECTED_DATE}")
         return
     state.separator = separator
     state.in_header = False

@@ -46,8 +46,9 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest._common import Problems, load_json, short
 from pmrag.core.records import DEFAULT_TYPE, Evidence, MessageRecord, QuestionRecord, Rejected, SourceBatch
+from pmrag.core.text import one_line, shown
+from pmrag.ingest._common import Problems, load_json
 
 LOCOMO_CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 """LoCoMo's ``category`` integers and the question types they are stored as (see the module docstring)."""
@@ -60,7 +61,7 @@ _QUOTED = 3   # ids quoted in one reason; the rest are counted
 
 def parse_session_datetime(value: str) -> datetime:
     """``"1:47 pm on 18 May, 2023"`` → ``datetime(2023, 5, 18, 13, 47)``."""
-    return datetime.strptime(" ".join(value.split()), "%I:%M %p on %d %B, %Y")
+    return datetime.strptime(one_line(value), "%I:%M %p on %d %B, %Y")
 
 
 def question_type(category) -> str:
@@ -126,7 +127,7 @@ def _read_turns(batch: SourceBatch, problems: Problems, sample_id: str, conversa
         except (ValueError, TypeError, AttributeError):
             raise InputError(
                 batch.path, f"{where}.conversation.{date_key}",
-                f"date-time {short(conversation[date_key])} does not parse; expected like '1:47 pm on 18 May, 2023'",
+                f"date-time {shown(conversation[date_key])} does not parse; expected like '1:47 pm on 18 May, 2023'",
             ) from None
         for position, turn in enumerate(turns):
             batch.records_read += 1
@@ -201,7 +202,7 @@ class _SampleTurns:
         candidates = self.readings.get(reading, []) if reading is not None else []
         if len(candidates) == 1:
             return candidates[0], ""
-        sample = short(self.sample_id)
+        sample = shown(self.sample_id)
         if candidates:
             return None, f"reads as {reading}, as do {_quoted(candidates)} of sample {sample}"
         if dia_id in self.rejected or reading in self.rejected:
@@ -218,10 +219,10 @@ def _evidence_turns(batch: SourceBatch, turns: _SampleTurns, dia_ids: list[str],
         turn, why = turns.resolve(dia_id)
         if turn is None:
             dropped.setdefault(why, []).append(dia_id)
-            batch.rejected.append(Rejected(location, f"{short(dia_id)} dropped: {why}", "evidence", "dropped"))
+            batch.rejected.append(Rejected(location, f"{shown(dia_id)} dropped: {why}", "evidence", "dropped"))
             continue
         if turn != dia_id:
-            batch.rejected.append(Rejected(location, f"{short(dia_id)} normalised to {turn}", "evidence", "normalised"))
+            batch.rejected.append(Rejected(location, f"{shown(dia_id)} normalised to {turn}", "evidence", "normalised"))
         found.append(turn)
     if not found:
         whys = [f"its evidence {_quoted(ids)} {why}" for why, ids in dropped.items()]
@@ -233,7 +234,7 @@ def _evidence_turns(batch: SourceBatch, turns: _SampleTurns, dia_ids: list[str],
 
 def _quoted(ids: list[str]) -> str:
     """``'D1:4', 'D'`` (the first :data:`_QUOTED` ids, each shortened; the rest counted)."""
-    text = ", ".join(short(i) for i in ids[:_QUOTED])
+    text = ", ".join(shown(i) for i in ids[:_QUOTED])
     return text + (f" and {len(ids) - _QUOTED} more" if len(ids) > _QUOTED else "")
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from pmrag.core.errors import InputError
 from pmrag.core.params import DatasetSection
-from pmrag.ingest._common import Problems, load_json, short
 from pmrag.core.records import Evidence, QuestionRecord, SourceBatch
+from pmrag.core.text import shown
+from pmrag.ingest._common import Problems, load_json
 
 
 _SQLITE_INTEGER_END = 2**63
@@ -31,7 +32,7 @@ def _evidence(item, where: str) -> Evidence:
         raise ValueError(f"{where}: expected an object")
     relevance = item.get("relevance")
     if type(relevance) is not int or relevance not in (1, 2):
-        raise ValueError(f"{where}.relevance: expected 1 or 2, got {short(relevance)}")
+        raise ValueError(f"{where}.relevance: expected 1 or 2, got {shown(relevance)}")
     if isinstance(item.get("message_id"), str):
         return Evidence(relevance=relevance, message_id=item["message_id"])
     source, order = item.get("source"), item.get("source_order")
@@ -79,7 +80,7 @@ def read(path: Path, *, permissive: bool = False, options: DatasetSection | None
             problems.report(f"key {location}", reason, kind="question")
             continue
         if question.question_id in seen:
-            problems.report(f"key {where}.question_id", f"duplicate question_id {short(question.question_id)}", kind="question")
+            problems.report(f"key {where}.question_id", f"duplicate question_id {shown(question.question_id)}", kind="question")
             continue
         seen.add(question.question_id)
         batch.questions.append(question)

@@ -19,7 +19,7 @@ Vectors are cached in a content-addressed SQLite file (:class:`EmbeddingCache`) 
 ``sha256(model_id, kind, exact text sent)``, so a rerun embeds nothing, and query vectors are keyed by
 question text and model like the paper's query cache.
 
-Long passages (``embedding.long_text``, issue 15 §2), chosen in :func:`embed_passages`:
+Long passages (``embedding.long_text``), chosen in :func:`embed_passages`:
 
 * ``shorten`` (default, the paper): the text sent is :func:`shorten_for_embedding`'s head + tail.
 * ``window_average`` (measures what the shortening costs): a text of at most ``max_chars`` characters is
@@ -29,8 +29,8 @@ Long passages (``embedding.long_text``, issue 15 §2), chosen in :func:`embed_pa
   (keyed by the window's own text, so never confused with the shortened text), and the chunk's vector is
   ``v = u / ‖u‖`` with ``u = (1/n) Σ_j e_j / ‖e_j‖``: the unweighted mean of the windows' unit vectors,
   re-normalised to unit length.  Cosine similarity ignores that last scaling (it divides by ‖v‖); it is there
-  so that every stored row has the unit length the embedders themselves return.  Unweighted, as the issue
-  reads ("average"): a short final window counts as much as a full one.  ``embedding_inputs`` then records
+  so that every stored row has the unit length the embedders themselves return.  Unweighted (a plain
+  average): a short final window counts as much as a full one.  ``embedding_inputs`` then records
   the whole text as the text sent (all of it was sent, in windows), so nothing counts as shortened.
 """
 
@@ -40,7 +40,6 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +50,10 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, delete, insert, select
 
-from pmrag.represent import privacy
+from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
 from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
+from pmrag.represent import privacy
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
@@ -227,49 +227,24 @@ def cache_key(model_id: str, kind: str, text: str) -> str:
     return hashlib.sha256(f"{model_id}\x1f{kind}\x1f{text}".encode("utf-8")).hexdigest()
 
 
-class EmbeddingCache:
-    """Content-addressed vectors in one SQLite file: ``key -> (model_id, kind, dim, float32 blob)``.
+class EmbeddingCache(SqliteCache):
+    """Content-addressed vectors in one SQLite file: ``key -> (model_id, kind, dim, float32 blob)``
+    (:class:`~pmrag.core.cache.SqliteCache`; :func:`cache_key` makes the keys).
 
     Safe to share between runs; a key never changes meaning, so entries are never invalidated.
     """
 
-    _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...)
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, "
-            "kind TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL)"
-        )
-        self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> EmbeddingCache:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    table = "embeddings"
+    columns = "model_id TEXT NOT NULL, kind TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL"
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``keys`` (missing keys are absent from the result)."""
         found: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), self._LOOKUP_CHUNK):
-            part = unique[start:start + self._LOOKUP_CHUNK]
-            marks = ",".join("?" * len(part))
-            for key, dim, blob in self._db.execute(f"SELECT key, dim, vector FROM embeddings WHERE key IN ({marks})", part):
-                vector = np.frombuffer(blob, dtype="<f4")
-                if vector.size != dim:
-                    raise PmragError(f"embedding cache {self.path}: entry {key[:12]}… holds {vector.size} floats, expected {dim}")
-                found[key] = vector.astype(np.float32, copy=False)
+        for key, dim, blob in self._rows(keys, "dim, vector"):
+            vector = np.frombuffer(blob, dtype="<f4")
+            if vector.size != dim:
+                raise PmragError(f"embedding cache {self.path}: entry {key[:12]}… holds {vector.size} floats, expected {dim}")
+            found[key] = vector.astype(np.float32, copy=False)
         return found
 
     def put_many(self, model_id: str, kind: str, keys: Sequence[str], vectors: np.ndarray) -> None:
@@ -278,11 +253,8 @@ class EmbeddingCache:
         if vectors.ndim != 2 or vectors.shape[0] != len(keys):
             raise ValueError(f"expected {len(keys)} vectors, got an array of shape {vectors.shape}")
         dim = int(vectors.shape[1])
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embeddings (key, model_id, kind, dim, vector) VALUES (?, ?, ?, ?, ?)",
-                [(key, model_id, kind, dim, row.tobytes()) for key, row in zip(keys, vectors)],
-            )
+        self._put("model_id, kind, dim, vector", [(key, model_id, kind, dim, row.tobytes())
+                                                  for key, row in zip(keys, vectors)])
 
 
 def _checked(vectors, n: int, model_id: str) -> np.ndarray:

@@ -9,9 +9,10 @@ The openai backend (:class:`OpenAIExtractor`) is the paper's method: an LLM does
   summary per memory; §2.3: common themes such as hobbies, locations, activities, preferences, important dates
   or people, each linked to every memory it concerns), and graphs made with them are not the paper's.
 * **Connection**: the params' ``summarizer`` section (model, base_url, timeout, interval, retries, backoff,
-  failure policy; one LLM configuration per study) and ``allow_remote`` / ``proxy``, through the summarizer's
-  own client (:class:`~pmrag.represent.summarize.OpenAISummarizer`: the Responses API, ``instructions`` = the
-  system prompt, ``input`` = the user template, a blank line and the input; no temperature or seed sent).
+  failure policy; one LLM configuration per study) and ``allow_remote`` / ``proxy``, through the shared client of
+  the LLM steps (:class:`~pmrag.represent.llm.ResponsesClient`: the Responses API, ``instructions`` = the system
+  prompt, ``input`` = the user template, a blank line and the input; no temperature or seed sent).  Each step
+  (:data:`SEMANTIC`, :data:`INTEREST`) runs through :func:`~pmrag.represent.llm.run_step`.
 * **Semantic step** (§2.2): one call per memory on the first ``summarizer.max_input_chars`` characters of its
   raw text.  The reply is one JSON object: ``people``, ``places``, ``organisations``, ``objects``, ``events``,
   ``activities`` (lists of strings), ``sentiment`` (a string or null), ``summary`` (optional).  People →
@@ -20,9 +21,9 @@ The openai backend (:class:`OpenAIExtractor`) is the paper's method: an LLM does
   a memory without one.  Participants and time span come from the store, as offline.
 * **Interest step** (§2.3): one call per ``interest_batch`` memories, each given as a JSON line with its id
   and semantic details; the reply is ``{"interests": [{label, kind, memory_ids}]}``.  Memory ids not in the
-  batch are dropped and counted (:class:`StepReport`, the row's ``dropped_ids``).  Interests of all batches are
-  merged by :func:`merge_interests` (same normalised label, then ``min_memories``, ``max_interests`` and the
-  offline backend's clustering at ``merge_distance``).
+  batch are dropped and counted (:class:`~pmrag.represent.llm.StepReport`, the row's ``dropped_ids``).
+  Interests of all batches are merged by :func:`merge_interests` (same normalised label, then ``min_memories``,
+  ``max_interests`` and the offline backend's clustering at ``merge_distance``).
 * **Validation**: a reply that is not JSON, or lacks a key or holds a value of the wrong type, is a failed,
   not retried, call with a one-line error naming the memory (or batch) and the key, never the reply's text.
   A Markdown code fence around the JSON is allowed.  ``max_output_tokens``: the summarizer's for a semantic
@@ -30,9 +31,10 @@ The openai backend (:class:`OpenAIExtractor`) is the paper's method: an LLM does
 * **Provenance and resume** (store table ``graph_extractions``, one row per memory or batch, committed after
   each call): status, the validated JSON, requested and reported model, SDK version, both prompts' SHA-256,
   the input's length and SHA-256, tokens, latency, attempts, run id, time.  A batch's id is a hash of its
-  input.  A rerun calls the model only for items without an ``ok`` row under the same model, prompts and input;
-  error rows are called again.  Retries and failure policy are the summarizer's: retryable errors (429, 5xx,
-  timeout, connection) up to ``max_retries`` times with capped exponential backoff; then
+  input (:class:`~pmrag.represent.llm.ExtractionStore`).  A rerun calls the model only for items without an
+  ``ok`` row under the same model, prompts and input; error rows are called again.  Retries and failure policy
+  are the LLM step's (:class:`~pmrag.represent.llm.CallPolicy`): retryable errors (429, 5xx, timeout,
+  connection) up to ``max_retries`` times with capped exponential backoff; then
   ``stop_on_first_error`` raises :class:`GraphExtractionStopped`, ``retry`` records the error and goes on (a
   memory without its reply keeps only what the store gives; a batch without its reply adds no interest).
 """
@@ -41,25 +43,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 import unicodedata
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import numpy as np
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine
 
-from pmrag.core.errors import PmragError
 from pmrag.core.params import GraphSection, SummarizerSection
-from pmrag.core.store import graph_extractions
-from pmrag.represent import privacy
 from pmrag.represent.extract import (EXTRACTORS, NAMED_KINDS, PHRASE_KINDS, Embedder, GraphError, Interest,
                                      Memory, MemorySemantics, Term, _check_unique, cluster_phrases)
-from pmrag.represent.summarize import OpenAISummarizer, Prompts, SummaryCallError
+from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
+                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
 
 
 # --------------------------------------------------------------------------------------------- openai
@@ -75,93 +72,37 @@ INTEREST_MAX_OUTPUT_TOKENS = 4000
 """``max_output_tokens`` of an interest call unless the summarizer's is larger: its reply lists memory ids of up
 to ``interest_batch`` memories, more than a summary's 700 tokens hold."""
 
-GRAPH_PROMPT_FILES = {"semantic": ("graph_semantic_system", "graph_semantic_user"),
-                      "interest": ("graph_interest_system", "graph_interest_user")}
-STEPS = tuple(GRAPH_PROMPT_FILES)
 
-ITEM_NOUNS = {"semantic": "memory", "interest": "interest batch", "relevance": "question",
-              "decomposition": "question"}
-"""What one call of a step is about, as messages name it.  ``relevance`` is the interest relevance of
-:mod:`pmrag.retrieve.graph_relevance_llm` and ``decomposition`` the sub-queries of :mod:`pmrag.retrieve.decompose`,
-which run their calls through this module's loop and table."""
-
-DROPPED_NOUNS = {"interest": "memory ids not in their batch", "relevance": "chosen interests not in the list"}
-"""Steps whose reports count what a reply named that was not offered (dropped), and what that is."""
-
-
-class GraphExtractionStopped(PmragError):
+class GraphExtractionStopped(StepStopped):
     """``stop_on_first_error``: a graph extraction call failed; its row is recorded and the run is stopped."""
 
-    def __init__(self, step: str, item_id: str, error: str, run_id: str, n_ok: int):
-        self.step, self.item_id, self.error, self.run_id = step, item_id, error, run_id
-        what = f"{ITEM_NOUNS.get(step, step)} {item_id}"
-        super().__init__(
-            f"graph extraction ({step}) stopped at {what} (run {run_id}, {n_ok} ok in this run): {error}; rerun to "
-            f"resume (calls already ok are not made again), or set 'summarizer.failure_policy: retry'"
-        )
+    def describe(self, noun: str) -> str:
+        return (f"graph extraction ({self.step}) stopped at {noun} {self.item_id} (run {self.run_id}, {self.n_ok} ok "
+                f"in this run): {self.error}; rerun to resume (calls already ok are not made again), or set "
+                f"'summarizer.failure_policy: retry'")
 
 
-def load_graph_prompts(prompts: str = "ja",
-                       files: dict[str, tuple[str, str]] = GRAPH_PROMPT_FILES) -> dict[str, Prompts]:
+def load_graph_prompts(prompts: str = "ja", files: dict[str, tuple[str, str]] | None = None) -> dict[str, Prompts]:
     """The graph prompts of a set (``ja``, ``en`` or a folder, as :func:`~pmrag.represent.representations.prompt_dir`):
     ``{"semantic": Prompts, "interest": Prompts}`` from ``graph_{semantic,interest}_{system,user}.txt`` (or the
     ``step → (system file, user file)`` of ``files``), a leading byte-order mark and trailing whitespace stripped
-    (the input follows the user template after a blank line)."""
-    return load_step_prompts(prompts, files)
-
-
-def load_step_prompts(prompts: str, files: dict[str, tuple[str, str]], what: str = "graph prompts",
-                      error: type[Exception] = GraphError) -> dict[str, Prompts]:
-    """``{step: Prompts}`` of any LLM step's ``step → (system file, user file)`` in a prompt set, each text with a
-    leading byte-order mark and trailing whitespace stripped; a missing or empty file is ``error`` naming
-    ``what``, the file and the set."""
-    from pmrag.represent.representations import read_prompt
-
-    out = {}
-    for step, names in files.items():
-        texts = []
-        for name in names:
-            try:
-                text = read_prompt(prompts, name).lstrip("\ufeff").rstrip()
-            except FileNotFoundError as exc:
-                raise error(f"{what}: {exc}") from None
-            if not text:
-                raise error(f"{what}: {name}.txt of prompt set {prompts!r} is empty")
-            texts.append(text)
-        out[step] = Prompts(*texts)
-    return out
+    (the input follows the user template after a blank line); a missing or empty file is a :class:`GraphError`."""
+    return load_step_prompts(prompts, GRAPH_PROMPT_FILES if files is None else files, "graph prompts", GraphError)
 
 
 # --- replies
 
-def _reply_object(text: str, what: str) -> dict:
-    """The reply as a JSON object (one surrounding Markdown code fence allowed); a one-line error naming ``what``
-    and the parser's position otherwise, never the reply's text."""
-    body = text.strip()
-    fence = re.fullmatch(r"```[A-Za-z]*\s*\n(.*?)\n?\s*```", body, flags=re.DOTALL)
-    if fence:
-        body = fence.group(1)
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise SummaryCallError(f"{what}: the reply is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                               retryable=False) from None
-    if not isinstance(value, dict):
-        raise SummaryCallError(f"{what}: the reply is JSON but not an object ({type(value).__name__})", retryable=False)
-    return value
-
-
 def _strings(value, what: str, key: str) -> list[str]:
     """A list of strings, stripped, empty ones dropped, each once (first occurrence kept)."""
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise SummaryCallError(f"{what}: key {key!r} must be a list of strings", retryable=False)
+        raise CallError(f"{what}: key {key!r} must be a list of strings", retryable=False)
     return list(dict.fromkeys(item.strip() for item in value if item.strip()))
 
 
 def _optional_text(reply: dict, what: str, key: str) -> str | None:
     value = reply.get(key)
     if value is not None and not isinstance(value, str):
-        raise SummaryCallError(f"{what}: key {key!r} must be a string or null", retryable=False)
+        raise CallError(f"{what}: key {key!r} must be a string or null", retryable=False)
     if value is None:
         return None
     return value.strip() or None
@@ -170,12 +111,12 @@ def _optional_text(reply: dict, what: str, key: str) -> str | None:
 def validate_semantic_reply(text: str, memory_id: str) -> dict:
     """A semantic reply (002 §2.2) checked and normalised: every key of :data:`SEMANTIC_LIST_KEYS` a list of
     strings (required), ``sentiment`` a string or null (required), ``summary`` a string or null (may be absent);
-    other keys are ignored.  Raises a non-retryable ``SummaryCallError`` naming the memory and the key."""
+    other keys are ignored.  Raises a non-retryable ``CallError`` naming the memory and the key."""
     what = f"memory {memory_id!r}"
-    reply = _reply_object(text, what)
+    reply = reply_object(text, what)
     for key_name in (*SEMANTIC_LIST_KEYS, "sentiment"):
         if key_name not in reply:
-            raise SummaryCallError(f"{what}: key {key_name!r} is missing", retryable=False)
+            raise CallError(f"{what}: key {key_name!r} is missing", retryable=False)
     out: dict = {"summary": _optional_text(reply, what, "summary")}
     for key_name in SEMANTIC_LIST_KEYS:
         out[key_name] = _strings(reply[key_name], what, key_name)
@@ -189,29 +130,29 @@ def validate_interest_reply(text: str, batch_id: str, memory_ids: Sequence[str])
     ``interests`` must be a list of objects with ``label`` (a non-empty string), ``kind`` (a string; one not in
     :data:`INTEREST_KINDS`, case-insensitively, becomes ``other``) and ``memory_ids`` (a list of strings).  A memory
     id not in ``memory_ids`` (the batch's) is dropped and counted, each occurrence once; an interest left without
-    memories is dropped.  Raises a non-retryable ``SummaryCallError`` naming the batch, the interest's index and the key.
+    memories is dropped.  Raises a non-retryable ``CallError`` naming the batch, the interest's index and the key.
     """
     what = f"interest batch {batch_id}"
-    reply = _reply_object(text, what)
+    reply = reply_object(text, what)
     if "interests" not in reply:
-        raise SummaryCallError(f"{what}: key 'interests' is missing", retryable=False)
+        raise CallError(f"{what}: key 'interests' is missing", retryable=False)
     if not isinstance(reply["interests"], list):
-        raise SummaryCallError(f"{what}: key 'interests' must be a list of objects", retryable=False)
+        raise CallError(f"{what}: key 'interests' must be a list of objects", retryable=False)
     known = set(memory_ids)
     dropped = 0
     interests = []
     for index, item in enumerate(reply["interests"]):
         where = f"{what}: interests[{index}]"
         if not isinstance(item, dict):
-            raise SummaryCallError(f"{where} is not an object", retryable=False)
+            raise CallError(f"{where} is not an object", retryable=False)
         for key_name in ("label", "kind", "memory_ids"):
             if key_name not in item:
-                raise SummaryCallError(f"{where}: key {key_name!r} is missing", retryable=False)
+                raise CallError(f"{where}: key {key_name!r} is missing", retryable=False)
         label = item["label"].strip() if isinstance(item["label"], str) else None
         if not label:
-            raise SummaryCallError(f"{where}: key 'label' must be a non-empty string", retryable=False)
+            raise CallError(f"{where}: key 'label' must be a non-empty string", retryable=False)
         if not isinstance(item["kind"], str):
-            raise SummaryCallError(f"{where}: key 'kind' must be a string", retryable=False)
+            raise CallError(f"{where}: key 'kind' must be a string", retryable=False)
         kind = item["kind"].strip().lower()
         ids = _strings(item["memory_ids"], where, "memory_ids")
         dropped += sum(1 for memory_id in item["memory_ids"] if isinstance(memory_id, str)
@@ -220,6 +161,25 @@ def validate_interest_reply(text: str, batch_id: str, memory_ids: Sequence[str])
         if ids:
             interests.append({"label": label, "kind": kind if kind in INTEREST_KINDS else "other", "memory_ids": ids})
     return {"interests": interests}, dropped
+
+
+def _check_semantic(text: str, item: StepItem) -> dict:
+    return validate_semantic_reply(text, item.item_id)
+
+
+def _check_interest(text: str, item: StepItem) -> tuple[dict, int]:
+    return validate_interest_reply(text, item.item_id, item.context)
+
+
+SEMANTIC = LLMStep("semantic", "graph semantic", ("graph_semantic_system", "graph_semantic_user"), _check_semantic,
+                   noun="memory", stopped=GraphExtractionStopped)
+"""002 §2.2: one call per memory, its raw text in, its semantic details out."""
+INTEREST = LLMStep("interest", "graph interest", ("graph_interest_system", "graph_interest_user"), _check_interest,
+                   noun="interest batch", dropped="memory ids not in their batch dropped",
+                   stopped=GraphExtractionStopped)
+"""002 §2.3: one call per batch of memories (the item's context: the batch's memory ids), its interests out."""
+GRAPH_PROMPT_FILES = {step.name: step.prompt_files for step in (SEMANTIC, INTEREST)}
+STEPS = tuple(GRAPH_PROMPT_FILES)
 
 
 def semantics_from_reply(memory: Memory, reply: dict | None, max_phrases: int) -> MemorySemantics:
@@ -306,59 +266,33 @@ def merge_interests(replies: Sequence[dict], params: GraphSection, embedder: Emb
 
 # --- runs
 
-@dataclass(frozen=True)
-class StepReport:
-    """What one step of an :class:`OpenAIExtractor` did.  ``seen == skipped + ok + error``; ``dropped_ids``: memory
-    ids of interest replies (stored ones included) that were not in the batch, dropped (relevance: the chosen
-    interests that were not in the list, :data:`DROPPED_NOUNS`)."""
-
-    step: str
-    run_id: str
-    requested_model: str
-    status: str        # done | stopped
-    seen: int
-    skipped: int       # already ok in the store under the same model, prompts and input
-    ok: int
-    error: int
-    calls: int         # API calls made (attempts)
-    dropped_ids: int = 0
-
-    def line(self) -> str:
-        text = (f"graph {self.step} run {self.run_id} (openai/{self.requested_model}): {self.status}; seen {self.seen}, "
-                f"skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, calls {self.calls}")
-        if self.step in DROPPED_NOUNS:
-            text += f"; {self.dropped_ids} {DROPPED_NOUNS[self.step]} dropped"
-        return text
-
-
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class OpenAIExtractor:
-    """The paper's extraction (module docstring): the Responses API through the summarizer's client, a call per
-    memory, then a call per ``interest_batch`` memories; every call's outcome a row of ``graph_extractions``."""
+    """The paper's extraction (module docstring): the LLM steps :data:`SEMANTIC`, a call per memory, then
+    :data:`INTEREST`, a call per ``interest_batch`` memories; every call's outcome a row of ``graph_extractions``.
+    Both steps share one run id and one :class:`~pmrag.represent.llm.CallPolicy`; ``reports`` holds each step's
+    :class:`~pmrag.represent.llm.StepReport` once it has run (or stopped)."""
 
     backend = "openai"
 
     def __init__(self, params: GraphSection, *, embedder: Embedder, llm: SummarizerSection, engine: Engine,
                  prompts: str = "ja", allow_remote: bool = False, proxy: str | None = None, progress: bool = False,
                  sleep: Callable[[float], None] = time.sleep):
-        self.params, self.embedder, self.llm, self.engine = params, embedder, llm, engine
-        self.progress, self.sleep = progress, sleep
+        self.params, self.embedder, self.llm, self.engine, self.progress = params, embedder, llm, engine, progress
         self.prompts = load_graph_prompts(prompts)
-        base_url = privacy.resolve_base_url(llm.base_url)
-        privacy.require_remote_allowed("the openai graph extractor", base_url, allow_remote, setting="allow_remote")
         interest_llm = llm.model_copy(update={"max_output_tokens": max(llm.max_output_tokens,
                                                                        INTEREST_MAX_OUTPUT_TOKENS)})
-        self.clients = {
-            "semantic": OpenAISummarizer(llm, self.prompts["semantic"], allow_remote=allow_remote, proxy=proxy),
-            "interest": OpenAISummarizer(interest_llm, self.prompts["interest"], allow_remote=allow_remote, proxy=proxy),
-        }
-        self.sdk_version = self.clients["semantic"].sdk_version
+        self.clients = {step.name: ResponsesClient(settings, self.prompts[step.name],
+                                                   sender="the openai graph extractor", allow_remote=allow_remote,
+                                                   proxy=proxy)
+                        for step, settings in ((SEMANTIC, llm), (INTEREST, interest_llm))}
+        self.sdk_version = self.clients[SEMANTIC.name].sdk_version
+        self.policy = CallPolicy(llm, sleep)
         self.run_id = uuid.uuid4().hex
         self.reports: dict[str, StepReport] = {}
-        self._calls = 0
 
     def label(self) -> str:
         """``openai <model> (LLM extraction, the paper's method)``."""
@@ -375,120 +309,41 @@ class OpenAIExtractor:
             "model", "timeout_s", "interval_s", "max_input_chars", "max_output_tokens", "failure_policy",
             "max_retries", "backoff_initial_s", "backoff_max_s"})
         return {"backend": self.backend, "label": self.label(), "model": self.llm.model,
-                "base_url": self.clients["semantic"].provenance()["base_url"], **self.params.model_dump(mode="json"),
-                "llm": {**llm, "interest_max_output_tokens": self.clients["interest"].params.max_output_tokens},
+                "base_url": self.clients[SEMANTIC.name].provenance()["base_url"], **self.params.model_dump(mode="json"),
+                "llm": {**llm, "interest_max_output_tokens": self.clients[INTEREST.name].settings.max_output_tokens},
                 "prompt_sha256": self.prompt_sha256(), "sdk_version": self.sdk_version}
 
     def extract(self, memories: Sequence[Memory]) -> list[MemorySemantics]:
         """One semantic call per memory (its raw text, the first ``summarizer.max_input_chars`` characters)."""
         _check_unique([m.memory_id for m in memories])
-        items = [(m.memory_id, m.text[: self.llm.max_input_chars]) for m in memories]
-        replies = self._run("semantic", items, validate_semantic_reply)
+        items = [StepItem(m.memory_id, m.text[: self.llm.max_input_chars]) for m in memories]
+        replies = self._run(SEMANTIC, items)
         return [semantics_from_reply(m, replies.get(m.memory_id), self.params.max_phrases) for m in memories]
 
     def interests(self, semantics: Sequence[MemorySemantics]) -> list[Interest]:
         """One interest call per ``interest_batch`` memories (in the order given), merged by :func:`merge_interests`."""
         _check_unique([s.memory_id for s in semantics])
         size = self.params.interest_batch
-        items, ids_of = [], {}
+        items = []
         for start in range(0, len(semantics), size):
             batch = semantics[start:start + size]
             text = interest_batch_input(batch)
-            batch_id = "batch-" + _sha256(text)[:16]
-            ids_of[batch_id] = [s.memory_id for s in batch]
-            items.append((batch_id, text))
-        replies = self._run("interest", items, lambda text, batch_id: validate_interest_reply(
-            text, batch_id, ids_of[batch_id]))
-        return merge_interests([replies[batch_id] for batch_id, _ in items if batch_id in replies],
+            items.append(StepItem("batch-" + _sha256(text)[:16], text, tuple(s.memory_id for s in batch)))
+        replies = self._run(INTEREST, items)
+        return merge_interests([replies[item.item_id] for item in items if item.item_id in replies],
                                self.params, self.embedder)
 
-    # -- the calls
-    def _stored(self, step: str) -> dict[str, tuple]:
-        """``item_id → (output, dropped_ids)`` of the step's ok rows under this model and these prompts, by input hash."""
-        system_sha, user_sha = self.prompts[step].sha256().values()
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(graph_extractions.c.item_id, graph_extractions.c.input_sha256,
-                                       graph_extractions.c.output, graph_extractions.c.dropped_ids).where(
-                graph_extractions.c.step == step, graph_extractions.c.status == "ok",
-                graph_extractions.c.requested_model == self.llm.model,
-                graph_extractions.c.system_sha256 == system_sha, graph_extractions.c.user_sha256 == user_sha)).all()
-        return {row.item_id: (row.input_sha256, row.output, row.dropped_ids) for row in rows}
-
-    def _run(self, step: str, items: Sequence[tuple[str, str]], validate) -> dict[str, dict]:
-        """Call the model for each ``(item_id, input)`` without an ok row for the same input, model and prompts;
-        one committed row per call; the validated replies (stored ones included) by item id.  ``validate(reply text,
-        item_id)`` returns the checked reply or ``(reply, dropped_ids)``.  Raises :class:`GraphExtractionStopped` under
-        ``stop_on_first_error``."""
-        from tqdm.auto import tqdm
-
-        client, llm = self.clients[step], self.llm
-        system_sha, user_sha = self.prompts[step].sha256().values()
-        stored = self._stored(step)
-        replies: dict[str, dict] = {}
-        counts: Counter[str] = Counter()
-        status = "stopped"
-        bar = tqdm(total=len(items), desc=f"graph {step} (openai)",
-                   unit="call" if step == "interest" else ITEM_NOUNS.get(step, "call"), disable=not self.progress)
+    def _run(self, step: LLMStep, items: list[StepItem]) -> dict[str, dict]:
+        """The validated replies (stored ones included) by item id of one step's run; its report in ``reports``
+        whether it ends or stops (:class:`GraphExtractionStopped` under ``stop_on_first_error``)."""
         try:
-            for item_id, text in items:
-                counts["seen"] += 1
-                bar.update(1)
-                digest = _sha256(text)
-                found = stored.get(item_id)
-                if found is not None and found[0] == digest:
-                    replies[item_id] = json.loads(found[1])
-                    counts["skipped"] += 1
-                    counts["dropped"] += found[2] or 0
-                    continue
-                attempts, reply, dropped, error, result = 0, None, None, None, None
-                while True:
-                    if self._calls:
-                        wait = llm.backoff_s(attempts - 1) if attempts else llm.interval_s
-                        if wait > 0:
-                            self.sleep(wait)
-                    attempts += 1
-                    self._calls += 1
-                    counts["calls"] += 1
-                    start = time.perf_counter()
-                    try:
-                        result = client.summarize(text)
-                        checked = validate(result.text, item_id)
-                        reply, dropped = checked if isinstance(checked, tuple) else (checked, None)
-                        error = None
-                    except SummaryCallError as exc:
-                        reply, error = None, exc
-                    latency = time.perf_counter() - start
-                    if error is None or not (error.retryable and attempts <= llm.max_retries):
-                        break
-                counts["ok" if error is None else "error"] += 1
-                counts["dropped"] += dropped or 0
-                row = {
-                    "step": step, "item_id": item_id, "status": "ok" if error is None else "error",
-                    "requested_model": llm.model, "response_model": result.response_model if result else None,
-                    "sdk_version": self.sdk_version, "system_sha256": system_sha, "user_sha256": user_sha,
-                    "input_chars": len(text), "input_sha256": digest,
-                    "output": None if reply is None else json.dumps(reply, ensure_ascii=False, sort_keys=True),
-                    "error": None if error is None else privacy.redact(str(error)),
-                    "dropped_ids": dropped, "input_tokens": result.input_tokens if result else None,
-                    "output_tokens": result.output_tokens if result else None, "latency_s": latency,
-                    "attempts": attempts, "run_id": self.run_id,
-                    "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                }
-                with self.engine.begin() as conn:   # committed before the next call
-                    conn.execute(insert(graph_extractions).prefix_with("OR REPLACE"), [row])
-                bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
-                if error is None:
-                    replies[item_id] = reply
-                elif llm.failure_policy == "stop_on_first_error":
-                    raise GraphExtractionStopped(step, item_id, row["error"], self.run_id, counts["ok"])
-            status = "done"
-        finally:
-            bar.close()
-            self.reports[step] = StepReport(
-                step=step, run_id=self.run_id, requested_model=llm.model, status=status, seen=counts["seen"],
-                skipped=counts["skipped"], ok=counts["ok"], error=counts["error"], calls=counts["calls"],
-                dropped_ids=counts["dropped"])
-        return replies
+            result = run_step(step, items, client=self.clients[step.name], store=ExtractionStore(self.engine),
+                              policy=self.policy, run_id=self.run_id, progress=self.progress)
+        except StepStopped as stopped:
+            self.reports[step.name] = stopped.report
+            raise
+        self.reports[step.name] = result.report
+        return result.outputs
 
 
 @EXTRACTORS.register("openai")

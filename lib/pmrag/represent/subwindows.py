@@ -1,4 +1,4 @@
-"""Sub-windows of a representation's text, embedded one vector each, for multi-vector retrieval (issue 15 §2).
+"""Sub-windows of a representation's text, embedded one vector each, for multi-vector retrieval.
 
 A chunk's text is split into its lines, ``text.split("\\n")`` (raw_text: one message per line, so a window is
 ``window_lines`` consecutive messages; a message that itself holds a line break counts as several lines, and
@@ -37,11 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from pmrag.core.errors import PmragError
+from pmrag.core.params import EmbeddingSection, MultiVectorSection
 
 LINE_SEPARATOR = "\n"
-# what the ``subvectors:<representation>`` stage reads (its params declaration)
-SUBVECTOR_PARAMS = ("multivector.window_lines", "multivector.stride_lines", "embedding.backend", "embedding.model",
-                    "embedding.base_url", "embedding.max_chars", "embedding.head_fraction", "embedding.long_text")
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -140,17 +138,32 @@ class SubVectors:
         return np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
 
 
-def compute_subvectors(ctx, representation: str) -> SubVectors:
-    """The ``subvectors:<representation>`` stage: every chunk's sub-windows of ``representation`` embedded as
-    passages (needs ``representations``; params :data:`SUBVECTOR_PARAMS`)."""
+def subwindow_vectors(chunk_ids: Sequence[str], texts: Sequence[str], representation: str, *,
+                      multivector: MultiVectorSection, embedding: EmbeddingSection, cache_dir: str | Path,
+                      allow_remote: bool = False, proxy: str | None = None, progress: bool = False) -> SubVectors:
+    """The ``subvectors:<representation>`` stage: every chunk's sub-windows of one representation embedded as
+    passages (module docstring).
+
+    Parameters
+    ----------
+    chunk_ids, texts : the chunks in chunk order and their text of ``representation``.
+    representation : the representation's name (recorded in the result).
+    multivector : the ``multivector`` params (``window_lines``, ``stride_lines``).
+    embedding : the ``embedding`` params (model, long-text rule, batch size).
+    cache_dir : the folder of the shared embedding cache (``embeddings.sqlite``).
+    allow_remote, proxy : the study's permission and named proxy (:mod:`pmrag.represent.privacy`).
+    progress : progress bars.
+
+    Returns
+    -------
+    SubVectors: one unit-length row per window, its chunk's index in ``owner``.
+    """
     from pmrag.represent.embed import EmbeddingCache, embed_passages, make_embedder
 
-    section = ctx.params.multivector
-    reps = ctx.get("representations")
-    if representation not in reps.columns:
-        raise PmragError(f"representations have no column {representation!r} to cut into sub-windows")
-    owner, windows = subwindow_texts(reps[representation].tolist(), section.window_lines, section.stride_lines)
-    embedder = make_embedder(ctx.params.embedding, allow_remote=ctx.params.allow_remote, proxy=ctx.params.proxy)
-    with EmbeddingCache(Path(ctx.params.cache_dir) / "embeddings.sqlite") as cache:
-        matrix = embed_passages(embedder, windows, cache, ctx.params.embedding, progress=ctx.progress)
-    return SubVectors(representation, embedder.model_id, reps["chunk_id"].to_numpy(), owner, matrix)
+    if len(chunk_ids) != len(texts):
+        raise PmragError(f"sub-window vectors of {representation}: {len(chunk_ids)} chunk ids for {len(texts)} texts")
+    owner, windows = subwindow_texts(list(texts), multivector.window_lines, multivector.stride_lines)
+    embedder = make_embedder(embedding, allow_remote=allow_remote, proxy=proxy)
+    with EmbeddingCache(Path(cache_dir) / "embeddings.sqlite") as cache:
+        matrix = embed_passages(embedder, windows, cache, embedding, progress=progress)
+    return SubVectors(representation, embedder.model_id, np.asarray(chunk_ids), owner, matrix)

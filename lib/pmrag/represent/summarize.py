@@ -2,14 +2,14 @@
 
 Two backends:
 
-* ``openai`` (:class:`OpenAISummarizer`): the paper's method.  The official ``openai`` client calls the
-  Responses API with ``model`` (gpt-4o-mini), ``instructions`` = the system prompt, ``input`` = the user
-  template, a blank line and the first ``max_input_chars`` (7,000) characters of raw_text, and
-  ``max_output_tokens=700``; temperature, top_p and seed are *not* sent, as in the paper.  The client's
-  timeout is 90 s and its own retries are off (``max_retries=0``) so that every attempt is ours and
-  recorded.  Any OpenAI-compatible server works through ``base_url``; a server that is not on this
-  machine needs ``allow_remote: true``, and no proxy is taken from the environment; only the params'
-  ``proxy``, for a remote server (see :mod:`pmrag.represent.privacy`).
+* ``openai``: the paper's method, the shared client of :mod:`pmrag.represent.llm`
+  (:class:`~pmrag.represent.llm.ResponsesClient`): the Responses API with ``model`` (gpt-4o-mini),
+  ``instructions`` = the system prompt, ``input`` = the user template, a blank line and the first
+  ``max_input_chars`` (7,000) characters of raw_text, and ``max_output_tokens=700``; temperature, top_p and seed
+  are *not* sent, as in the paper.  The client's timeout is 90 s and its own retries are off
+  (``max_retries=0``) so that every attempt is ours and recorded.  Any OpenAI-compatible server works through
+  ``base_url``; a server that is not on this machine needs ``allow_remote: true``, and no proxy is taken from the
+  environment; only the params' ``proxy``, for a remote server (see :mod:`pmrag.represent.privacy`).
 * ``extractive`` (:class:`ExtractiveSummarizer`): an offline, deterministic stand-in with no model.  It
   writes a 200–500-character digest (date range, participants, salient terms, salient messages) so the
   rest of the pipeline runs without a network; every table says ``backend = extractive`` and
@@ -17,209 +17,73 @@ Two backends:
 
 What the paper lost and this module records per chunk (table ``summaries``): the model the *response*
 reports (its snapshot), the SDK version, input characters and their SHA-256, input/output tokens, the
-latency of the final attempt (successful or not), the number of attempts, the status (ok | error) with the (key-redacted)
-error text, and the run; per run (table ``summary_runs``): the params (never the API key), the SHA-256 of
-both prompts, the resolved base URL, SDK version, start/finish times, counts and the final status.
+latency of the final attempt (successful or not), the number of attempts, the status (ok | error) with the
+(key-redacted) error text, and the run; per run (table ``summary_runs``): the params (never the API key), the
+SHA-256 of both prompts, the resolved base URL, SDK version, start/finish times, counts and the final status
+(:class:`~pmrag.represent.llm.SummaryStore`).
 
 The prompts in ``prompts/ja/`` (``summary_system.txt``, ``summary_user.txt``) were written from the paper's
 English translation (Appendix A); the original summary_prompt_ja.txt is not public, so the Japanese
-wording is ours, and summaries made with it are not byte-for-byte the paper's.  ``prompts/en/`` is an English rendering for English corpora
-(LoCoMo); its length request ("approximately 80–200 words") is our translation of 200–500 Japanese
-characters.  The user template ends with a blank line, after which the program appends the input.
+wording is ours, and summaries made with it are not byte-for-byte the paper's.  ``prompts/en/`` is an English
+rendering for English corpora (LoCoMo); its length request ("approximately 80–200 words") is our translation
+of 200–500 Japanese characters.  The user template ends with a blank line, after which the program appends the
+input.
 
-Failure handling: a retryable error (429, 5xx, timeout, connection error) is retried up to ``max_retries``
-times (default 2, the SDK default the paper ran with) with capped exponential backoff (0.5 s doubling to
-8 s, the SDK's); the client's own retries are off so that every attempt is ours and recorded.  Then
-``failure_policy = "stop_on_first_error"`` is the paper's (stop; everything committed so far is kept) and
-``"retry"`` records the chunk as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
+Failure handling is the LLM step's (:func:`~pmrag.represent.llm.run_step`): a retryable error (429, 5xx,
+timeout, connection error) is retried up to ``max_retries`` times (default 2, the SDK default the paper ran
+with) with capped exponential backoff (0.5 s doubling to 8 s, the SDK's).  Then ``failure_policy =
+"stop_on_first_error"`` is the paper's (stop; everything committed so far is kept) and ``"retry"`` records the
+chunk as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
 loses at most the chunk in flight; rerunning skips chunks whose status is already ``ok``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine
 
-from pmrag.represent import privacy
-from pmrag.core.errors import PmragError
 from pmrag.core.params import SummarizerSection
-from pmrag.core.store import summaries, summary_runs
+from pmrag.core.text import one_line
+from pmrag.represent.llm import (CallPolicy, LLMStep, Prompts, Reply, ResponsesClient, StepItem, StepReport,
+                                 StepStopped, SummaryStore, load_step_prompts, run_step)
 
 EXTRACTIVE_MODEL = "extractive-v1"
-MAX_ERROR_CHARS = 2000
 
 
-class SummarizationStopped(PmragError):
+class SummarizationStopped(StepStopped):
     """``stop_on_first_error``: a call failed; the chunk is recorded as an error and the run is stopped."""
 
-    def __init__(self, chunk_id: str, error: str, run_id: str, n_ok: int):
-        self.chunk_id, self.error, self.run_id = chunk_id, error, run_id
-        super().__init__(
-            f"summarization stopped at chunk {chunk_id} (run {run_id}, {n_ok} summarized in this run): {error}; "
-            f"rerun to resume (chunks already summarized are skipped), or set 'summarizer.failure_policy: retry'"
-        )
+    @property
+    def chunk_id(self) -> str:
+        return self.item_id
+
+    def describe(self, noun: str) -> str:
+        return (f"summarization stopped at chunk {self.item_id} (run {self.run_id}, {self.n_ok} summarized in this "
+                f"run): {self.error}; rerun to resume (chunks already summarized are skipped), or set "
+                f"'summarizer.failure_policy: retry'")
 
 
-class SummaryCallError(Exception):
-    """One failed summarizer call.  ``retryable``: 429, 5xx, timeout or connection error."""
-
-    def __init__(self, message: str, retryable: bool):
-        super().__init__(message)
-        self.retryable = retryable
+def _summary_text(text: str, item: StepItem) -> str:
+    """A summary is the reply's text as it is (the client refuses an empty one)."""
+    return text
 
 
-# --------------------------------------------------------------------------------------------- prompts
-
-class Prompts(NamedTuple):
-    system: str
-    user_template: str
-
-    def render_input(self, text: str) -> str:
-        """The user message: the template, a blank line, then the (already cut) input text."""
-        return f"{self.user_template}\n\n{text}"
-
-    def sha256(self) -> dict[str, str]:
-        return {
-            "system": hashlib.sha256(self.system.encode("utf-8")).hexdigest(),
-            "user_template": hashlib.sha256(self.user_template.encode("utf-8")).hexdigest(),
-        }
+SUMMARY = LLMStep("summary", "summaries", ("summary_system", "summary_user"), _summary_text, noun="chunk",
+                  stopped=SummarizationStopped)
 
 
 def load_prompts(lang_or_dir: str | Path = "ja") -> Prompts:
-    """The packaged prompt set (``"ja"``, ``"en"``) or ``summary_system.txt`` + ``summary_user.txt`` from a directory.
-
-    Trailing whitespace (the user template's closing blank line) is stripped; :meth:`Prompts.render_input`
-    puts the blank line back between the template and the input.
-    """
-    if isinstance(lang_or_dir, str) and lang_or_dir in ("ja", "en"):
-        base = resources.files("pmrag.represent") / "prompts" / lang_or_dir
-    else:
-        base = Path(lang_or_dir)
-        if not base.is_dir():
-            raise PmragError(f"prompts: {lang_or_dir!s} is neither 'ja', 'en' nor a directory")
-    texts = []
-    for name in ("summary_system.txt", "summary_user.txt"):
-        entry = base / name
-        try:
-            text = entry.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PmragError(f"prompts: {entry} is missing") from None
-        text = text.lstrip("\ufeff").rstrip()
-        if not text:
-            raise PmragError(f"prompts: {entry} is empty")
-        texts.append(text)
-    return Prompts(*texts)
-
-
-# --------------------------------------------------------------------------------------------- backends
-
-@dataclass(frozen=True)
-class SummaryResult:
-    text: str
-    response_model: str | None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-
-
-def _public_url(url: str) -> str:
-    """``url`` without any user:password part (it is stored in the run's params)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[:MAX_ERROR_CHARS] + "…"
-    return privacy.redact(text)
-
-
-class OpenAISummarizer:
-    """The paper's summarizer: the Responses API through the official client, one attempt per call."""
-
-    backend = "openai"
-    calls_api = True
-
-    def __init__(self, params: SummarizerSection, prompts: Prompts, *, allow_remote: bool = False,
-                 proxy: str | None = None):
-        import openai
-
-        self.params = params
-        self.prompts = prompts
-        self.base_url = privacy.resolve_base_url(params.base_url)
-        privacy.require_remote_allowed("the openai summarizer", self.base_url, allow_remote, setting="allow_remote")
-        self._openai = openai
-        self.sdk_version = openai.__version__
-        self.requested_model = params.model
-        http_client = privacy.http_client(self.base_url, allow_remote=allow_remote, proxy=proxy,
-                                          timeout_s=params.timeout_s)
-        self.client = openai.OpenAI(
-            base_url=self.base_url, api_key=privacy.api_key_for(self.base_url), timeout=params.timeout_s, max_retries=0,
-            http_client=http_client,
-        )
-
-    def provenance(self) -> dict:
-        return {"base_url": _public_url(self.base_url), "prompt_sha256": self.prompts.sha256()}
-
-    def summarize(self, text: str) -> SummaryResult:
-        openai = self._openai
-        try:
-            response = self.client.responses.create(
-                model=self.params.model,
-                instructions=self.prompts.system,
-                input=self.prompts.render_input(text),
-                max_output_tokens=self.params.max_output_tokens,
-            )
-        except openai.RateLimitError as exc:
-            raise SummaryCallError(_error_text(exc), retryable=True) from exc
-        except openai.APIStatusError as exc:
-            raise SummaryCallError(_error_text(exc), retryable=exc.status_code >= 500) from exc
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise SummaryCallError(_error_text(exc), retryable=True) from exc
-        except (openai.APIResponseValidationError, ValueError) as exc:  # includes json.JSONDecodeError
-            raise SummaryCallError("malformed response: " + _error_text(exc), retryable=False) from exc
-        return self._result(response)
-
-    def _result(self, response) -> SummaryResult:
-        from openai.types.responses import Response
-
-        if not isinstance(response, Response):
-            raise SummaryCallError(f"malformed response: expected a Response object, got {type(response).__name__}",
-                                   retryable=False)
-        try:
-            text = response.output_text
-        except (AttributeError, TypeError) as exc:
-            raise SummaryCallError("malformed response: " + _error_text(exc), retryable=False) from exc
-        if not isinstance(text, str) or not text.strip():
-            detail = f"status={getattr(response, 'status', None)!r}, incomplete_details={getattr(response, 'incomplete_details', None)!r}"
-            raise SummaryCallError(privacy.redact(f"empty output_text ({detail})"), retryable=False)
-        usage = getattr(response, "usage", None)
-
-        def tokens(name):
-            value = getattr(usage, name, None)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-        model = response.model if isinstance(response.model, str) else None
-        return SummaryResult(text=text, response_model=model, input_tokens=tokens("input_tokens"),
-                             output_tokens=tokens("output_tokens"))
+    """The packaged prompt set (``"ja"``, ``"en"``) or ``summary_system.txt`` + ``summary_user.txt`` from a
+    directory (:func:`~pmrag.represent.llm.load_step_prompts`: a leading byte-order mark and trailing whitespace
+    stripped; :meth:`~pmrag.represent.llm.Prompts.render_input` puts the blank line back before the input)."""
+    return load_step_prompts(lang_or_dir, {SUMMARY.name: SUMMARY.prompt_files}, "summary prompts")[SUMMARY.name]
 
 
 # --- extractive ---
@@ -344,8 +208,9 @@ class ExtractiveSummarizer:
         return {"lang": self.lang, "max_chars": self.max_chars, "max_terms": self.max_terms,
                 "max_message_chars": self.max_message_chars}
 
-    def summarize(self, text: str) -> SummaryResult:
-        return SummaryResult(text=self.digest(text), response_model=EXTRACTIVE_MODEL)
+    def call(self, text: str) -> Reply:
+        """The digest of ``text`` as a :class:`~pmrag.represent.llm.Reply` (the LLM step's backend protocol)."""
+        return Reply(text=self.digest(text), response_model=EXTRACTIVE_MODEL)
 
     # -- pieces
 
@@ -376,7 +241,7 @@ class ExtractiveSummarizer:
         return f"Chat between {people}{' on ' + span if span else ''} ({n} messages)."
 
     def _clip(self, text: str, limit: int) -> str:
-        text = " ".join(text.split())
+        text = one_line(text)
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
     def digest(self, raw_text: str) -> str:
@@ -449,40 +314,12 @@ def make_summarizer(params: SummarizerSection, prompts: str = "ja", *, allow_rem
     the environment (:func:`pmrag.represent.privacy.http_client`).
     """
     if params.backend == "openai":
-        return OpenAISummarizer(params, load_prompts(prompts), allow_remote=allow_remote, proxy=proxy)
+        return ResponsesClient(params, load_prompts(prompts), sender="the openai summarizer", allow_remote=allow_remote,
+                               proxy=proxy)
     return ExtractiveSummarizer(lang=prompts if prompts in ("ja", "en") else "ja")
 
 
 # --------------------------------------------------------------------------------------------- runner
-
-@dataclass(frozen=True)
-class SummaryRunReport:
-    """What one :func:`summarize_chunks` call did.  ``seen == skipped + ok + error``."""
-
-    run_id: str
-    backend: str
-    requested_model: str
-    status: str               # done | stopped
-    seen: int
-    skipped: int              # already 'ok' in the store
-    skipped_mismatched: int   # ... but made by another backend/model, or from a different input
-    ok: int
-    error: int
-    calls: int                # API calls made (attempts, all chunks)
-    started_at: str
-    finished_at: str
-
-    def line(self) -> str:
-        text = (f"summaries run {self.run_id} ({self.backend}/{self.requested_model}): {self.status}; seen {self.seen}, "
-                f"skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, calls {self.calls}")
-        if self.skipped_mismatched:
-            text += f"; {self.skipped_mismatched} skipped rows came from another model or input"
-        return text
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
 
 def summarize_chunks(
     engine: Engine,
@@ -492,106 +329,20 @@ def summarize_chunks(
     *,
     progress: bool = True,
     sleep: Callable[[float], None] = time.sleep,
-) -> SummaryRunReport:
+) -> StepReport:
     """Summarize ``(chunk_id, raw_text)`` pairs into table ``summaries``, one committed row per chunk.
 
-    Chunks already ``ok`` are skipped (resume); ``error`` rows are attempted again.  ``sleep`` waits the
-    call interval and the retry backoff (inject a recorder in tests).  Raises
+    The LLM step :data:`SUMMARY` over the first ``params.max_input_chars`` characters of each raw_text, run by
+    :func:`~pmrag.represent.llm.run_step` with ``summarizer`` (:func:`make_summarizer`) as its client.  Chunks
+    already ``ok`` are skipped (resume); ``error`` rows are attempted again.  ``sleep`` waits the call interval
+    and the retry backoff (inject a recorder in tests).  Returns the run's report (``seen == skipped + ok +
+    error``; ``skipped_mismatched``: skipped rows another backend, model or input made); raises
     :class:`SummarizationStopped` under ``stop_on_first_error`` when a call fails.
     """
-    from tqdm.auto import tqdm
-
-    run_id = uuid.uuid4().hex
-    backend, requested_model = summarizer.backend, summarizer.requested_model
-    started_at = _now()
-    run_params = {**params.model_dump(mode="json"), **getattr(summarizer, "provenance", dict)()}
-    if params.base_url:  # never a user:password part, whichever backend ran
-        run_params["base_url"] = _public_url(params.base_url)
-    with engine.begin() as conn:
-        conn.execute(insert(summary_runs), [{
-            "run_id": run_id, "backend": backend, "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),
-            "sdk_version": summarizer.sdk_version, "started_at": started_at, "finished_at": None,
-            "n_ok": 0, "n_error": 0, "status": "running",
-        }])
-        existing = {
-            r.chunk_id: (r.backend, r.requested_model, r.input_sha256)
-            for r in conn.execute(select(summaries.c.chunk_id, summaries.c.backend, summaries.c.requested_model,
-                                         summaries.c.input_sha256).where(summaries.c.status == "ok"))
-        }
-
-    counts = Counter()
     total = len(chunks) if hasattr(chunks, "__len__") else None
-    bar = tqdm(total=total, desc=f"summaries ({backend})", unit="chunk", disable=not progress)
-    stopped: SummarizationStopped | None = None
-    status = "stopped"   # until the loop ends normally
-    try:
-        for chunk_id, raw_text in chunks:
-            counts["seen"] += 1
-            bar.update(1)
-            text = raw_text[: params.max_input_chars]
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            if chunk_id in existing:
-                counts["skipped"] += 1
-                if existing[chunk_id] != (backend, requested_model, digest):
-                    counts["skipped_mismatched"] += 1
-                continue
-
-            attempts = 0
-            result: SummaryResult | None = None
-            error: SummaryCallError | None = None
-            while True:
-                if summarizer.calls_api and counts["calls"]:
-                    wait = params.backoff_s(attempts - 1) if attempts else params.interval_s
-                    if wait > 0:
-                        sleep(wait)
-                attempts += 1
-                counts["calls"] += summarizer.calls_api
-                start = time.perf_counter()
-                try:
-                    result, error = summarizer.summarize(text), None
-                except SummaryCallError as exc:
-                    result, error = None, exc
-                latency = time.perf_counter() - start
-                if error is None:
-                    break
-                if error.retryable and attempts <= params.max_retries:
-                    continue
-                break
-
-            counts["ok" if error is None else "error"] += 1
-            row = {
-                "chunk_id": chunk_id, "backend": backend, "requested_model": requested_model,
-                "response_model": result.response_model if result else None, "sdk_version": summarizer.sdk_version,
-                "input_chars": len(text), "input_sha256": digest, "summary": result.text if result else None,
-                "status": "ok" if error is None else "error",
-                "error": None if error is None else privacy.redact(str(error)),
-                "input_tokens": result.input_tokens if result else None,
-                "output_tokens": result.output_tokens if result else None,
-                "latency_s": latency, "attempts": attempts, "run_id": run_id,
-            }
-            with engine.begin() as conn:   # committed before the next call
-                conn.execute(insert(summaries).prefix_with("OR REPLACE"), [row])
-                conn.execute(update(summary_runs).where(summary_runs.c.run_id == run_id)
-                             .values(n_ok=counts["ok"], n_error=counts["error"]))
-            bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
-            if error is not None and params.failure_policy == "stop_on_first_error":
-                stopped = SummarizationStopped(chunk_id, row["error"], run_id, counts["ok"])
-                break
-        else:
-            status = "done"
-    finally:
-        bar.close()
-        finished_at = _now()
-        with engine.begin() as conn:
-            conn.execute(update(summary_runs).where(summary_runs.c.run_id == run_id).values(
-                finished_at=finished_at, n_ok=counts["ok"], n_error=counts["error"], status=status))
-    if stopped is not None:
-        raise stopped
-    return SummaryRunReport(
-        run_id=run_id, backend=backend, requested_model=requested_model, status=status, seen=counts["seen"],
-        skipped=counts["skipped"], skipped_mismatched=counts["skipped_mismatched"], ok=counts["ok"],
-        error=counts["error"], calls=counts["calls"], started_at=started_at, finished_at=finished_at,
-    )
+    items = (StepItem(chunk_id, raw_text[: params.max_input_chars]) for chunk_id, raw_text in chunks)
+    return run_step(SUMMARY, items, client=summarizer, store=SummaryStore(engine), policy=CallPolicy(params, sleep),
+                    total=total, progress=progress).report
 
 
 def summary_provenance(summaries_table: pd.DataFrame) -> pd.DataFrame:

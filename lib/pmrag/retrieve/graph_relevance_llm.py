@@ -5,11 +5,11 @@ an LLM then identifies the interests most relevant to the request (002 §2.4).  
 (:func:`llm_interest_relevance`):
 
 * **Prompts** ``graph_relevance_{system,user}.txt`` of the params' ``representations.prompts`` set (``ja``,
-  ``en`` or a folder), loaded as the extractor's (:func:`~pmrag.represent.extract_llm.load_graph_prompts`).  The
+  ``en`` or a folder), loaded as every LLM step's (:func:`~pmrag.represent.llm.load_step_prompts`).  The
   paper publishes no prompt: ours were written from that description (the request, the list of interests, the
   model chooses the relevant ones), so choices made with them are not the paper's.
-* **Connection**: the params' ``summarizer`` section and ``allow_remote`` / ``proxy``, through the summarizer's
-  client (:class:`~pmrag.represent.summarize.OpenAISummarizer`: the Responses API, ``instructions`` = the system
+* **Connection**: the params' ``summarizer`` section and ``allow_remote`` / ``proxy``, through the shared client of
+  the LLM steps (:class:`~pmrag.represent.llm.ResponsesClient`: the Responses API, ``instructions`` = the system
   prompt, ``input`` = the user template, a blank line and the input; the summarizer's ``max_output_tokens``).
   ``max_input_chars`` does not apply: the list is sent whole, since a cut list would hide interests from the choice.
 * **One call per question**.  Its input: the question on one line (whitespace runs as one space), a blank line,
@@ -29,14 +29,15 @@ an LLM then identifies the interests most relevant to the request (002 §2.4).  
   (:func:`~pmrag.retrieve.graph_interest.choose_interests`).  A question the model chose nothing for, or whose
   call failed under ``failure_policy: retry``, has a row of zeros and reaches no memory.
 * **Provenance and resume**: one row of the store table ``graph_extractions`` per call, step ``relevance``
-  (:class:`~pmrag.represent.extract_llm.OpenAIExtractor`'s loop, table and rules: status, the validated reply,
+  (the LLM step :data:`RELEVANCE` run by :func:`~pmrag.represent.llm.run_step` into
+  :class:`~pmrag.represent.llm.ExtractionStore`, as the graph extractor's steps: status, the validated reply,
   requested and reported model, SDK version, both prompts' SHA-256, the input's length and SHA-256, tokens,
   latency, attempts, run id, time; never the API key).  The item id is ``<question id>:<SHA-256 of the question
   text, 16 hex>:<SHA-256 of the label list, 16 hex>``, so a changed question or graph is a new item (the old row
   stays, for when it comes back).  The row's output is ``{"numbers": [...], "labels": [...]}``: the chosen
   interests' numbers in the list sent and their labels, the most relevant first.  A rerun calls the model only
   for questions without an ``ok`` row under the same model, prompts and input.  Retries and failure policy are
-  the summarizer's: ``stop_on_first_error`` raises
+  the LLM step's (:class:`~pmrag.represent.llm.CallPolicy`): ``stop_on_first_error`` raises
   :class:`~pmrag.represent.extract_llm.GraphExtractionStopped`, ``retry`` records the error and goes on.
 """
 
@@ -46,23 +47,19 @@ import hashlib
 import json
 import re
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Engine
 
 from pmrag.core.params import SummarizerSection
-from pmrag.represent import privacy
+from pmrag.core.text import one_line
 from pmrag.represent.extract import GraphError
-from pmrag.represent.extract_llm import (OpenAIExtractor, StepReport, _reply_object, load_graph_prompts,
-                                         normalise_label)
-from pmrag.represent.summarize import OpenAISummarizer, SummaryCallError
-
-STEP = "relevance"
-RELEVANCE_PROMPT_FILES = {STEP: ("graph_relevance_system", "graph_relevance_user")}
+from pmrag.represent.extract_llm import GraphExtractionStopped, normalise_label
+from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, ResponsesClient, StepItem,
+                                 StepReport, load_step_prompts, reply_object, run_step)
 
 _NUMBER = re.compile(r"(\d+)\.?")
 _NUMBERED_LABEL = re.compile(r"(\d+)[.)]\s+(.+)", flags=re.DOTALL)
@@ -81,14 +78,10 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def relevance_input(question_text: str, labels: Sequence[str]) -> str:
     """What follows the user template: the question on one line, a blank line, the labels numbered from 1."""
-    listing = "\n".join(f"{number}. {_one_line(label)}" for number, label in enumerate(labels, start=1))
-    return f"{_one_line(question_text)}\n\n{listing}"
+    listing = "\n".join(f"{number}. {one_line(label)}" for number, label in enumerate(labels, start=1))
+    return f"{one_line(question_text)}\n\n{listing}"
 
 
 def relevance_item_id(question_id: str, question_text: str, labels: Sequence[str]) -> str:
@@ -100,15 +93,15 @@ def relevance_item_id(question_id: str, question_text: str, labels: Sequence[str
 def validate_relevance_reply(text: str, question_id: str, labels: Sequence[str]) -> tuple[dict, int]:
     """A relevance reply read by the rules of the module docstring: ``({"numbers": [...], "labels": [...]},
     dropped)``, the chosen interests' 1-based numbers and labels in the model's order, and how many items named
-    nothing in the list.  Raises a non-retryable ``SummaryCallError`` naming the question and the key."""
+    nothing in the list.  Raises a non-retryable ``CallError`` naming the question and the key."""
     what = f"question {question_id!r}"
-    reply = _reply_object(text, what)
+    reply = reply_object(text, what)
     if "interests" not in reply:
-        raise SummaryCallError(f"{what}: key 'interests' is missing", retryable=False)
+        raise CallError(f"{what}: key 'interests' is missing", retryable=False)
     items = reply["interests"]
     if not isinstance(items, list) or not all(isinstance(item, (str, int)) and not isinstance(item, bool)
                                               for item in items):
-        raise SummaryCallError(f"{what}: key 'interests' must be a list of labels (strings) or numbers (integers)",
+        raise CallError(f"{what}: key 'interests' must be a list of labels (strings) or numbers (integers)",
                                retryable=False)
     number_of: dict[str, int] = {}
     for number, label in enumerate(labels, start=1):
@@ -142,6 +135,19 @@ def _number(item: str | int, number_of: dict[str, int], labels: Sequence[str]) -
     return item if 1 <= item <= len(labels) else None
 
 
+def _check_reply(text: str, item: StepItem) -> tuple[dict, int]:
+    question_id, labels = item.context
+    return validate_relevance_reply(text, question_id, labels)
+
+
+RELEVANCE = LLMStep("relevance", "graph relevance", ("graph_relevance_system", "graph_relevance_user"), _check_reply,
+                    noun="question", dropped="chosen interests not in the list dropped",
+                    stopped=GraphExtractionStopped)
+"""f(q, I) by the model: one call per question (the item's context: its id and the labels sent)."""
+STEP = RELEVANCE.name
+RELEVANCE_PROMPT_FILES = {STEP: RELEVANCE.prompt_files}
+
+
 def choice_relevance(chosen: Sequence[Sequence[int]], n_interests: int) -> np.ndarray:
     """r(q, i) of the model's choices: questions × interests, the interest at 0-based index ``chosen[q][p]`` gets
     (n − p) / n where n = ``len(chosen[q])``, every other 0 (module docstring)."""
@@ -151,23 +157,6 @@ def choice_relevance(chosen: Sequence[Sequence[int]], n_interests: int) -> np.nd
         for position, index in enumerate(order):
             matrix[row, index] = (n - position) / n
     return matrix
-
-
-class _RelevanceCalls(OpenAIExtractor):
-    """The extractor's call loop (``_run``: resume, retries, failure policy, one committed row per call) for the
-    one step ``relevance``; nothing else of the extractor is set up or used."""
-
-    def __init__(self, llm: SummarizerSection, engine: Engine, prompts: str, allow_remote: bool, proxy: str | None,
-                 progress: bool, sleep: Callable[[float], None]):
-        self.llm, self.engine, self.progress, self.sleep = llm, engine, progress, sleep
-        self.prompts = load_graph_prompts(prompts, RELEVANCE_PROMPT_FILES)
-        base_url = privacy.resolve_base_url(llm.base_url)
-        privacy.require_remote_allowed("the openai interest relevance", base_url, allow_remote, setting="allow_remote")
-        self.clients = {STEP: OpenAISummarizer(llm, self.prompts[STEP], allow_remote=allow_remote, proxy=proxy)}
-        self.sdk_version = self.clients[STEP].sdk_version
-        self.run_id = uuid.uuid4().hex
-        self.reports: dict[str, StepReport] = {}
-        self._calls = 0
 
 
 def llm_interest_relevance(question_ids: Sequence[str], question_texts: Sequence[str], labels: Sequence[str], *,
@@ -199,13 +188,15 @@ def llm_interest_relevance(question_ids: Sequence[str], question_texts: Sequence
     if twice is not None:
         raise GraphError(f"interest relevance: question {twice!r} is given twice")
     labels = list(labels)
-    calls = _RelevanceCalls(llm, engine, prompts, allow_remote, proxy, progress, sleep)
+    prompt = load_step_prompts(prompts, RELEVANCE_PROMPT_FILES, "graph prompts", GraphError)[STEP]
+    client = ResponsesClient(llm, prompt, sender="the openai interest relevance", allow_remote=allow_remote,
+                             proxy=proxy)
     item_ids = [relevance_item_id(q, text, labels) for q, text in zip(question_ids, question_texts)]
-    question_of = dict(zip(item_ids, question_ids))
-    items = [(item_id, relevance_input(text, labels)) for item_id, text in zip(item_ids, question_texts)
+    items = [StepItem(item_id, relevance_input(text, labels), (q, labels))
+             for item_id, q, text in zip(item_ids, question_ids, question_texts)
              if labels]                                   # no interests: nothing to choose from, nothing called
-    replies = calls._run(STEP, items, lambda text, item_id: validate_relevance_reply(
-        text, question_of[item_id], labels))
-    chosen = [[number - 1 for number in replies[item_id]["numbers"]] if item_id in replies else []
+    result = run_step(RELEVANCE, items, client=client, store=ExtractionStore(engine), policy=CallPolicy(llm, sleep),
+                      progress=progress)
+    chosen = [[number - 1 for number in result.outputs[item_id]["numbers"]] if item_id in result.outputs else []
               for item_id in item_ids]
-    return RelevanceResult(choice_relevance(chosen, len(labels)), calls.reports[STEP])
+    return RelevanceResult(choice_relevance(chosen, len(labels)), result.report)

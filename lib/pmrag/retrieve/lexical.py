@@ -1,4 +1,4 @@
-"""BM25 tokenizers beside the paper's regex (issue 15 §1): SudachiPy morphemes, character n-grams, English words.
+"""BM25 tokenizers beside the paper's regex: SudachiPy morphemes, character n-grams, English words.
 
 Each is a tokenizer component registered in ``TOKENIZERS`` like :class:`~pmrag.retrieve.tokenizer.RegexTokenizer`,
 so its name is a variant of the ``bm25`` and ``rm3`` retrievers (``raw_text_bm25_sudachi``,
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from importlib.metadata import version
@@ -56,6 +55,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import PmragError
 from pmrag.retrieve.bm25 import BM25Index, query_matrix
 
@@ -143,48 +143,22 @@ def token_cache_key(config: str, text: str) -> str:
     return hashlib.sha256(f"{config}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class TokenCache:
-    """Content-addressed token lists in one SQLite file (WAL: several processes may read and write it).
+class TokenCache(SqliteCache):
+    """Content-addressed token lists in one SQLite file (:class:`~pmrag.core.cache.SqliteCache`, with the
+    write-ahead log: several processes may read and write it).
 
     ``key -> (config, tokens)``; tokens are stored joined by ``"\\n"`` (no token holds a newline: the keys are
     lines, and empty tokens are dropped).  A key never changes meaning, so entries are never
     invalidated.
     """
 
-    _LOOKUP_CHUNK = 500
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS tokens (key TEXT PRIMARY KEY, config TEXT NOT NULL, "
-                         "tokens TEXT NOT NULL)")
-        self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> TokenCache:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self._db.execute("SELECT count(*) FROM tokens").fetchone()[0]
+    table = "tokens"
+    columns = "config TEXT NOT NULL, tokens TEXT NOT NULL"
+    wal = True
 
     def get_many(self, keys: Sequence[str]) -> dict[str, list[str]]:
         """The cached token lists among ``keys`` (missing keys are absent from the result)."""
-        found: dict[str, list[str]] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), self._LOOKUP_CHUNK):
-            part = unique[start:start + self._LOOKUP_CHUNK]
-            marks = ",".join("?" * len(part))
-            for key, joined in self._db.execute(f"SELECT key, tokens FROM tokens WHERE key IN ({marks})", part):
-                found[key] = joined.split("\n") if joined else []
-        return found
+        return {key: joined.split("\n") if joined else [] for key, joined in self._rows(keys, "tokens")}
 
     def put_many(self, config: str, entries: Mapping[str, Sequence[str]]) -> None:
         """Store each key's token list (one transaction)."""
@@ -193,8 +167,7 @@ class TokenCache:
             if any("\n" in t or not t for t in tokens):
                 raise PmragError(f"token cache {self.path}: a token of entry {key[:12]}… is empty or holds a newline")
             rows.append((key, config, "\n".join(tokens)))
-        with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO tokens (key, config, tokens) VALUES (?, ?, ?)", rows)
+        self._put("config, tokens", rows)
 
 
 def _tokenize_batch(split_mode: str, form: str, pos_filter: str, pieces: list[str]) -> list[list[str]]:

@@ -43,6 +43,7 @@ from sqlalchemy import Engine as SqlEngine, delete, insert, select
 from pmrag.core import store
 from pmrag.core.errors import PmragError
 from pmrag.core.store import file_fingerprints
+from pmrag.core.text import clip
 from pmrag.study.closure import module_path
 from pmrag.core.names import StageKey
 from pmrag.study.declare import Runtime, Stage
@@ -382,9 +383,8 @@ def _param_changes(path: str, before, after) -> list[str]:
             if before.get(key) != after.get(key):
                 changes += _param_changes(f"{path}.{key}", before.get(key), after.get(key))
         return changes
-    return [f"param {path}: {_short(before)} → {_short(after)}"]
+    return [f"param {path}: {_shown(before)} → {_shown(after)}"]
 
 
-def _short(value, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+def _shown(value) -> str:
+    return clip(json.dumps(value, ensure_ascii=False), 59)

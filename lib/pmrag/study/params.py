@@ -8,15 +8,14 @@ pairing that names a retriever the study does not run, a missing input file) is 
 A params file is small, plain YAML, and is read defensively: a file over :data:`MAX_PARAMS_BYTES` is refused
 before it is parsed, and so are anchors and aliases (``&name`` / ``*name``: a params file has no use for them,
 and a few lines of them expand to gigabytes, the "billion laughs"), nesting deeper than :data:`MAX_DEPTH`
-levels and integers too long for Python to convert.  Messages quote values shortened (:func:`short`), so
-an error stays one short line whatever the file holds.
+levels and integers too long for Python to convert.  Messages quote values shortened
+(:func:`~pmrag.core.text.shown`), so an error stays one short line whatever the file holds.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import reprlib
 from pathlib import Path
 
 import yaml
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from pmrag.core.errors import ParamsError
 from pmrag.core.params import StudyParams
+from pmrag.core.text import clip, shown
 
 SHIPPED_PROMPT_SETS = ("ja", "en")
 PATH_KEYS = ("dataset.inputs", "dataset.questions", "representations.prompts", "bm25.tokenizer_spec")
@@ -32,29 +32,6 @@ FOLDER_KEYS = ("outputs_dir", "notebooks_dir", "cache_dir")
 """Where a study's outputs, notebooks and caches are: locations, never part of what a result is."""
 MAX_PARAMS_BYTES = 1 << 20   # 1 MiB; the demo's params file is about 3 KB
 MAX_DEPTH = 20               # mapping/list levels; a params file uses 3
-
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
-_SHORT.maxlevel = 2
-
-
-def short(value) -> str:
-    """``repr(value)`` cut to about 60 characters (nested containers to 4 items, 2 levels)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"<integer of {value.bit_length()} bits>"   # repr() itself refuses ints beyond 4,300 digits
-    return _SHORT.repr(value)
-
-
-_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def clip(text, limit: int = 80) -> str:
-    """``str(text)`` on one line (line breaks escaped), cut to ``limit`` characters with an ellipsis (for keys,
-    paths and parser messages, quoted without ``repr``'s quotes)."""
-    text = str(text)[:limit + 1].translate(_LINE_BREAKS)
-    return text if len(text) <= limit else f"{text[:limit]}…"
-
 
 class _Refused(yaml.YAMLError):
     """YAML a params file may not use: ``line`` (1-based) and what was found."""
@@ -164,7 +141,8 @@ def component_context() -> dict:
 
 def one_line(error: ValidationError, origin: str) -> str:
     """The first validation error as ``<file>: key 'a.b[0]': <what was expected>, got <value>``; the value, the
-    key and the message are shortened (:func:`short`, :func:`clip`), never quoted whole."""
+    key and the message are shortened (:func:`~pmrag.core.text.shown`, :func:`~pmrag.core.text.clip`), never quoted
+    whole."""
     first = error.errors(include_url=False)[0]
     dotted = ""
     for part in first["loc"]:
@@ -180,8 +158,8 @@ def one_line(error: ValidationError, origin: str) -> str:
     if first["type"] == "missing":
         return f"{origin}: missing key '{dotted}'"
     where = f"key '{dotted}'" if dotted else "params"
-    shown = first.get("input")
-    got = "" if first["type"].startswith("value_error") or isinstance(shown, dict) else f", got {short(shown)}"
+    value = first.get("input")
+    got = "" if first["type"].startswith("value_error") or isinstance(value, dict) else f", got {shown(value)}"
     return f"{origin}: {where}: {clip(message, 200)}{got}"
 
 
@@ -190,7 +168,7 @@ def _resolve(base: Path, value: str, origin: str, dotted: str) -> str:
     try:
         return str((base / Path(value).expanduser()).resolve())
     except (RuntimeError, OSError, ValueError) as exc:   # ~nosuchuser, a NUL byte, a name too long
-        raise ParamsError(f"{origin}: key '{dotted}': not a usable path ({clip(exc, 100)}), got {short(value)}") from None
+        raise ParamsError(f"{origin}: key '{dotted}': not a usable path ({clip(exc, 100)}), got {shown(value)}") from None
 
 
 def _exists(path: str, kind: str) -> bool:

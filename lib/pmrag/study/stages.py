@@ -189,14 +189,11 @@ def vectors(representation: str, representations: pd.DataFrame, embedding: Passa
        item="representation", packages=_model_package)
 def subvectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
                multivector: Annotated[MultiVectorSection, Keys("window_lines", "stride_lines")], runtime: Runtime):
-    from pmrag.represent.embed import embed_passages
-    from pmrag.represent.subwindows import SubVectors, subwindow_texts
+    from pmrag.represent.subwindows import subwindow_vectors
 
-    owner, windows = subwindow_texts(representations[representation].tolist(), multivector.window_lines,
-                                     multivector.stride_lines)
-    with _embedding(embedding, runtime) as (embedder, cache):
-        matrix = embed_passages(embedder, windows, cache, embedding, progress=runtime.progress)
-    return SubVectors(representation, embedder.model_id, representations["chunk_id"].to_numpy(), owner, matrix)
+    return subwindow_vectors(representations["chunk_id"].to_numpy(), representations[representation].tolist(),
+                             representation, multivector=multivector, embedding=embedding, cache_dir=runtime.cache_dir,
+                             allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
 
 
 @stage("question vectors (§5.2)", packages=_model_package)
@@ -218,19 +215,13 @@ _DecompositionLLM, _DecompositionPrompts = _llm(lambda p: p.decomposition.backen
                                                              else ("sudachipy", "sudachidict_core"))))
 def decomposition(qrels: EvaluationSet, section: DecompositionSection, embedding: QueryEmbedding,
                   llm: _DecompositionLLM, prompts: _DecompositionPrompts, runtime: Runtime):
-    from pmrag.represent.embed import embed_with_cache
-    from pmrag.retrieve.decompose import build_subqueries, decompose
+    from pmrag.retrieve.subqueries import decompose_questions
 
-    question_ids = qrels.questions["question_id"].astype(str).tolist()
-    found, name, provenance = decompose(question_ids, qrels.questions["text"].tolist(), section, llm=llm,
-                                        prompts=prompts.prompts, engine=runtime.store, allow_remote=runtime.allow_remote,
-                                        proxy=runtime.proxy, progress=runtime.progress)
-    if section.backend != "offline":
-        print(provenance["calls"], file=sys.stderr)
-    with _embedding(embedding, runtime) as (embedder, cache):
-        return build_subqueries(question_ids, found, lambda batch: embed_with_cache(
-            embedder, batch, "query", cache, progress=runtime.progress), name,
-            {**provenance, "embedding_model": embedder.model_id})
+    questions = qrels.questions
+    return decompose_questions(questions["question_id"].astype(str).tolist(), questions["text"].tolist(), section,
+                               embedding=embedding, cache_dir=runtime.cache_dir, llm=llm, prompts=prompts.prompts,
+                               engine=runtime.store, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
+                               progress=runtime.progress)
 
 
 # ------------------------------------------------------------------------------------------- TOBUGraph

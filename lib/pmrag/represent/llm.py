@@ -1,0 +1,656 @@
+"""One LLM step: prompts from files, the shared client, pacing and retries, reply validation, provenance, resume.
+
+Every model call of pmrag (chunk summaries, paper §3.3; TOBUGraph's semantic, interest and relevance calls, paper
+002 §2.2–2.4; query decomposition) is made by :func:`run_step`, so pacing, retries, the failure policy,
+provenance and resume are written once.  A step is data (:class:`LLMStep`): its name, its two prompt files, the
+check of a reply, what one item is called, what its report counts as dropped and what a stop raises.
+
+* **Prompts** (:func:`load_step_prompts`): a step's system prompt and user template, two text files of a prompt
+  set (``ja`` or ``en`` under ``represent/prompts/``, or a folder of the user's own,
+  :func:`~pmrag.represent.representations.prompt_dir`), each without a leading byte-order mark or trailing
+  whitespace; the input follows the user template after a blank line (:meth:`Prompts.render_input`).
+* **The client** (:class:`ResponsesClient`): the official ``openai`` client on the Responses API with ``model``,
+  ``instructions`` = the system prompt, ``input`` = the user template, a blank line and the input, and
+  ``max_output_tokens``; temperature, top_p and seed are not sent, as in the paper.  The timeout is the params',
+  the SDK's own retries are off (``max_retries=0``) so that every attempt is ours and recorded.  Private by
+  default (:mod:`pmrag.represent.privacy`): a server that is not on this machine needs ``allow_remote: true``
+  (refused before a client exists); no proxy, ``SSL_CERT_FILE`` or ``.netrc`` is read from the environment, only
+  the params' ``proxy``, and only for a remote server; the key comes from ``OPENAI_API_KEY`` alone and is
+  redacted from every error text.
+* **Pacing and retries** (:class:`CallPolicy`, the params' ``summarizer`` section): ``interval_s`` before every
+  call but the first; a retryable error (429, 5xx, timeout, connection error) retried up to ``max_retries``
+  times after a capped exponential backoff (``backoff_initial_s`` doubling up to ``backoff_max_s``: 0.5 s to
+  8 s, the SDK's own); then ``failure_policy``: ``stop_on_first_error`` (the paper's) records the item as an
+  error and raises the step's :class:`StepStopped`, ``retry`` records it and goes on.
+* **Validation**: the step's ``validate`` turns a reply's text into the step's output, or raises a
+  non-retryable :class:`CallError` whose one-line message names the item and the key, never the reply's text
+  (:func:`reply_object` reads a reply that must be one JSON object).
+* **Provenance and resume** (a store: :class:`ExtractionStore`, table ``graph_extractions``, for the JSON
+  steps; :class:`SummaryStore`, tables ``summaries`` and ``summary_runs``, for the summaries): one row per call
+  (the item's last outcome: status, output or error, requested and reported model, SDK version, the input's
+  length and SHA-256, tokens, latency of the last attempt, attempts, run), committed before the next call, so a
+  killed run loses at most the item in flight.  A rerun takes the items with an ``ok`` row from the store
+  (which rows count is the store's rule) and calls the model for the others, error rows included.
+* **Report** (:class:`StepReport`): what a run did, as one line without any text or key.
+
+Concurrency and rate-limit handling belong to :class:`CallPolicy` and :func:`run_step`; nothing outside this
+module makes a call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlalchemy import Engine, insert, select, update
+
+from pmrag.core.errors import PmragError
+from pmrag.core.params import SummarizerSection
+from pmrag.core.store import graph_extractions, summaries, summary_runs
+from pmrag.represent import privacy
+
+MAX_ERROR_CHARS = 2000
+
+
+class CallError(Exception):
+    """One failed call: the client's (an HTTP status, a timeout, a malformed response) or the step's check of
+    the reply.  ``retryable``: 429, 5xx, timeout or connection error."""
+
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+# --------------------------------------------------------------------------------------------- prompts
+
+class Prompts(NamedTuple):
+    """A step's system prompt and user template."""
+
+    system: str
+    user_template: str
+
+    def render_input(self, text: str) -> str:
+        """The user message: the template, a blank line, then the input text."""
+        return f"{self.user_template}\n\n{text}"
+
+    def sha256(self) -> dict[str, str]:
+        return {
+            "system": hashlib.sha256(self.system.encode("utf-8")).hexdigest(),
+            "user_template": hashlib.sha256(self.user_template.encode("utf-8")).hexdigest(),
+        }
+
+
+def load_step_prompts(prompts: str | Path, files: Mapping[str, tuple[str, str]], what: str = "prompts",
+                      error: type[Exception] = PmragError) -> dict[str, Prompts]:
+    """``{step: Prompts}`` of each step's ``(system file, user file)`` in a prompt set.
+
+    Parameters
+    ----------
+    prompts : the set, ``ja``, ``en`` or a folder.
+    files : step name → the two file names without ``.txt``.
+    what, error : a missing or empty file is ``error`` naming ``what``, the file and the set.
+
+    Each text is read without a leading byte-order mark and trailing whitespace (the user template's closing
+    blank line: :meth:`Prompts.render_input` puts it back before the input).
+    """
+    from pmrag.represent.representations import read_prompt
+
+    out = {}
+    for step, names in files.items():
+        texts = []
+        for name in names:
+            try:
+                text = read_prompt(prompts, name).lstrip("\ufeff").rstrip()
+            except FileNotFoundError as exc:
+                raise error(f"{what}: {exc}") from None
+            if not text:
+                raise error(f"{what}: {name}.txt of prompt set {prompts!r} is empty")
+            texts.append(text)
+        out[step] = Prompts(*texts)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the client
+
+@dataclass(frozen=True)
+class Reply:
+    """What one call returned: its text, the model the response reports, and the tokens it reports."""
+
+    text: str
+    response_model: str | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+def public_url(url: str) -> str:
+    """``url`` without any user:password part, query or fragment (it is stored in provenance)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def error_text(exc: BaseException) -> str:
+    """``<type>: <message>`` of a client error, cut to :data:`MAX_ERROR_CHARS`, the API key redacted."""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + "…"
+    return privacy.redact(text)
+
+
+class Client(Protocol):
+    """What :func:`run_step` calls: a backend that turns one input text into a :class:`Reply`."""
+
+    backend: str
+    requested_model: str
+    sdk_version: str | None
+    calls_api: bool           # False: an offline stand-in, neither paced nor counted as a call
+
+    def call(self, text: str) -> Reply: ...
+
+    def provenance(self) -> dict: ...
+
+
+class ResponsesClient:
+    """The one way pmrag calls a model (module docstring): the Responses API through the official client, one
+    attempt per :meth:`call`.
+
+    Parameters
+    ----------
+    settings : the ``summarizer`` section (model, base_url, timeout_s, max_output_tokens).
+    prompts : the step's system prompt and user template.
+    sender : what the remote guard names (``"the openai graph extractor would send chat text to …"``).
+    allow_remote, proxy : the study's permission and named proxy (:mod:`pmrag.represent.privacy`).
+    """
+
+    backend = "openai"
+    calls_api = True
+
+    def __init__(self, settings: SummarizerSection, prompts: Prompts, *, sender: str = "the openai summarizer",
+                 allow_remote: bool = False, proxy: str | None = None):
+        import openai
+
+        self.settings = settings
+        self.prompts = prompts
+        self.base_url = privacy.resolve_base_url(settings.base_url)
+        privacy.require_remote_allowed(sender, self.base_url, allow_remote, setting="allow_remote")
+        self._openai = openai
+        self.sdk_version = openai.__version__
+        self.requested_model = settings.model
+        http_client = privacy.http_client(self.base_url, allow_remote=allow_remote, proxy=proxy,
+                                          timeout_s=settings.timeout_s)
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=privacy.api_key_for(self.base_url), timeout=settings.timeout_s,
+            max_retries=0, http_client=http_client,
+        )
+
+    def provenance(self) -> dict:
+        """The base URL (without any user:password) and both prompts' SHA-256."""
+        return {"base_url": public_url(self.base_url), "prompt_sha256": self.prompts.sha256()}
+
+    def call(self, text: str) -> Reply:
+        """One request for ``text`` (the input after the user template); a failure is a :class:`CallError`."""
+        openai = self._openai
+        try:
+            response = self.client.responses.create(
+                model=self.settings.model,
+                instructions=self.prompts.system,
+                input=self.prompts.render_input(text),
+                max_output_tokens=self.settings.max_output_tokens,
+            )
+        except openai.RateLimitError as exc:
+            raise CallError(error_text(exc), retryable=True) from exc
+        except openai.APIStatusError as exc:
+            raise CallError(error_text(exc), retryable=exc.status_code >= 500) from exc
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise CallError(error_text(exc), retryable=True) from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:  # includes json.JSONDecodeError
+            raise CallError("malformed response: " + error_text(exc), retryable=False) from exc
+        return self._reply(response)
+
+    def _reply(self, response) -> Reply:
+        from openai.types.responses import Response
+
+        if not isinstance(response, Response):
+            raise CallError(f"malformed response: expected a Response object, got {type(response).__name__}",
+                            retryable=False)
+        try:
+            text = response.output_text
+        except (AttributeError, TypeError) as exc:
+            raise CallError("malformed response: " + error_text(exc), retryable=False) from exc
+        if not isinstance(text, str) or not text.strip():
+            detail = (f"status={getattr(response, 'status', None)!r}, "
+                      f"incomplete_details={getattr(response, 'incomplete_details', None)!r}")
+            raise CallError(privacy.redact(f"empty output_text ({detail})"), retryable=False)
+        usage = getattr(response, "usage", None)
+
+        def tokens(name):
+            value = getattr(usage, name, None)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        model = response.model if isinstance(response.model, str) else None
+        return Reply(text=text, response_model=model, input_tokens=tokens("input_tokens"),
+                     output_tokens=tokens("output_tokens"))
+
+
+# --------------------------------------------------------------------------------------------- replies
+
+def reply_object(text: str, what: str) -> dict:
+    """A reply as one JSON object (one surrounding Markdown code fence allowed); otherwise a non-retryable
+    :class:`CallError` naming ``what`` and the parser's position, never the reply's text."""
+    body = text.strip()
+    fence = re.fullmatch(r"```[A-Za-z]*\s*\n(.*?)\n?\s*```", body, flags=re.DOTALL)
+    if fence:
+        body = fence.group(1)
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise CallError(f"{what}: the reply is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                        retryable=False) from None
+    if not isinstance(value, dict):
+        raise CallError(f"{what}: the reply is JSON but not an object ({type(value).__name__})", retryable=False)
+    return value
+
+
+# --------------------------------------------------------------------------------------------- steps
+
+@dataclass(frozen=True)
+class StepItem:
+    """One call's worth of work: the item's id (unique in a run, the store's key), the input sent after the user
+    template, and what the step's check needs besides the reply (a batch's memory ids, a question's labels)."""
+
+    item_id: str
+    text: str
+    context: Any = None
+
+
+class StepStopped(PmragError):
+    """``stop_on_first_error``: a call failed; its row is recorded and the run is stopped.  ``report`` is what
+    the run did up to the stop (:class:`StepReport`)."""
+
+    def __init__(self, step: LLMStep, item_id: str, error: str, run_id: str, n_ok: int):
+        self.step, self.item_id, self.error, self.run_id, self.n_ok = step.name, item_id, error, run_id, n_ok
+        self.report: StepReport | None = None
+        super().__init__(self.describe(step.noun))
+
+    def describe(self, noun: str) -> str:
+        return (f"{self.step} stopped at {noun} {self.item_id} (run {self.run_id}, {self.n_ok} ok in this run): "
+                f"{self.error}; rerun to resume (calls already ok are not made again), or set "
+                f"'summarizer.failure_policy: retry'")
+
+
+@dataclass(frozen=True)
+class LLMStep:
+    """An LLM step as data.
+
+    ``name``: the step in the store (``graph_extractions.step``) and the report; ``title``: how report lines and
+    progress bars name it; ``prompt_files``: its system and user prompt files (without ``.txt``);
+    ``validate(reply text, item)``: the checked output, or ``(output, dropped)`` when the check drops parts of
+    the reply (counted), or a non-retryable :class:`CallError`; ``noun``: one item, in messages; ``dropped``:
+    the report's words after the number of dropped parts (``None``: the step drops nothing); ``stopped``: the
+    :class:`StepStopped` a stop raises.
+    """
+
+    name: str
+    title: str
+    prompt_files: tuple[str, str]
+    validate: Callable[[str, StepItem], Any]
+    noun: str = "item"
+    dropped: str | None = None
+    stopped: type[StepStopped] = StepStopped
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one run of a step did.  ``seen == skipped + ok + error``; ``skipped_mismatched``: skipped items
+    whose stored row another model or another input made (kept by the summaries' rule); ``dropped_ids``: parts
+    of replies the check dropped (stored rows included)."""
+
+    step: str
+    title: str
+    run_id: str
+    backend: str
+    requested_model: str
+    status: str               # done | stopped
+    seen: int
+    skipped: int              # already ok in the store
+    ok: int
+    error: int
+    calls: int                # API calls made (attempts, all items)
+    started_at: str
+    finished_at: str
+    skipped_mismatched: int = 0
+    dropped_ids: int = 0
+    dropped_words: str | None = None
+
+    def line(self) -> str:
+        """One line: run, backend/model, status and counts; never a text or a key."""
+        text = (f"{self.title} run {self.run_id} ({self.backend}/{self.requested_model}): {self.status}; "
+                f"seen {self.seen}, skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, "
+                f"calls {self.calls}")
+        if self.dropped_words is not None:
+            text += f"; {self.dropped_ids} {self.dropped_words}"
+        if self.skipped_mismatched:
+            text += f"; {self.skipped_mismatched} skipped rows came from another model or input"
+        return text
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outputs of a run by item id (this run's ok calls and the stored rows it resumed) and its report."""
+
+    outputs: dict[str, Any]
+    report: StepReport
+
+
+class CallPolicy:
+    """How calls are paced and retried and what a failed call does: the ``summarizer`` section's ``interval_s``,
+    ``max_retries``, backoff and ``failure_policy`` (module docstring).  One per backend and run: the steps of
+    one extractor share it, so the first call of its second step waits the interval too.  ``sleep`` waits
+    (inject a recorder in tests)."""
+
+    def __init__(self, settings: SummarizerSection, sleep: Callable[[float], None] = time.sleep):
+        self.settings, self.sleep = settings, sleep
+        self.calls = 0
+
+    def before(self, attempt: int) -> None:
+        """Wait before an item's ``attempt`` (0: its first): nothing before the first call of all, then the
+        interval before an item's first attempt and the backoff before a retry."""
+        if self.calls:
+            wait = self.settings.backoff_s(attempt - 1) if attempt else self.settings.interval_s
+            if wait > 0:
+                self.sleep(wait)
+        self.calls += 1
+
+    def retries(self, error: CallError, attempts: int) -> bool:
+        """Whether a call that failed with ``error`` after ``attempts`` attempts is tried again."""
+        return error.retryable and attempts <= self.settings.max_retries
+
+    @property
+    def stops(self) -> bool:
+        """Whether a failed item stops the run (``stop_on_first_error``)."""
+        return self.settings.failure_policy == "stop_on_first_error"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One item's call after its retries: the last attempt's reply (``None`` if the client failed), the checked
+    output and dropped count, the error (``None``: ok), the attempts and the last attempt's latency."""
+
+    reply: Reply | None
+    output: Any
+    dropped: int | None
+    error: CallError | None
+    attempts: int
+    latency_s: float
+
+
+def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy) -> Outcome:
+    """Call ``client`` for one item and check the reply, retrying as ``policy`` says."""
+    attempts = 0
+    while True:
+        if client.calls_api:
+            policy.before(attempts)
+        attempts += 1
+        reply = output = dropped = error = None
+        start = time.perf_counter()
+        try:
+            reply = client.call(item.text)
+            checked = step.validate(reply.text, item)
+            output, dropped = checked if isinstance(checked, tuple) else (checked, None)
+        except CallError as exc:
+            output, error = None, exc
+        latency = time.perf_counter() - start
+        if error is None or not policy.retries(error, attempts):
+            return Outcome(reply, output, dropped, error, attempts, latency)
+
+
+def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store: StepStore, policy: CallPolicy,
+             run_id: str | None = None, total: int | None = None, progress: bool = False) -> StepResult:
+    """Run ``step`` over ``items``: resume from ``store``, call ``client`` for the rest, one committed row each.
+
+    Parameters
+    ----------
+    step : what is asked and how replies are checked (:class:`LLMStep`).
+    items : the items, ids unique; their order is the order of the calls.
+    client : the backend (:class:`ResponsesClient`, or an offline stand-in with ``calls_api = False``).
+    store : where rows are committed and resumed from (:class:`ExtractionStore`, :class:`SummaryStore`).
+    policy : pacing, retries and failure policy (:class:`CallPolicy`).
+    run_id : the run's id in the rows (default: a new one); total : the item count for the progress bar when
+    ``items`` has no length; progress : show a progress bar.
+
+    Returns
+    -------
+    StepResult: the outputs by item id and the :class:`StepReport`.  Raises ``step.stopped`` (its ``report``
+    set) under ``stop_on_first_error`` when an item fails.
+    """
+    from tqdm.auto import tqdm
+
+    run = StepRun(step, run_id or uuid.uuid4().hex, client, policy.settings, _now())
+    done = store.begin(run)
+    outputs: dict[str, Any] = {}
+    counts: Counter[str] = Counter()
+    stopped: StepStopped | None = None
+    status = "stopped"   # until the loop ends normally
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)
+    bar = tqdm(total=total, desc=f"{step.title} ({client.backend})", unit=step.noun, disable=not progress)
+    try:
+        for item in items:
+            counts["seen"] += 1
+            bar.update(1)
+            digest = _sha256(item.text)
+            found = done.get(item.item_id)
+            if found is not None and (found.input_sha256 == digest or store.keeps_changed_input):
+                counts["skipped"] += 1
+                counts["skipped_mismatched"] += found.other_maker or found.input_sha256 != digest
+                counts["dropped"] += found.dropped or 0
+                outputs[item.item_id] = store.output(found.stored)
+                continue
+            outcome = call_item(step, item, client, policy)
+            counts["calls"] += outcome.attempts if client.calls_api else 0
+            counts["ok" if outcome.error is None else "error"] += 1
+            counts["dropped"] += outcome.dropped or 0
+            call = Call(item.item_id, len(item.text), digest, outcome,
+                        None if outcome.error is None else privacy.redact(str(outcome.error)))
+            store.record(run, call, counts)   # committed before the next call
+            bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
+            if outcome.error is None:
+                outputs[item.item_id] = outcome.output
+            elif policy.stops:
+                stopped = step.stopped(step, item.item_id, call.error, run.run_id, counts["ok"])
+                break
+        else:
+            status = "done"
+    finally:
+        bar.close()
+        report = StepReport(
+            step=step.name, title=step.title, run_id=run.run_id, backend=client.backend,
+            requested_model=client.requested_model, status=status, seen=counts["seen"], skipped=counts["skipped"],
+            ok=counts["ok"], error=counts["error"], calls=counts["calls"], started_at=run.started_at,
+            finished_at=_now(), skipped_mismatched=counts["skipped_mismatched"], dropped_ids=counts["dropped"],
+            dropped_words=step.dropped)
+        store.finish(run, report)
+    if stopped is not None:
+        stopped.report = report
+        raise stopped
+    return StepResult(outputs, report)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------- stores
+
+@dataclass(frozen=True)
+class StepRun:
+    """One run of a step, as its rows record it: the step, the run id, the client, the settings, the start."""
+
+    step: LLMStep
+    run_id: str
+    client: Client
+    settings: SummarizerSection
+    started_at: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """An item's ``ok`` row: its output as stored, the SHA-256 of the input that made it, its dropped count,
+    and whether another backend or model made it."""
+
+    stored: Any
+    input_sha256: str
+    dropped: int | None = None
+    other_maker: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """One item's call as a store records it: the input's length and SHA-256, the outcome, the error text
+    (redacted; ``None``: ok)."""
+
+    item_id: str
+    input_chars: int
+    input_sha256: str
+    outcome: Outcome
+    error: str | None
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.error is None else "error"
+
+    def tokens(self) -> dict[str, int | None]:
+        reply = self.outcome.reply
+        return {"input_tokens": reply.input_tokens if reply else None,
+                "output_tokens": reply.output_tokens if reply else None}
+
+
+class StepStore(Protocol):
+    """Where a step's calls are recorded and resumed from."""
+
+    keeps_changed_input: bool    # an ok row is reused even when it was made from another input (counted)
+
+    def begin(self, run: StepRun) -> Mapping[str, Done]: ...
+
+    def output(self, stored) -> Any: ...
+
+    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None: ...
+
+    def finish(self, run: StepRun, report: StepReport) -> None: ...
+
+
+class ExtractionStore:
+    """Table ``graph_extractions``: one row per step and item, the item's last outcome, the output as JSON.
+
+    An item is resumed from an ``ok`` row of the same step, requested model, both prompts' SHA-256 (the client's
+    ``prompts``) and input SHA-256; any other item is called (no row, an error row, another input, model or
+    prompt: its old row stays until the item is called)."""
+
+    keeps_changed_input = False
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def begin(self, run: StepRun) -> dict[str, Done]:
+        system_sha, user_sha = run.client.prompts.sha256().values()
+        c = graph_extractions.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.item_id, c.input_sha256, c.output, c.dropped_ids).where(
+                c.step == run.step.name, c.status == "ok", c.requested_model == run.client.requested_model,
+                c.system_sha256 == system_sha, c.user_sha256 == user_sha)).all()
+        return {row.item_id: Done(row.output, row.input_sha256, row.dropped_ids) for row in rows}
+
+    def output(self, stored: str):
+        return json.loads(stored)
+
+    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None:
+        system_sha, user_sha = run.client.prompts.sha256().values()
+        outcome = call.outcome
+        row = {
+            "step": run.step.name, "item_id": call.item_id, "status": call.status,
+            "requested_model": run.client.requested_model,
+            "response_model": outcome.reply.response_model if outcome.reply else None,
+            "sdk_version": run.client.sdk_version, "system_sha256": system_sha, "user_sha256": user_sha,
+            "input_chars": call.input_chars, "input_sha256": call.input_sha256,
+            "output": None if call.error else json.dumps(outcome.output, ensure_ascii=False, sort_keys=True),
+            "error": call.error, "dropped_ids": outcome.dropped, **call.tokens(), "latency_s": outcome.latency_s,
+            "attempts": outcome.attempts, "run_id": run.run_id, "created_at": _now(),
+        }
+        with self.engine.begin() as conn:
+            conn.execute(insert(graph_extractions).prefix_with("OR REPLACE"), [row])
+
+    def finish(self, run: StepRun, report: StepReport) -> None:
+        pass
+
+
+class SummaryStore:
+    """Tables ``summaries`` (one row per chunk, its last outcome) and ``summary_runs`` (one row per run: the
+    params, never the API key; SDK version, start and finish, counts, status ``running | done | stopped``).
+
+    A chunk with an ``ok`` row is not summarized again, whichever backend or model made it from whichever input;
+    such rows are counted (``skipped_mismatched``)."""
+
+    keeps_changed_input = True
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def begin(self, run: StepRun) -> dict[str, Done]:
+        client, params = run.client, run.settings
+        run_params = {**params.model_dump(mode="json"), **client.provenance()}
+        if params.base_url:  # never a user:password part, whichever backend ran
+            run_params["base_url"] = public_url(params.base_url)
+        with self.engine.begin() as conn:
+            conn.execute(insert(summary_runs), [{
+                "run_id": run.run_id, "backend": client.backend,
+                "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),
+                "sdk_version": client.sdk_version, "started_at": run.started_at, "finished_at": None,
+                "n_ok": 0, "n_error": 0, "status": "running",
+            }])
+            rows = conn.execute(select(summaries.c.chunk_id, summaries.c.backend, summaries.c.requested_model,
+                                       summaries.c.input_sha256, summaries.c.summary)
+                                .where(summaries.c.status == "ok")).all()
+        return {row.chunk_id: Done(row.summary, row.input_sha256,
+                                   other_maker=(row.backend, row.requested_model) != (client.backend,
+                                                                                      client.requested_model))
+                for row in rows}
+
+    def output(self, stored: str) -> str:
+        return stored
+
+    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None:
+        outcome = call.outcome
+        row = {
+            "chunk_id": call.item_id, "backend": run.client.backend, "requested_model": run.client.requested_model,
+            "response_model": outcome.reply.response_model if outcome.reply else None,
+            "sdk_version": run.client.sdk_version, "input_chars": call.input_chars,
+            "input_sha256": call.input_sha256, "summary": None if call.error else outcome.output,
+            "status": call.status, "error": call.error, **call.tokens(), "latency_s": outcome.latency_s,
+            "attempts": outcome.attempts, "run_id": run.run_id,
+        }
+        with self.engine.begin() as conn:
+            conn.execute(insert(summaries).prefix_with("OR REPLACE"), [row])
+            conn.execute(update(summary_runs).where(summary_runs.c.run_id == run.run_id)
+                         .values(n_ok=counts["ok"], n_error=counts["error"]))
+
+    def finish(self, run: StepRun, report: StepReport) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(summary_runs).where(summary_runs.c.run_id == run.run_id).values(
+                finished_at=report.finished_at, n_ok=report.ok, n_error=report.error, status=report.status))
