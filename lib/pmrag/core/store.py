@@ -467,6 +467,15 @@ def sql_datetime(value: datetime) -> str:
     return timestamp_text(value)
 
 
+def write_rankings(engine: Engine, retriever: str, ranked: pd.DataFrame) -> None:
+    """Replace one retriever's rows of ``rankings`` by ``ranked`` (question_id, rank, chunk_id, score)."""
+    with engine.begin() as conn:
+        conn.execute(rankings.delete().where(rankings.c.retriever == retriever))
+        bulk_insert(conn, rankings, list(zip([retriever] * len(ranked), ranked["question_id"].tolist(),
+                                             ranked["rank"].tolist(), ranked["chunk_id"].tolist(),
+                                             ranked["score"].tolist())))
+
+
 def bulk_insert(conn, table: Table, rows: list[tuple], prefix: str = "") -> None:
     """``executemany`` straight to the driver: SQLAlchemy's per-row parameter processing cost ~2x at 358k rows.
 

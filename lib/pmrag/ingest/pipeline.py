@@ -116,6 +116,19 @@ def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, 
                     store.read_table(engine, "rejections", ("sha256", "location")))
 
 
+def relative_to(bases: Sequence[Path]) -> Callable[[Path], str]:
+    """How a report names a file: relative to the first of ``bases`` that holds it (the run folder, the params
+    file's project), else by its name alone: never an absolute path."""
+    def name(path: Path) -> str:
+        for base in bases:
+            try:
+                return str(Path(path).relative_to(base))
+            except ValueError:
+                continue
+        return Path(path).name
+    return name
+
+
 def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, options: DatasetSection | None = None,
              workers: int = 2) -> Iterator[tuple[SourceBatch, Rows]]:
     """``(batch, rows)`` for each ``(path, format)`` job, in input order, for :func:`~pmrag.ingest.store.store_batch`.

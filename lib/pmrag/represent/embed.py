@@ -41,6 +41,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -573,3 +574,12 @@ class QueryVectors:
         """The vectors of ``question_ids``, in that order."""
         row = {q: i for i, q in enumerate(self.question_ids)}
         return self.matrix[[row[q] for q in question_ids]]
+
+
+@contextmanager
+def study_embedder(section: EmbeddingSection, cache_dir, allow_remote: bool = False, proxy: str | None = None):
+    """``(embedder, cache)``: a study's embedder and its content-addressed cache (``<cache_dir>/embeddings.sqlite``,
+    keyed by model and exact text), the cache closed on leaving."""
+    embedder = make_embedder(section, allow_remote=allow_remote, proxy=proxy)
+    with EmbeddingCache(Path(cache_dir) / "embeddings.sqlite") as cache:
+        yield embedder, cache

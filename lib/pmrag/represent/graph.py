@@ -282,6 +282,24 @@ class BuiltGraph:
     provenance: dict
 
 
+def memory_graph(chunks: pd.DataFrame, chunk_messages: pd.DataFrame, messages: pd.DataFrame,
+                 summaries: pd.DataFrame, extractor: Extractor, embed, *, unit: str = "chunk") -> BuiltGraph:
+    """TOBUGraph's graph of a study (002 §2.2–2.3): one memory per chunk (:func:`chunk_memories`), its semantic
+    and interest nodes from ``extractor``, and each interest label embedded by ``embed`` (texts → passage
+    vectors, the study's embedder).  An LLM extractor's report lines (calls, failures, invented ids) go to
+    stderr."""
+    import sys
+
+    import numpy as np
+
+    graph = build_graph(chunk_memories(chunks, chunk_messages, messages, summaries), extractor, unit=unit)
+    for report in getattr(extractor, "reports", {}).values():
+        print(report.line(), file=sys.stderr)
+    labels = [node.label for node in graph.of_kind("interest")]
+    vectors = embed(labels) if labels else np.zeros((0, 0), dtype=np.float32)
+    return BuiltGraph(graph, vectors, extractor.label(), extractor.provenance())
+
+
 # --------------------------------------------------------------------------------------------- store
 
 def write_graph(engine: Engine, graph: MemoryGraph, name: str) -> None:

@@ -373,3 +373,27 @@ def summary_provenance(summaries_table: pd.DataFrame) -> pd.DataFrame:
         retried_chunks=("attempts", lambda s: int((s > 1).sum())),
     ).reset_index()
     return out[columns]
+
+
+def summarize_study(engine: Engine, chunks: pd.DataFrame, section: SummarizerSection, prompts: str, *,
+                    resuming: bool, allow_remote: bool = False, proxy: str | None = None,
+                    progress: bool = False) -> pd.DataFrame:
+    """Every chunk's summary (the study's summaries stage): stored rows are this run's only when it resumes its
+    own interrupted run (``resuming``), else they are dropped first; returns the ``summaries`` table."""
+    from pmrag.core import store
+
+    if not resuming:
+        with engine.begin() as conn:
+            conn.execute(store.summaries.delete())
+    summarizer = make_summarizer(section, prompts, allow_remote=allow_remote, proxy=proxy)
+    summarize_chunks(engine, list(zip(chunks["chunk_id"], chunks["raw_text"])), summarizer, section, progress=progress)
+    return store.read_table(engine, "summaries", ("chunk_id",))
+
+
+def summaries_identity(summaries: pd.DataFrame) -> str:
+    """The summaries' content (chunk, status, text): what representations and vectors depend on, so a rerun that
+    writes the same summaries leaves its dependents current."""
+    import hashlib
+
+    rows = summaries[["chunk_id", "status", "summary"]].astype(str).itertuples(index=False)
+    return hashlib.sha256("\x1e".join("\x1f".join(row) for row in rows).encode("utf-8")).hexdigest()

@@ -89,6 +89,30 @@ class InterestRelevance:
         return self.matrix[[position[q] for q in question_ids]]
 
 
+def relevance_of(question_ids: Sequence[str], texts: Sequence[str], built, query_vectors: np.ndarray,
+                       section, bm25: BM25Section | None, *, llm=None, prompts: str = "ja", engine=None,
+                       allow_remote: bool = False, proxy: str | None = None, progress: bool = False) -> InterestRelevance:
+    """f(q, I) of every question × interest of the study's graph (``built``: a
+    :class:`~pmrag.represent.graph.BuiltGraph`) by ``section.relevance``: offline scoring
+    (:func:`offline_relevance`, with ``query_vectors`` in ``question_ids`` order) or the model's choice
+    (:func:`pmrag.retrieve.graph_relevance_llm.llm_interest_relevance`, its report line on stderr; ``llm`` is the
+    summarizer section, ``engine`` the study store)."""
+    if section.relevance == "openai":
+        import sys
+
+        from pmrag.retrieve.graph_relevance_llm import llm_interest_relevance
+
+        labels = [node.label for node in built.graph.of_kind("interest")]
+        result = llm_interest_relevance(list(question_ids), list(texts), labels, llm=llm, prompts=prompts,
+                                        engine=engine, allow_remote=allow_remote, proxy=proxy, progress=progress)
+        print(result.reports.line(), file=sys.stderr)
+        matrix = result.matrix
+    else:
+        matrix = offline_relevance(built.graph, built.interest_vectors, texts, query_vectors, bm25,
+                                   section.lexical_weight, section.split_mode)
+    return InterestRelevance(tuple(question_ids), matrix, section.relevance)
+
+
 def offline_relevance(graph: MemoryGraph, interest_vectors: np.ndarray, question_texts: Sequence[str],
                       query_vectors: np.ndarray, bm25: BM25Section | None, lexical_weight: float,
                       split_mode: str = "C") -> np.ndarray:

@@ -61,6 +61,27 @@ class Corpus:
     upstream: Callable[[StageKey], object] | None = None
     table: pd.DataFrame | None = None      # the chunks stage's table (source, session_index, ...), in this order
 
+    @classmethod
+    def of(cls, chunks: pd.DataFrame, upstream: Callable[[StageKey], object],
+           load_vectors: Callable[[object], tuple[np.ndarray, list[str]]]) -> Corpus:
+        """The corpus of a study's chunks table: texts from the representations stage, vectors loaded from a
+        vectors stage's result by ``load_vectors``, both checked to be in chunk order."""
+        chunk_ids = chunks["chunk_id"].to_numpy()
+
+        def texts(representation: str) -> list[str]:
+            reps = upstream(TEXTS)
+            if not np.array_equal(reps["chunk_id"].to_numpy(), chunk_ids):
+                raise RuntimeError("representations are not in chunk order; recompute the representations stage")
+            return reps[representation].tolist()
+
+        def vectors(representation: str) -> np.ndarray:
+            matrix, order = load_vectors(upstream(vectors_of(representation)))
+            if list(order) != list(chunk_ids):
+                raise RuntimeError(f"vectors of {representation} are not in chunk order; recompute the vector stage")
+            return matrix
+
+        return cls(chunk_ids, pd.to_datetime(chunks["start_at"]).to_numpy(), texts, vectors, upstream, chunks)
+
 
 @dataclass(frozen=True)
 class Queries:

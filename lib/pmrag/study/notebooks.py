@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Annotated
+
+from pmrag.core.params import StudyParams
+from pmrag.study.declare import Restricted, Runtime, stage
+from pmrag.study.params import FOLDER_KEYS
+
+NOTEBOOKS_DIR = "notebooks"   # executed copies, in the run folder
+NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
+NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS)
 
 
 def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
@@ -123,3 +132,33 @@ def drop_widget_state(notebook: Path) -> None:
     if "widgets" in node.metadata:
         del node.metadata["widgets"]
         nbformat.write(node, notebook)
+
+
+@stage(lambda p, stem: f"execute {stem}.ipynb", item="stem", whole_packages=("pmrag",),
+       files=lambda p, stem: [Path(p.notebooks_dir) / f"{stem}.ipynb"],
+       packages=lambda p, stem: NOTEBOOK_PACKAGES,
+       outputs=lambda value, stem: [value["notebook"], *value["produced"]])
+def notebook(stem: str, settings: Annotated[StudyParams, Restricted(lambda p, stem: NOTEBOOK_KEYS)],
+             runtime: Runtime) -> dict:
+    """A numbered notebook executed into the run folder: current while the notebook file, the params (but the
+    folders), the package's code, the notebook's packages and every computation stage are unchanged (it may read
+    any stage and call any of the package's functions)."""
+    from pmrag.core.errors import PmragError
+
+    source = Path(runtime.notebooks_dir) / f"{stem}.ipynb"
+    result = execute_notebook(source, runtime.path(NOTEBOOKS_DIR, source.name), runtime.params_path,
+                              progress=runtime.progress)
+    if "error" in result:
+        error = result["error"]
+        raise PmragError(f"notebook {source.name} failed in cell {error['cell_index']}: {error['ename']}: "
+                         f"{error['evalue']}")
+    return notebook_value(stem, result)
+
+
+def notebook_value(stem: str, result: dict) -> dict:
+    """What the notebook stage records of an execution (the runner's too): the executed copy and the tables and
+    figures the notebook writes, relative to the run folder, and the seconds it took."""
+    from pmrag.present.artifacts import produced_by
+
+    return {"notebook": f"{NOTEBOOKS_DIR}/{stem}.ipynb", "produced": produced_by(stem), "seconds": result["seconds"]}
+

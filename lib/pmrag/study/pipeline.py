@@ -12,6 +12,7 @@ from typing import Any
 from pmrag.core.params import StudyParams
 from pmrag.study import stages
 from pmrag.study.declare import Stage, resolve_stage
+from pmrag.study.notebooks import notebook
 from pmrag.study.items import stage_items
 from pmrag.study.params import PATH_KEYS
 
@@ -27,7 +28,8 @@ def build_stages(params: StudyParams, notebooks: list[Path] = ()) -> list[Stage]
     built: list[Stage] = []
     for name, values in items.items():
         follows = [stage.key for stage in built] if name == "notebook" else ()   # every stage above: computations
-        built += [resolve_stage(getattr(stages, name), params, families, item=item if item != "" else None,
+        function = notebook if name == "notebook" else getattr(stages, name)
+        built += [resolve_stage(function, params, families, item=item if item != "" else None,
                                 param_json=param_json, follows=follows) for item in values]
     return built
 

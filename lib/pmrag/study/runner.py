@@ -27,9 +27,8 @@ from pathlib import Path
 
 from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
-from pmrag.study.notebooks import execute_notebook
 from pmrag.core.names import StageKey
-from pmrag.study.stages import NOTEBOOKS_DIR, notebook_value
+from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_value
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
 LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``

