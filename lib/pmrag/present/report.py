@@ -13,6 +13,7 @@ import pandas as pd
 from pmrag.core.names import RetrieverId, parse_method
 from pmrag.present.artifacts import FIGURES, TABLES, T, TableSpec
 from pmrag.present.paper import format_ci
+from pmrag.present.stage_graph import GRAPH_FILE
 
 
 def _read(run_dir: Path, spec: TableSpec, text: bool = False) -> pd.DataFrame | None:
@@ -141,6 +142,8 @@ def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None,
                                                    for p in sorted((run_dir / "public").glob("*"))]),
         ("TREC runs and qrels", [(p.relative_to(run_dir).as_posix(), "")
                                  for p in sorted((run_dir / "runs").glob("*.trec")) + sorted(run_dir.glob("*.trec"))]),
+        ("Stage graph", [(f"{GRAPH_FILE}{suffix}", "every computation stage and what it reads (`pmrag graph`)")
+                         for suffix in (".svg", ".png") if (run_dir / f"{GRAPH_FILE}{suffix}").is_file()]),
     ]
     for heading, entries in listing:
         if entries:
