@@ -1,4 +1,4 @@
-"""MMR diversification and session / cluster expansion (issue 15 §3) at the paper's scale, beside plain dense.
+"""MMR diversification and session / cluster expansion (for evidence spread over chunks, §7.2) at the paper's scale, beside plain dense.
 
 A corpus of ``--n-chunks`` chunks (default 18,500) in ``--n-sources`` conversation sources of Zipf-like sizes
 (the largest holds about a fifth), sessions of 1–6 consecutive chunks, start times increasing within a

@@ -1,4 +1,4 @@
-"""Streaming ingest of large LINE ``.txt`` exports: peak memory and seconds (issue 11, bounded memory).
+"""Streaming ingest of large LINE ``.txt`` exports: peak memory and seconds (memory stays bounded whatever the file's size).
 
 Writes LINE ``.txt`` exports of the given sizes (default 200 MB and 1 GB; Japanese, tab-separated, with
 quoted multi-line messages, stickers, calls and notices) into a temporary folder, a block at a time, then

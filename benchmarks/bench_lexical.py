@@ -1,4 +1,4 @@
-"""The lexical retrievers of issue 15 §1 at the paper's scale: Sudachi tokenization (uncached, then cached), and
+"""The lexical retrievers beyond the paper's regex BM25 at the paper's scale: Sudachi tokenization (uncached, then cached), and
 index and query times of bm25 over sudachi, char2, char3 and word tokens and of rm3, beside the paper's regex bm25.
 
 Texts come from ``benchmarks/bench_retrieval.py`` (``--corpus synthetic``, the default here: ~22k word-pool chunks

@@ -1,4 +1,4 @@
-"""Multi-vector dense retrieval (issue 15 §2) at the paper's scale: sub-windows per chunk and 100-query time.
+"""Multi-vector dense retrieval (§9.1: what the embedding cut hides) at the paper's scale: sub-windows per chunk and 100-query time.
 
 Windows: the raw_text line counts of the paper-scale chunk store (the demo corpus generated at 358,896
 messages, chunked with the paper's chunking: outputs/bench/graph_358896.sqlite, which

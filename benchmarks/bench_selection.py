@@ -1,11 +1,11 @@
-"""Selection-aware evaluation at scale (issue 16 §1, §6): the held-out folds and the selection bootstrap.
+"""Selection-aware evaluation at scale (§8.1, §9.1): the held-out folds and the selection bootstrap.
 
 7 pairings × 21 β (0, 0.05, …, 1) = 147 min-max configurations × 100 questions (34 / 49 / 17 of three types),
 synthetic metric-shaped values (recall in {0, ½, 1}, reciprocal ranks, nDCG in [0, 1]).  One cold run is:
 ``held_out_selection`` over all pairings (5 folds × 10 repeats) and for the β of one fixed pairing, and
 ``selection_bootstrap`` with B = 5,000 for ``oob`` and ``.632`` over all pairings and for the fixed pairing
 (the resample cache cleared first, so drawing the (B, n) indices is included).  Target, together with the
-other parts of issue 16: ≤ 30 s.
+other selection-aware statistics: ≤ 30 s.
 
     .venv/bin/python benchmarks/bench_selection.py [--repeat 3]
 """
@@ -65,7 +65,7 @@ def main() -> None:
         print(f"{name}: best {min(timings):.3f} s, median {np.median(timings):.3f} s")
     print(f"{n_configs} configurations × {args.questions} questions, 5 × 10 folds and B = {result.n_resamples} "
           f"(oob and .632), all pairings and one fixed pairing: best {total.min():.3f} s, median "
-          f"{np.median(total):.3f} s over {args.repeat} cold runs (target with the rest of issue 16 ≤ 30 s)")
+          f"{np.median(total):.3f} s over {args.repeat} cold runs (target with the other selection-aware statistics ≤ 30 s)")
 
 
 if __name__ == "__main__":

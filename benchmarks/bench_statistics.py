@@ -1,4 +1,4 @@
-"""Statistics beyond the paper at the issue's scale (issue 16 §2–4, item 6): 131 methods × 100 questions.
+"""Statistics beyond the paper at scale: 131 methods × 100 questions.
 
 * Many comparisons: :func:`pmrag.evaluate.multiplicity.comparisons_table` of 130 methods against one reference on
   Recall@5 — the paper's percentile intervals and a sign-flip permutation test, both with B = 5,000, and the

@@ -501,7 +501,7 @@ class DecompositionSection(Section):
 
 
 class StatisticsSection(Section):
-    n_splits: int = key(5, "selection-aware evaluation (issue 16): folds of the repeated stratified k-fold over "
+    n_splits: int = key(5, "selection-aware evaluation (§8.1): folds of the repeated stratified k-fold over "
                            "questions (stratified by type); the hybrid's pairing and β are chosen on k − 1 folds", ge=2)
     n_repeats: int = key(10, "repeats of the k-fold, each with its own shuffle", ge=1)
     seed: int = key(0, "random_state of scikit-learn's RepeatedStratifiedKFold", ge=0)

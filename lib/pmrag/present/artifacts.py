@@ -178,7 +178,7 @@ class T:
                                             "Paired differences within the aggregate question type (held-out)",
                                             (*DIFFERENCE, EXTRACTOR))
 
-    # 08_beyond_retrieval (issue 15): each family against the paper's best flat retriever and best hybrid by type
+    # 08_beyond_retrieval (§7.2, §8, §9.1): each family against the paper's best flat retriever and best hybrid by type
     beyond_lexical = TableSpec("beyond_lexical", "08_beyond_retrieval",
                                "Lexical methods (Sudachi, character n-gram BM25, RM3) by question type, with paired "
                                "differences against the paper's best flat retriever and best hybrid")
@@ -213,7 +213,7 @@ class T:
                                     "embedding_text's parts − embedding_text under the same method (paired, by type)",
                                     ("question_type", *DIFFERENCE))
 
-    # 09_selection_and_power (issue 16): selection-aware numbers beside the paper's conditional ones
+    # 09_selection_and_power (§8.1, §9.1): selection-aware numbers beside the paper's conditional ones
     selection_summary = TableSpec("selection_summary", "09_selection_and_power",
                                   "The selected hybrid in sample, out of fold and with the selection in the bootstrap",
                                   ("procedure", "metric", "in_sample", "out_of_fold", "winners_curse",

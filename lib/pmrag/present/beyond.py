@@ -1,4 +1,4 @@
-"""Notebook 08's displays of the methods beyond the paper (issue 15): each family's comparison table formatted as
+"""Notebook 08's displays of the methods beyond the paper (§7.2, §8, §9.1): each family's comparison table formatted as
 the paper prints intervals, and one figure per family of paired differences by question type.
 
 The frames come from :mod:`pmrag.evaluate.beyond`; a difference is printed ``Δ [low, high]`` and marked ``*`` when

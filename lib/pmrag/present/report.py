@@ -67,7 +67,7 @@ def headline(run_dir) -> list[str]:
 
 
 def selection_aware(run_dir: Path) -> list[str]:
-    """The headline line of issue 16: the paper's selection scored out of fold and with the selection repeated in
+    """The selection-aware headline line: the paper's selection scored out of fold and with the selection repeated in
     the bootstrap (notebook 09's ``selection_summary``), beside the conditional number above it."""
     selection = _read(run_dir, T.selection_summary)
     if selection is None:

@@ -1,4 +1,4 @@
-"""Notebook 09's displays (issue 16): the hybrid's selection in sample, out of fold and with the selection repeated
+"""Notebook 09's displays (§8.1, §9.1): the hybrid's selection in sample, out of fold and with the selection repeated
 inside the bootstrap; evidence-group metrics beside the chunk-level ones; every method against the selected hybrid
 with adjusted decisions; and the power curve, each with the plain-language reading the paper would print.
 
