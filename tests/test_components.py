@@ -7,6 +7,8 @@ bases and label; an unregistered method is refused on load; BM25's zero_scores s
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -332,6 +334,24 @@ def test_a_registry_discovers_once_before_its_first_lookup():
         with pytest.raises(ZeroDivisionError):
             failing.names()
     assert calls == [1, 2, 2]
+
+
+def test_a_lookup_from_another_thread_waits_for_the_discovery():
+    started = threading.Event()
+
+    def slow():
+        started.set()
+        time.sleep(0.2)
+        registry.register("late")("L")
+
+    registry = Registry("thing", discover=slow)
+    seen = []
+    first = threading.Thread(target=lambda: seen.append(registry.names()))
+    first.start()
+    started.wait(5)
+    seen.append(registry.names())                                # while the first thread's discovery runs
+    first.join(5)
+    assert seen == [("late",), ("late",)]
 
 
 # each built-in's declared family (of its default variant), label and what one of its retrievers builds on

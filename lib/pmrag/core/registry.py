@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -25,16 +26,19 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
         self._discover = discover
+        self._discovering = threading.RLock()
 
     def discover(self) -> None:
-        """Run ``discover`` if it has not run yet (a lookup made while it runs sees what is registered so far)."""
-        discover, self._discover = self._discover, None
-        if discover is not None:
-            try:
-                discover()
-            except BaseException:
-                self._discover = discover   # a failed import is retried (and reported) by the next lookup
-                raise
+        """Run ``discover`` if it has not run yet.  Another thread's lookup waits for it; a lookup made by the
+        discovery itself sees what is registered so far."""
+        with self._discovering:
+            discover, self._discover = self._discover, None
+            if discover is not None:
+                try:
+                    discover()
+                except BaseException:
+                    self._discover = discover   # a failed import is retried (and reported) by the next lookup
+                    raise
 
     def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
         def add(item: T) -> T:
