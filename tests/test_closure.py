@@ -2,6 +2,7 @@
 there re-keys it), the package modules it reaches (transitively, nested imports too), never a name that is only
 a parameter, and never the orchestration layer."""
 
+import hashlib
 import importlib
 import sys
 import textwrap
@@ -65,3 +66,21 @@ def test_the_statistics_stage_reaches_every_module_its_functions_run():
                  "pmrag.evaluate.multiplicity", "pmrag.evaluate.power", "pmrag.core.frames", "pmrag.retrieve.fusion"):
         assert name in closure, name
     assert "pmrag.demo" not in closure and "pmrag.ingest.line_txt" not in closure
+
+
+def test_a_study_plugin_module_is_found_by_its_spec_and_its_namespace_holds_no_code(tmp_path):
+    """A component file a study brings (``pmrag_plugins.<stem>``): its source is hashed like a package module's,
+    the package modules it imports are followed, and the namespace it is imported into is not a module to hash."""
+    from pmrag.retrieve.registry import PLUGIN_PACKAGE, import_plugin
+    from pmrag.study.closure import is_namespace, module_path
+    from pmrag.study.engine import module_digest
+
+    path = tmp_path / "closure_probe.py"
+    path.write_text("from pmrag.retrieve.dense import cosine_scores\n", encoding="utf-8")
+    name = import_plugin(path).__name__
+    assert name == f"{PLUGIN_PACKAGE}.closure_probe"
+    assert module_path(name) == path.resolve()
+    assert is_namespace(PLUGIN_PACKAGE) and not is_namespace("pmrag.retrieve") and not is_namespace(name)
+    found = module_closure([name])
+    assert name in found and "pmrag.retrieve.dense" in found and PLUGIN_PACKAGE not in found
+    assert module_digest(name) == hashlib.sha256(path.read_bytes()).hexdigest()

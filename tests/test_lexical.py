@@ -9,7 +9,6 @@ import pytest
 from bm25s.tokenization import Tokenized
 from sklearn.feature_extraction.text import CountVectorizer
 
-import pmrag.retrieve.registry  # noqa: F401  (registers every component before retrievers is imported)
 from pmrag.core.params import DEFAULT_RETRIEVERS, BM25Section, StudyParams
 from pmrag.retrieve import lexical
 from pmrag.retrieve.bm25 import BM25Index, query_matrix

@@ -6,7 +6,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import pmrag.retrieve.registry  # noqa: F401  (registers every component before retrievers is imported)
 from pmrag.core.names import RetrieverId
 from pmrag.core.params import DEFAULT_RETRIEVERS, StudyParams
 from pmrag.retrieve.prf import RM3Retriever, top_terms

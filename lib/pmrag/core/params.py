@@ -245,6 +245,10 @@ class RetrievalSection(Section):
         DEFAULT_RETRIEVERS, "single retrievers of the study, named <representation>_<method>[_<variant>] (the "
         "variant of bm25 names its tokenizer; none = the paper's regex); the default adds raw_text_vector, which the "
         "paper did not report", paper=list(PAPER_RETRIEVERS), min_length=1)
+    plugins: Annotated[tuple[str, ...], Lax] = key(
+        (), "the study's own component files (.py, relative to the params file), each imported as pmrag_plugins.<file "
+        "stem> before the retriever names are checked: a retriever registered there (@RETRIEVERS.register) is a method "
+        "retrieval.retrievers may name; editing the file recomputes its rankings")
     depth: int = key(200, "ranked list length per question (TREC runs, hybrid candidates)", paper=200, ge=1)
     ks: Cutoffs = key((5, 10, 20, 200), "cut-offs for Recall/MRR/nDCG", min_length=1)
 

@@ -1,14 +1,17 @@
 """Issue 15's comparisons: the methods beyond the paper's, each family against the paper's best flat retriever and
 its best hybrid, within every question type (the aggregate type first), with paired bootstrap differences.
 
-Families (:data:`FAMILIES`) are read off the retriever ids, so a newly registered method joins its family's table by
-its name alone:
+Families (:data:`FAMILIES`) are what the retrievers' registered components declare
+(:meth:`~pmrag.retrieve.retrievers.RetrieverComponent.family_of`), so a newly registered method joins the table of
+the family it names, and is compared with what it builds on
+(:meth:`~pmrag.retrieve.retrievers.RetrieverComponent.bases`):
 
 * ``lexical``: bm25 with another tokenizer than the paper's regex (``raw_text_bm25_sudachi``), and rm3;
 * ``dense``: multi-vector (multivec) beside the single-vector retriever of the same representation;
 * ``distributed``: mmr, session and decomp, the remedies for evidence spread over chunks;
-* ``ablation``: the five parts of embedding_text (prefix, summary, excerpt, summary_excerpt, embedding_text)
-  under bm25 and vector, compared with embedding_text under the same method.
+* ``ablation``: a family of representations, not of methods: the paper's methods (the ``paper`` family: the
+  regex bm25 and vector) over the five parts of embedding_text (:data:`ABLATION_ORDER`), compared with
+  embedding_text under the same method.
 
 The references: the paper's best flat retriever is the best of the paper's six (three representations × the
 regex bm25 and vector) by macro Recall@5, then nDCG@5, then MRR@5, then list order; the best hybrid is the study's
@@ -27,23 +30,32 @@ import pandas as pd
 from pmrag.core.names import ABLATION_REPRESENTATIONS, PAPER_REPRESENTATIONS, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.reliability import paired_differences
+from pmrag.retrieve.registry import RETRIEVERS
+from pmrag.retrieve.retrievers import FAMILIES as COMPONENT_FAMILIES, PAPER
 
 METRICS = ("recall@5", "mrr@5", "ndcg@5")
 OVERALL = "overall"
+# embedding_text's parts (ABLATION_REPRESENTATIONS) with summary and embedding_text itself, in the tables' order
 ABLATION_ORDER = ("prefix", "summary", "excerpt", "summary_excerpt", "embedding_text")
+ABLATION = "ablation"
+FAMILIES = (*(f for f in COMPONENT_FAMILIES if f != PAPER), ABLATION)
+"""Notebook 08's tables: the components' families beyond the paper's, then the ablation."""
 
-FAMILIES: dict[str, Callable[[RetrieverId], bool]] = {
-    "lexical": lambda r: (r.method == "bm25" and r.variant is not None) or r.method == "rm3",
-    "dense": lambda r: r.method == "multivec",
-    "distributed": lambda r: r.method in ("mmr", "session", "decomp"),
-    "ablation": lambda r: r.representation in ABLATION_REPRESENTATIONS and r.method in ("bm25", "vector")
-    and r.variant is None,
-}
+
+def component_family(rid: RetrieverId) -> str | None:
+    """The family the retriever's registered component declares for it (None: an unregistered method)."""
+    return RETRIEVERS.get(rid.method).family_of(rid) if rid.method in RETRIEVERS else None
 
 
 def is_paper_retriever(rid: RetrieverId) -> bool:
-    """One of the paper's six flat retrievers: a paper representation under the regex bm25 or vector."""
-    return rid.representation in PAPER_REPRESENTATIONS and rid.method in ("bm25", "vector") and rid.variant is None
+    """One of the paper's six flat retrievers: a paper representation under a method of the ``paper`` family
+    (the regex bm25 or vector)."""
+    return rid.representation in PAPER_REPRESENTATIONS and component_family(rid) == PAPER
+
+
+def is_ablation_part(rid: RetrieverId) -> bool:
+    """A part of embedding_text alone (prefix, excerpt, summary_excerpt) under a method of the ``paper`` family."""
+    return rid.representation in ABLATION_REPRESENTATIONS and component_family(rid) == PAPER
 
 
 def family_members(retrievers: Sequence[RetrieverId | str], family: str) -> list[str]:
@@ -52,9 +64,9 @@ def family_members(retrievers: Sequence[RetrieverId | str], family: str) -> list
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r} (known: {', '.join(FAMILIES)})")
     rids = [RetrieverId.parse(str(r)) for r in retrievers]
-    if family != "ablation":
-        return [str(r) for r in rids if FAMILIES[family](r)]
-    parts = [r for r in rids if FAMILIES["ablation"](r)]
+    if family != ABLATION:
+        return [str(r) for r in rids if component_family(r) == family]
+    parts = [r for r in rids if is_ablation_part(r)]
     methods = list(dict.fromkeys(r.method for r in parts))
     listed = set(rids)
     return [str(RetrieverId(rep, method)) for method in methods for rep in ABLATION_ORDER
@@ -176,24 +188,17 @@ def own_reference_differences(per_question: pd.DataFrame, comparisons: Sequence[
 
 
 def base_retriever(rid: RetrieverId) -> RetrieverId | None:
-    """The single retriever a beyond-paper method is built on or replaces, for its own paired comparison: a
-    tokenizer variant or rm3 → the regex bm25 of the same representation; multivec, mmr over vector, session,
-    decomp over vector → vector; mmr/decomp over bm25 → bm25; an ablation part → embedding_text under the same
-    method; anything else → None."""
-    if rid.method in ("bm25", "rm3"):
-        return RetrieverId(rid.representation, "bm25") if (rid.method == "rm3" or rid.variant) else None
-    if rid.method in ("multivec", "session"):
-        return RetrieverId(rid.representation, "vector")
-    if rid.method in ("mmr", "decomp"):
-        return RetrieverId(rid.representation, rid.variant or "vector")
-    if rid.method == "vector" and rid.representation in ABLATION_REPRESENTATIONS:
-        return RetrieverId("embedding_text", "vector")
-    return None
+    """The retriever a beyond-paper method builds on or replaces, for its own paired comparison: the first of its
+    component's :meth:`~pmrag.retrieve.retrievers.RetrieverComponent.bases` (a tokenizer variant or rm3 → the
+    regex bm25 of the same representation; multivec, session → vector; mmr, decomp → the base their variant
+    names); a method with none, or unregistered → None."""
+    bases = RETRIEVERS.get(rid.method).bases(rid) if rid.method in RETRIEVERS else ()
+    return bases[0] if bases else None
 
 
 def ablation_reference(rid: RetrieverId) -> RetrieverId | None:
-    """embedding_text under the same method (the ablation's reference)."""
-    return RetrieverId("embedding_text", rid.method) if rid.method in ("bm25", "vector") else None
+    """embedding_text under the same method of the ``paper`` family (the ablation's reference)."""
+    return RetrieverId("embedding_text", rid.method) if component_family(rid) == PAPER else None
 
 
 def matches_table(matches: dict[str, pd.Series]) -> pd.DataFrame:

@@ -7,15 +7,22 @@ One rule for every view, so a configuration reads the same in a figure and in th
 from __future__ import annotations
 
 from pmrag.core.names import PAPER_FUSION, HybridId, InvalidName, RetrieverId, format_beta, parse_method
+from pmrag.retrieve.registry import RETRIEVERS
 
-# representations and methods that have a shorter spelling; any other word is kept as it is
-ABBREVIATIONS = {"raw_text": "raw", "summary": "sum", "embedding_text": "emb", "vector": "vec"}
+# representations that have a shorter spelling (a method's is its component's ``label``); any other is kept
+REPRESENTATION_LABELS = {"raw_text": "raw", "summary": "sum", "embedding_text": "emb"}
+
+
+def method_label(method: str) -> str:
+    """A method's short label: its registered component's ``label`` (``vector`` → ``vec``), else the method."""
+    return RETRIEVERS.get(method).label if method in RETRIEVERS else method
 
 
 def short_label(name: str | RetrieverId | HybridId) -> str:
     """A short label for a retriever or hybrid, its parts joined by ``·``.
 
-    A retriever's representation and method are abbreviated by :data:`ABBREVIATIONS` and a variant is kept:
+    A retriever's representation is abbreviated by :data:`REPRESENTATION_LABELS`, its method by its component's
+    label (:func:`method_label`), and a variant is kept:
     ``raw_text_bm25_sudachi`` → ``raw·bm25·sudachi``, ``embedding_text_vector`` → ``emb·vec``.  A hybrid is
     its two retrievers, the fusion when it is not the paper's min–max fusion, and β without the leading zero:
     ``hybrid:raw_text_bm25+embedding_text_vector@0.35`` → ``raw·bm25 + emb·vec β=.35``,
@@ -38,6 +45,6 @@ def short_label(name: str | RetrieverId | HybridId) -> str:
         fusion = "" if method.fusion == PAPER_FUSION else f" {method.fusion}"
         beta = format_beta(method.beta).removeprefix("0")
         return f"{short_label(method.first)} + {short_label(method.second)}{fusion} β={beta}"
-    parts = (ABBREVIATIONS.get(method.representation, method.representation),
-             ABBREVIATIONS.get(method.method, method.method), method.variant)
+    parts = (REPRESENTATION_LABELS.get(method.representation, method.representation), method_label(method.method),
+             method.variant)
     return "·".join(part for part in parts if part)

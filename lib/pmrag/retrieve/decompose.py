@@ -28,8 +28,7 @@ variants read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,7 +37,7 @@ from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import Ranker, rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import SUB_QUERIES, BM25Retriever, Corpus, Queries, Ranked, RetrieverComponent
+from pmrag.retrieve.retrievers import SUB_QUERIES, Corpus, Queries, Ranked, WrappingRetriever
 from pmrag.retrieve.subqueries import SubQueries
 
 BASES = ("vector", "bm25")     # the variants: the base retriever methods, each with its own default variant
@@ -87,45 +86,19 @@ def positive_union(scores: np.ndarray, owner: np.ndarray, n_questions: int) -> n
 
 
 @RETRIEVERS.register("decomp")
-class DecompRetriever(RetrieverComponent):
+class DecompRetriever(WrappingRetriever):
     """The question's and its sub-queries' base rankings fused by RRF (module docstring); the variant names the
     base (``vector``: ``embedding_text_decomp_vector``; ``bm25``: ``raw_text_decomp_bm25``, scored by the
     paper's ``bm25`` component itself, the regex tokenizer)."""
 
     method = "decomp"
+    family = "distributed"
+    base_methods = BASES
     sections = ("decomposition.rrf_k", "bm25")
 
     @classmethod
-    def variants(cls) -> Iterable[str]:
-        return BASES
-
-    @staticmethod
-    def base_id(rid: RetrieverId) -> RetrieverId:
-        """The base retriever of a decomp retriever: ``<representation>_vector`` or ``<representation>_bm25``."""
-        if rid.variant not in BASES:
-            raise ValueError(f"{rid}: the decomp variant must be one of {', '.join(BASES)}")
-        return RetrieverId(rid.representation, rid.variant)
-
-    @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
-        return (SUB_QUERIES, *RETRIEVERS.get(rid.variant).needs(cls.base_id(rid)))
-
-    @classmethod
-    def files(cls, rid: RetrieverId, params) -> list[Path]:
-        return RETRIEVERS.get(rid.variant).files(cls.base_id(rid), params)
-
-    @classmethod
-    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
-        base = RETRIEVERS.get(rid.variant)
-        return (base, *base.uses(cls.base_id(rid)))
-
-    @classmethod
-    def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return RETRIEVERS.get(rid.variant).packages(cls.base_id(rid))
-
-    @classmethod
-    def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
-        return rid.variant == "vector"
+        return (SUB_QUERIES, *super().needs(rid))
 
     def base_scores(self, corpus: Corpus, question_ids: Sequence[str], texts: Sequence[str],
                     vectors: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -134,8 +107,7 @@ class DecompRetriever(RetrieverComponent):
         base = self.base_id(self.rid)
         if base.method == "vector":
             return cosine_scores(corpus.vectors(base.representation), vectors()), None
-        index, counts = BM25Retriever(base, self.params).index(corpus, Queries(list(question_ids), list(texts),
-                                                                              vectors))
+        index, counts = self.base().index(corpus, Queries(list(question_ids), list(texts), vectors))
         scores = index.scores_matrix(counts)
         return scores, (scores > 0 if self.params.bm25.zero_scores == "drop" else None)
 

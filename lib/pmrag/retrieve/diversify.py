@@ -35,19 +35,16 @@ Cost: one base ranking, then per question an O(pool²) redundancy matrix and poo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from pmrag.core.names import RetrieverId, StageKey
-from pmrag.retrieve import expansion  # a module import: registry.py imports both, either may come first
+from pmrag.retrieve import expansion
 from pmrag.retrieve.dense import l2_normalise
 from pmrag.retrieve.ranking import as_time_ns
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, RetrieverComponent, vectors_of
+from pmrag.retrieve.retrievers import Corpus, Queries, Ranked, WrappingRetriever, vectors_of
 
 BASE_METHODS = ("bm25", "vector", "session")
 NS_PER_HOUR = 3_600_000_000_000
@@ -134,54 +131,23 @@ def diversify_rankings(base: pd.DataFrame, positions: np.ndarray, unit_vectors: 
 
 
 @RETRIEVERS.register("mmr")
-class MMRRetriever(RetrieverComponent):
+class MMRRetriever(WrappingRetriever):
     """MMR re-ranking (module docstring) of the base retriever the variant names: ``raw_text_mmr_vector``."""
 
     method = "mmr"
+    family = "distributed"
+    base_methods = BASE_METHODS
     # every base's sections (bm25, vector, session), so a base's params change re-ranks (the stage reads
     # ``sections`` per class, not per retriever)
     sections = ("diversify", "bm25", "expansion")
 
     @classmethod
-    def variants(cls) -> Iterable[str]:
-        return BASE_METHODS
-
-    @staticmethod
-    def base_id(rid: RetrieverId) -> RetrieverId:
-        if rid.variant not in BASE_METHODS:
-            raise ValueError(f"mmr re-ranks a base retriever named by its variant ({', '.join(BASE_METHODS)}), "
-                             f"got {rid}")
-        return RetrieverId(rid.representation, rid.variant)
-
-    @classmethod
-    def base_class(cls, rid: RetrieverId):
-        return RETRIEVERS.get(cls.base_id(rid).method)
-
-    @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
-        base = cls.base_id(rid)
-        return tuple(dict.fromkeys((*cls.base_class(rid).needs(base), vectors_of(rid.representation))))
-
-    @classmethod
-    def files(cls, rid: RetrieverId, params) -> list[Path]:
-        return cls.base_class(rid).files(cls.base_id(rid), params)
-
-    @classmethod
-    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
-        return (cls.base_class(rid), *cls.base_class(rid).uses(cls.base_id(rid)))
-
-    @classmethod
-    def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
-        return cls.base_class(rid).packages(cls.base_id(rid))
-
-    @classmethod
-    def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
-        return cls.base_class(rid).reads_embedding_cut(cls.base_id(rid))
+        return tuple(dict.fromkeys((*super().needs(rid), vectors_of(rid.representation))))
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         section = self.params.diversify
-        base = self.base_class(self.rid)(self.base_id(self.rid), self.params).rank(corpus, queries,
-                                                                                     max(depth, section.pool))
+        base = self.base().rank(corpus, queries, max(depth, section.pool))
         index = pd.Index(corpus.chunk_ids)
         if not index.is_unique:
             raise ValueError("mmr: the corpus repeats a chunk_id")

@@ -150,11 +150,17 @@ class SessionRetriever(RetrieverComponent):
     sessions, ``cluster`` = agglomerative clusters of the representation's chunk vectors."""
 
     method = "session"
+    family = "distributed"
     sections = ("expansion",)
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return ("", "cluster")
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        """The dense retriever it expands."""
+        return (RetrieverId(rid.representation, "vector"),)
 
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:

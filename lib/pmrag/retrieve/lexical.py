@@ -58,6 +58,7 @@ import scipy.sparse as sp
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import PmragError
 from pmrag.retrieve.bm25 import BM25Index, query_matrix
+from pmrag.retrieve.registry import TOKENIZERS
 
 TOKEN_CACHE_FILE = "tokens.sqlite"
 MAX_LINE_CHARS = 12_000      # × at most 4 UTF-8 bytes < SudachiPy's 49,149-byte limit
@@ -475,11 +476,5 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
 
 
-def _register() -> None:
-    from pmrag.retrieve.registry import TOKENIZERS
-
-    for component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):
-        TOKENIZERS.register(component.name)(component)
-
-
-_register()
+for _component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):
+    TOKENIZERS.register(_component.name)(_component)

@@ -88,11 +88,17 @@ class MultiVectorRetriever(RetrieverComponent):
     sub-windows in one representation (module docstring)."""
 
     method = "multivec"
+    family = "dense"
     sections = ("multivector",)
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return VARIANTS
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        """The single-vector retriever of the same representation."""
+        return (RetrieverId(rid.representation, "vector"),)
 
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from pmrag.core.names import RetrieverId
 from pmrag.core.params import BM25Section
 from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.ranking import Ranker
@@ -108,6 +109,13 @@ class RM3Retriever(BM25Retriever):
     """BM25 with RM3 pseudo-relevance feedback over one representation; the variant names the tokenizer."""
 
     method = "rm3"
+    family = "lexical"
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        """The paper's regex BM25 of the same representation (whatever the variant's tokenizer: notebook 08
+        compares every lexical method with the paper's tokenizer)."""
+        return (RetrieverId(rid.representation, "bm25"),)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         section = self.params.bm25

@@ -6,11 +6,15 @@ A component is a class registered under its method name (``bm25``, ``vector``); 
 cache its rankings correctly is declared on the class: the upstream stages it reads (:meth:`needs`), the
 params sections (``sections``), the other components it runs (:meth:`uses`), input files (:meth:`files`) and
 packages (:meth:`packages`); the code it runs is found from its class's module.  The ranking stage gives it
-only what it declared.
+only what it declared.  What the tables need is declared there too: the family it is compared in
+(``family``, :meth:`family_of`: one of :data:`FAMILIES`), the retrievers it builds on (:meth:`bases`) and its
+short label in figures and the inspector (``label``).
 
-To add a method: subclass :class:`RetrieverComponent`, set ``method`` and ``sections``, implement
-:meth:`~RetrieverComponent.needs` and :meth:`~RetrieverComponent.rank`, and register it with
-``RETRIEVERS.register(method)``.
+To add a method: in one module of :mod:`pmrag.retrieve`, or in a study's own file listed in
+``retrieval.plugins``, subclass :class:`RetrieverComponent`, set ``method``, ``family`` and ``sections``,
+implement :meth:`~RetrieverComponent.needs` and :meth:`~RetrieverComponent.rank`, and register it with
+``RETRIEVERS.register(method)`` (:mod:`pmrag.retrieve.registry` imports the module).  A method over a base
+retriever named by its variant subclasses :class:`WrappingRetriever`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ from pmrag.retrieve.ranking import rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
 
 DEFAULT_TOKENIZER = "regex"
+PAPER = "paper"
+FAMILIES = (PAPER, "lexical", "dense", "distributed")
+"""What a component's retrievers are compared as (notebook 08): ``paper``, the paper's own methods (§5.1 BM25
+with its regex tokenizer, §5.2 dense retrieval), and the remedies for what the paper could not do (§7.2, §8):
+``lexical`` (other tokens, pseudo-relevance feedback), ``dense`` (finer vectors) and ``distributed`` (evidence
+spread over chunks, dates and people).  A component whose ``family`` is None is compared in none of them."""
 # the upstream stages a component may read (:meth:`RetrieverComponent.needs`)
 TEXTS = StageKey("representations")
 QUERY_VECTORS = StageKey("query_vectors")
@@ -102,10 +112,27 @@ class Ranked:
 
 
 class RetrieverComponent:
-    """Base class of retriever components (see the module docstring)."""
+    """Base class of retriever components (see the module docstring).
+
+    A class that sets ``method`` declares its ``family`` too (one of :data:`FAMILIES`, or None); its ``label``
+    defaults to the method."""
 
     method: ClassVar[str]
+    family: ClassVar[str | None]
+    label: ClassVar[str]
     sections: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "method" not in vars(cls):
+            return
+        if "family" not in vars(cls):
+            raise TypeError(f"{cls.__name__} sets method {cls.method!r} but no family (one of "
+                            f"{', '.join(FAMILIES)}, or None)")
+        if cls.family is not None and cls.family not in FAMILIES:
+            raise TypeError(f"{cls.__name__}.family must be one of {', '.join(FAMILIES)} or None, got {cls.family!r}")
+        if "label" not in vars(cls):
+            cls.label = cls.method
 
     def __init__(self, rid: RetrieverId, params):
         if rid.method != self.method:
@@ -117,6 +144,16 @@ class RetrieverComponent:
     def variants(cls) -> Iterable[str]:
         """Allowed variant names ('' = none)."""
         return ("",)
+
+    @classmethod
+    def family_of(cls, rid: RetrieverId) -> str | None:
+        """The family one retriever of the method is compared in (``family``, unless a variant changes it)."""
+        return cls.family
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        """The retrievers this one builds on or replaces, the first compared with it (notebook 08)."""
+        return ()
 
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
@@ -162,11 +199,22 @@ class BM25Retriever(RetrieverComponent):
     """Okapi BM25 (§5.1) over one representation; the variant names the tokenizer (none: the paper's regex)."""
 
     method = "bm25"
+    family = PAPER
     sections = ("bm25",)
 
     @classmethod
     def variants(cls) -> Iterable[str]:
         return ["" if name == DEFAULT_TOKENIZER else name for name in TOKENIZERS.names()]
+
+    @classmethod
+    def family_of(cls, rid: RetrieverId) -> str | None:
+        """Another tokenizer than the paper's regex is a lexical remedy."""
+        return "lexical" if rid.variant else cls.family
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        """A tokenizer variant replaces the paper's regex BM25 of the same representation."""
+        return (RetrieverId(rid.representation, "bm25"),) if rid.variant else ()
 
     @staticmethod
     def tokenizer_class(rid: RetrieverId):
@@ -212,6 +260,8 @@ class VectorRetriever(RetrieverComponent):
     """Cosine similarity of the question's vector and each chunk's vector of one representation (§5.2)."""
 
     method = "vector"
+    family = PAPER
+    label = "vec"
 
     @classmethod
     def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
@@ -235,6 +285,7 @@ class GraphRetriever(RetrieverComponent):
     representation (:mod:`pmrag.retrieve.graph_interest`).  Variant ``interest`` (``summary_graph_interest``)."""
 
     method = "graph"
+    family = None   # TOBUGraph has its own notebook (07)
     sections = ("graph.relevance_threshold", "graph.max_chosen_interests")
 
     @classmethod
@@ -262,5 +313,54 @@ class GraphRetriever(RetrieverComponent):
                                           name="matches"))
 
 
-# the methods beyond the paper's (issue 15) register themselves; imported here, after the base classes they extend
-from pmrag.retrieve import decompose, diversify, expansion, lexical, multivector, prf  # noqa: E402,F401
+class WrappingRetriever(RetrieverComponent):
+    """A retriever over a base retriever its variant names (``raw_text_mmr_vector``: over ``raw_text_vector``,
+    one of ``base_methods``): the stages the base reads, its files, packages and components are the wrapper's
+    too, and the base is what it is compared with.  A subclass adds what it reads itself to :meth:`needs`."""
+
+    base_methods: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def variants(cls) -> Iterable[str]:
+        return cls.base_methods
+
+    @classmethod
+    def base_id(cls, rid: RetrieverId) -> RetrieverId:
+        """``<representation>_<method>_<base>`` → ``<representation>_<base>`` (the base's default variant)."""
+        if rid.variant not in cls.base_methods:
+            raise ValueError(f"{rid}: the {cls.method} variant must be one of {', '.join(cls.base_methods)} (the "
+                             f"base retriever's method)")
+        return RetrieverId(rid.representation, rid.variant)
+
+    @classmethod
+    def base_class(cls, rid: RetrieverId) -> type[RetrieverComponent]:
+        return RETRIEVERS.get(cls.base_id(rid).method)
+
+    @classmethod
+    def bases(cls, rid: RetrieverId) -> tuple[RetrieverId, ...]:
+        return (cls.base_id(rid),)
+
+    @classmethod
+    def needs(cls, rid: RetrieverId) -> tuple[StageKey, ...]:
+        return cls.base_class(rid).needs(cls.base_id(rid))
+
+    @classmethod
+    def files(cls, rid: RetrieverId, params) -> list[Path]:
+        return cls.base_class(rid).files(cls.base_id(rid), params)
+
+    @classmethod
+    def uses(cls, rid: RetrieverId) -> tuple[type, ...]:
+        base = cls.base_class(rid)
+        return (base, *base.uses(cls.base_id(rid)))
+
+    @classmethod
+    def packages(cls, rid: RetrieverId) -> tuple[str, ...]:
+        return cls.base_class(rid).packages(cls.base_id(rid))
+
+    @classmethod
+    def reads_embedding_cut(cls, rid: RetrieverId) -> bool:
+        return cls.base_class(rid).reads_embedding_cut(cls.base_id(rid))
+
+    def base(self) -> RetrieverComponent:
+        """The base component, with the same params."""
+        return self.base_class(self.rid)(self.base_id(self.rid), self.params)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from pmrag.retrieve.registry import TOKENIZERS
+
 DEFAULT_SPEC_PATH = Path(__file__).with_name("bm25_tokenizer_spec.txt")
 
 CLASS_SECTIONS = ("alnum", "katakana", "kanji")
@@ -232,10 +234,4 @@ class RegexTokenizer:
         return tokenize_many(texts, self.spec)
 
 
-def _register() -> None:
-    from pmrag.retrieve.registry import TOKENIZERS
-
-    TOKENIZERS.register(RegexTokenizer.name)(RegexTokenizer)
-
-
-_register()
+TOKENIZERS.register(RegexTokenizer.name)(RegexTokenizer)

@@ -13,7 +13,9 @@ computed:
 
 Only ``pmrag`` modules are followed; third-party code enters a key through a package version.  An import done
 by name at run time (``importlib.import_module``: component discovery) is not followed: a component a stage
-uses is added by the stage's declaration, through its class.  The orchestration layer (``pmrag.study``: the
+uses is added by the stage's declaration, through its class, and so is a study's own component file
+(``pmrag_plugins.<stem>``, found by its module's spec like any module; the ``pmrag`` modules it imports are
+followed, its namespace package holds no code).  The orchestration layer (``pmrag.study``: the
 engine, the facade, the runner) is not followed either: a stage's own code there is walked function by
 function, what the layer decides (which stages, items and params) enters a key as those, and a change in how
 keys are made changes the engine's version.
@@ -85,6 +87,12 @@ def _with_parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+def is_namespace(name: str) -> bool:
+    """A package without an ``__init__`` (the plugins' ``pmrag_plugins``): importing it runs no code."""
+    spec = _spec(name)
+    return spec is not None and spec.origin is None and spec.submodule_search_locations is not None
+
+
 def is_orchestration(name: str) -> bool:
     return name == ORCHESTRATION or name.startswith(ORCHESTRATION + ".")
 
@@ -96,7 +104,7 @@ def module_closure(names: Iterable[str]) -> tuple[str, ...]:
     todo = [parent for name in names for parent in _with_parents(name)]
     while todo:
         name = todo.pop()
-        if name in seen or is_orchestration(name):
+        if name in seen or is_orchestration(name) or is_namespace(name):
             continue
         seen.add(name)
         todo += [parent for imported in _direct_imports(name) for parent in _with_parents(imported)]

@@ -2,8 +2,9 @@
 
 Every relative path is resolved against the folder that holds the params file.  Anything wrong (YAML
 syntax, a duplicate key, an unknown key, a wrong type, NaN, a value out of range, an unknown retriever, a
-pairing that names a retriever the study does not run, a missing input file) is a
-:class:`~pmrag.core.errors.ParamsError` whose one-line message names the file and the dotted key.
+pairing that names a retriever the study does not run, a missing input file, a component file that cannot be
+imported) is a :class:`~pmrag.core.errors.ParamsError` whose one-line message names the file and the dotted key.
+The study's own component files (``retrieval.plugins``) are imported before the retriever names are checked.
 
 A params file is small, plain YAML, and is read defensively: a file over :data:`MAX_PARAMS_BYTES` is refused
 before it is parsed, and so are anchors and aliases (``&name`` / ``*name``: a params file has no use for them,
@@ -22,11 +23,12 @@ import yaml
 from pydantic import ValidationError
 
 from pmrag.core.errors import ParamsError
-from pmrag.core.params import StudyParams
+from pmrag.core.params import RetrievalSection, StudyParams
 from pmrag.core.text import clip, shown
 
 SHIPPED_PROMPT_SETS = ("ja", "en")
-PATH_KEYS = ("dataset.inputs", "dataset.questions", "representations.prompts", "bm25.tokenizer_spec")
+PATH_KEYS = ("dataset.inputs", "dataset.questions", "representations.prompts", "bm25.tokenizer_spec",
+             "retrieval.plugins")
 """Keys whose values are paths (resolved against the params file's folder; a shipped prompt set is a name)."""
 FOLDER_KEYS = ("outputs_dir", "notebooks_dir", "cache_dir")
 """Where a study's outputs, notebooks and caches are: locations, never part of what a result is."""
@@ -131,6 +133,30 @@ def read_yaml(path: Path) -> dict:
     return raw
 
 
+def import_plugins(raw: dict, base: Path, origin: str) -> tuple[str, ...]:
+    """Import the component files ``retrieval.plugins`` names (:func:`pmrag.retrieve.registry.import_plugin`), so
+    the retrievers they register are known when the names are checked; their resolved paths.  A malformed list, a
+    missing file or one that fails to import is a ParamsError naming the key."""
+    from pmrag.retrieve.registry import PluginError, import_plugin
+
+    section = raw.get("retrieval")
+    listed = section.get("plugins") if isinstance(section, dict) else None
+    if listed is None:
+        return ()
+    try:   # the key alone: its own errors first
+        plugins = RetrievalSection.model_validate({"plugins": listed}).plugins
+    except ValidationError as exc:
+        raise ParamsError(one_line(exc, origin, within=("retrieval",))) from None
+    paths = tuple(_existing(base, item, "file", origin, f"retrieval.plugins[{index}]")
+                  for index, item in enumerate(plugins))
+    for index, path in enumerate(paths):
+        try:
+            import_plugin(Path(path))
+        except PluginError as exc:
+            raise ParamsError(f"{origin}: key 'retrieval.plugins[{index}]': {clip(plugins[index], 100)}: {exc}") from None
+    return paths
+
+
 def component_context() -> dict:
     """What the schema checks retriever names against: the registered methods and their variants."""
     from pmrag.retrieve.registry import RETRIEVERS
@@ -139,13 +165,13 @@ def component_context() -> dict:
             "variants": {name: set(RETRIEVERS.get(name).variants()) for name in RETRIEVERS.names()}}
 
 
-def one_line(error: ValidationError, origin: str) -> str:
+def one_line(error: ValidationError, origin: str, within: tuple[str, ...] = ()) -> str:
     """The first validation error as ``<file>: key 'a.b[0]': <what was expected>, got <value>``; the value, the
     key and the message are shortened (:func:`~pmrag.core.text.shown`, :func:`~pmrag.core.text.clip`), never quoted
-    whole."""
+    whole.  ``within``: the keys of the section that was validated (``("retrieval",)``)."""
     first = error.errors(include_url=False)[0]
     dotted = ""
-    for part in first["loc"]:
+    for part in (*within, *first["loc"]):
         dotted += f"[{part}]" if isinstance(part, int) else (f".{part}" if dotted else str(part))
     message = first["msg"].removeprefix("Value error, ")
     if not dotted:   # a check across sections names its key first: "hybrid.pairings[0]: ..."
@@ -203,11 +229,13 @@ def load_params(path) -> StudyParams:
     if not _exists(str(path), "file"):
         raise ParamsError(f"params file not found: {clip(path, 200)}")
     origin = str(path)
+    raw = read_yaml(path)
+    base = path.resolve().parent
+    plugins = import_plugins(raw, base, origin)
     try:
-        params = StudyParams.model_validate(read_yaml(path), context=component_context())
+        params = StudyParams.model_validate(raw, context=component_context())
     except ValidationError as exc:
         raise ParamsError(one_line(exc, origin)) from None
-    base = path.resolve().parent
     dataset = params.dataset
     inputs = tuple(_existing(base, item, "file", origin, f"dataset.inputs[{index}]")
                    for index, item in enumerate(dataset.inputs))
@@ -225,6 +253,7 @@ def load_params(path) -> StudyParams:
         "dataset": dataset.model_copy(update={"inputs": inputs, "questions": questions}),
         "representations": params.representations.model_copy(update={"prompts": prompts}),
         "bm25": params.bm25.model_copy(update={"tokenizer_spec": spec}),
+        "retrieval": params.retrieval.model_copy(update={"plugins": plugins}),
     })
     resolved._source = path.resolve()
     return resolved
