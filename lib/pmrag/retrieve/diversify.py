@@ -1,4 +1,4 @@
-"""Maximal marginal relevance (issue 15 §3; Carbonell & Goldstein 1998) over a base retriever: the top of the
+"""Maximal marginal relevance (§7.2: evidence spread over chunks; Carbonell & Goldstein 1998) over a base retriever: the top of the
 ranking spread across conversation sources and dates, for questions whose evidence is distributed.
 
 The retriever ``<representation>_mmr_<base>`` (``raw_text_mmr_vector``, ``summary_mmr_bm25``) ranks with the

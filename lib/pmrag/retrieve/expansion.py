@@ -1,4 +1,4 @@
-"""Session-level expansion (issue 15 §3): retrieve units of chunks — the store's sessions, or clusters of
+"""Session-level expansion (§7.2: evidence spread over chunks): retrieve units of chunks — the store's sessions, or clusters of
 similar chunks — and expand each to its chunks, so that evidence spread over one conversation rises together.
 
     score(q, d) = α · U(q, u(d)) + (1 − α) · cos(q, d),      U(q, u) = max_{d' ∈ u} cos(q, d')

@@ -1,4 +1,4 @@
-"""Multi-vector dense retrieval over a chunk's sub-windows (issue 15 §2, beyond the paper).
+"""Multi-vector dense retrieval over a chunk's sub-windows (§9.1: what one embedding of a long text hides; beyond the paper).
 
 Each chunk ``d`` of a representation has windows ``w_1 … w_m`` (:mod:`pmrag.represent.subwindows`: ``m ≥ 1``
 line windows, one vector each).  With ``s_i = cos(q, w_i)`` (eq. 10 of §5.2 applied to a window):
