@@ -1,4 +1,5 @@
-"""RM3 pseudo-relevance feedback over BM25 (§8.2: query expansion, over §9.1's tokenizers): ids ``<representation>_rm3[_<tokenizer>]``.
+"""RM3 pseudo-relevance feedback over BM25 (§8.2: query expansion, over §9.1's tokenizers): ids
+``<representation>_rm3[_<tokenizer>]``.
 
 The variant names the tokenizer exactly as for ``bm25`` (none: the paper's regex; ``sudachi``, ``char2``,
 ``char3``, ``word``: :mod:`pmrag.retrieve.lexical`); params are the ``bm25`` section's, with m = ``prf_docs``,
