@@ -88,7 +88,8 @@ def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequen
                          **scores[list(SET_METRICS)].mean().to_dict(),
                          "mean_retrieved": len(sets) / len(tuning)})
     grid = pd.DataFrame(rows)
-    best = grid.index[select(grid, (*larger_first(grid["threshold"]), grid["cap"].to_numpy()), metrics=TUNING_METRICS)]
+    tie_break = (*larger_first(grid["threshold"]), grid["cap"].to_numpy())    # the larger threshold, the smaller cap
+    best = grid.index[select(grid, tie_break, metrics=TUNING_METRICS)]
     grid["chosen"] = grid.index == best
     return grid, (float(grid.loc[best, "threshold"]), int(grid.loc[best, "cap"]))
 
