@@ -48,7 +48,8 @@ class Qrels:
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """Ranked lists, validated on construction; ``frame`` holds ``question_id, chunk_id, rank`` (int64)."""
+    """Ranked lists, validated on construction from a ``{question_id: [chunk_id, …]}`` mapping or a frame with
+    ``question_id, chunk_id, rank``; ``frame`` then holds those three columns (rank int64)."""
 
     frame: pd.DataFrame
 
