@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pmrag.core.errors import ParamsError
-from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.names import HybridId
 from pmrag.evaluate import sweep as hybrid_sweep
 from pmrag.evaluate import trec
 from conftest import make_tiny_study
@@ -47,7 +47,7 @@ def test_selected_runs_are_written_and_score_like_the_sweep(study):
     rows = hybrids.selected_rows()
     assert [str(h) for h in hybrids.ids()] == list(dict.fromkeys(rows["retriever"]))
     for _, row in best.iterrows():
-        name = HybridId(RetrieverId.parse(row.bm25), RetrieverId.parse(row.vector), row.beta)
+        name = HybridId.of(row.bm25, row.vector, row.beta)
         assert str(name) == f"hybrid:{row.bm25}+{row.vector}@{row.beta:.2f}"
         path = study.run_dir / "runs" / f"hybrid__{row.bm25}+{row.vector}__beta{row.beta:.2f}.trec"
         assert name.file_stem() == path.stem

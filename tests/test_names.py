@@ -97,6 +97,19 @@ def test_hybrid_id_checks_beta_and_fusion():
     assert HybridId(a, b, 1).beta == 1.0 and isinstance(HybridId(a, b, 1).beta, float)
 
 
+def test_a_hybrid_is_made_from_its_retrievers_names_or_ids():
+    a, b = RetrieverId.parse("summary_bm25"), RetrieverId.parse("raw_text_vector")
+    assert HybridId.of("summary_bm25", "raw_text_vector", 0.35) == HybridId(a, b, 0.35)
+    assert HybridId.of(a, "raw_text_vector", 0.35, "rrf") == HybridId(a, b, 0.35, "rrf")
+    assert str(HybridId.of(a, b, 0.5)) == "hybrid:summary_bm25+raw_text_vector@0.50"
+    with pytest.raises(InvalidName, match="'summary_bm99x_' is not a retriever name"):
+        HybridId.of("summary_bm99x_", "raw_text_vector", 0.5)
+    with pytest.raises(InvalidName, match="a retriever name is a string"):
+        HybridId.of(None, b, 0.5)
+    with pytest.raises(InvalidName, match="β must be in"):
+        HybridId.of(a, b, 2.0)
+
+
 @pytest.mark.parametrize("fusion", FUSIONS)
 def test_every_fusion_round_trips(fusion):
     a, b = RetrieverId.parse("raw_text_bm25_sudachi"), RetrieverId.parse("summary_excerpt_vector")

@@ -116,6 +116,13 @@ class HybridId:
         return self.first, self.second
 
     @classmethod
+    def of(cls, first: RetrieverId | str, second: RetrieverId | str, beta: float,
+           fusion: str = PAPER_FUSION) -> HybridId:
+        """A hybrid from its two retrievers' names or ids (a sweep row's ``bm25, vector, beta[, fusion]``):
+        ``HybridId.of("raw_text_bm25", "summary_vector", 0.35)``; a malformed name is an :class:`InvalidName`."""
+        return cls(_retriever(first), _retriever(second), beta, fusion)
+
+    @classmethod
     def parse(cls, text: str) -> HybridId:
         """``hybrid:a+b@0.35`` → ``HybridId(a, b, 0.35)``, ``hybrid-rrf:a+b@0.35`` → ``HybridId(a, b, 0.35, "rrf")``;
         anything else is an :class:`InvalidName`."""
@@ -137,6 +144,10 @@ class HybridId:
 
 
 MethodId = RetrieverId | HybridId
+
+
+def _retriever(value: RetrieverId | str) -> RetrieverId:
+    return value if isinstance(value, RetrieverId) else RetrieverId.parse(value)
 
 
 def parse_method(text: str) -> MethodId:

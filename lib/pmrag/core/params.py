@@ -380,7 +380,7 @@ class AnalysisSection(Section):
 
     def diagnostic(self) -> HybridId:
         first, second, beta = self.diagnostic_hybrid
-        return HybridId(RetrieverId.parse(first), RetrieverId.parse(second), float(beta))
+        return HybridId.of(first, second, float(beta))
 
 
 # --------------------------------------------------------------------------------------------- graph

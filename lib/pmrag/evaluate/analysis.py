@@ -15,6 +15,7 @@ import pandas as pd
 from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.params import AnalysisSection, BootstrapSection
 from pmrag.evaluate import failures, reliability
+from pmrag.evaluate.metric_names import RECALL5
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ def reliability_tables(per_question: pd.DataFrame, selection: Selection, bootstr
     ]
     return Reliability(
         cis=reliability.metric_cis(per_question, k=5, params=bootstrap),
-        differences=reliability.paired_differences(per_question, comparisons, "recall@5", bootstrap),
-        by_type=reliability.by_type_cis(per_question, "recall@5", bootstrap, types),
+        differences=reliability.paired_differences(per_question, comparisons, RECALL5, bootstrap),
+        by_type=reliability.by_type_cis(per_question, RECALL5, bootstrap, types),
     )
 
 

@@ -1,5 +1,6 @@
-"""Issue 15's comparisons: the methods beyond the paper's, each family against the paper's best flat retriever and
-its best hybrid, within every question type (the aggregate type first), with paired bootstrap differences.
+"""The comparisons of notebook 08 (§7.2, §8.2, §9.1): the methods beyond the paper's, each family against the
+paper's best flat retriever and its best hybrid, within every question type (the aggregate type first), with
+paired bootstrap differences.
 
 Families (:data:`FAMILIES`) are what the retrievers' registered components declare
 (:meth:`~pmrag.retrieve.retrievers.RetrieverComponent.family_of`), so a newly registered method joins the table of
@@ -29,11 +30,13 @@ import pandas as pd
 
 from pmrag.core.names import ABLATION_REPRESENTATIONS, PAPER_REPRESENTATIONS, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection
+from pmrag.evaluate.metric_names import PAPER_COLUMNS, RECALL5, Metric, metric_columns
 from pmrag.evaluate.reliability import paired_differences
+from pmrag.evaluate.select import listed, select
 from pmrag.retrieve.registry import RETRIEVERS
 from pmrag.retrieve.retrievers import FAMILIES as COMPONENT_FAMILIES, PAPER
 
-METRICS = ("recall@5", "mrr@5", "ndcg@5")
+METRICS = PAPER_COLUMNS   # the tables' columns: recall@5, mrr@5, ndcg@5
 OVERALL = "overall"
 # embedding_text's parts (ABLATION_REPRESENTATIONS) with summary and embedding_text itself, in the tables' order
 ABLATION_ORDER = ("prefix", "summary", "excerpt", "summary_excerpt", "embedding_text")
@@ -74,15 +77,14 @@ def family_members(retrievers: Sequence[RetrieverId | str], family: str) -> list
 
 
 def paper_best_flat(per_question: pd.DataFrame, retrievers: Sequence[RetrieverId | str]) -> str:
-    """The best of the listed paper retrievers by macro Recall@5, then nDCG@5, then MRR@5, then list order."""
+    """The best of the listed paper retrievers by macro Recall@5, then nDCG@5, then MRR@5 (rounded to 12
+    decimals), then list order (:mod:`pmrag.evaluate.select`)."""
     paper = [str(r) for r in retrievers if is_paper_retriever(RetrieverId.parse(str(r)))]
     if not paper:
         raise ValueError("no paper retriever (raw_text/summary/embedding_text × bm25/vector) is listed")
     means = per_question[per_question["retriever"].isin(paper)].groupby("retriever")[list(METRICS)].mean()
     order = {name: i for i, name in enumerate(paper)}
-    ranked = sorted(means.index, key=lambda n: (-round(means.at[n, "recall@5"], 12), -round(means.at[n, "ndcg@5"], 12),
-                                                -round(means.at[n, "mrr@5"], 12), order[n]))
-    return ranked[0]
+    return means.index[select(means, listed([order[name] for name in means.index]))]
 
 
 def type_order(per_question: pd.DataFrame, aggregate_type: str, types: Sequence[str] | None = None) -> list[str]:
@@ -93,7 +95,7 @@ def type_order(per_question: pd.DataFrame, aggregate_type: str, types: Sequence[
 
 def comparison_table(per_question: pd.DataFrame, methods: Sequence[str], references: dict[str, str],
                      bootstrap: BootstrapSection, aggregate_type: str, types: Sequence[str] | None = None,
-                     metric: str = "recall@5") -> pd.DataFrame:
+                     metric: Metric | str = RECALL5) -> pd.DataFrame:
     """One row per (question type, method): questions, macro Recall/MRR/nDCG@5, and for each reference
     (``{label: method}``) the paired difference in ``metric`` (method − reference) with its interval.
 
@@ -168,7 +170,7 @@ def same_method_references(methods: Sequence[str], reference_of: Callable[[Retri
 
 def own_reference_differences(per_question: pd.DataFrame, comparisons: Sequence[tuple[str, str, str]],
                               bootstrap: BootstrapSection, aggregate_type: str, types: Sequence[str] | None = None,
-                              metric: str = "recall@5") -> pd.DataFrame:
+                              metric: Metric | str = RECALL5) -> pd.DataFrame:
     """Paired differences of :func:`same_method_references` comparisons within every type (aggregate first,
     ``overall`` last); comparisons whose reference has no rows are dropped."""
     present = set(per_question["retriever"])
@@ -247,5 +249,5 @@ def fusion_per_question(sweep_table: pd.DataFrame, chosen: pd.DataFrame, names: 
         frames.append(part.drop(columns=["fusion", "bm25", "vector", "beta"]).assign(retriever=name))
     table = pd.concat(frames, ignore_index=True)
     table["question_type"] = table["question_id"].map(question_types)
-    return table[["retriever", "question_id", "question_type", *[c for c in table.columns if "@" in c]]]
+    return table[["retriever", "question_id", "question_type", *metric_columns(table.columns)]]
 

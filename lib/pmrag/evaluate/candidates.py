@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from pmrag.evaluate.metric_names import RECALL5
+
 
 def matching_table(matches: Mapping[str, pd.Series], depth: int) -> pd.DataFrame:
     """Per retriever: chunks scoring above 0 per question (min, 10th percentile, median, 90th, max) and the
@@ -31,8 +33,8 @@ def matching_table(matches: Mapping[str, pd.Series], depth: int) -> pd.DataFrame
 def with_recall(matching: pd.DataFrame, per_question: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     """:func:`matching_table` with each retriever's mean Recall@k beside it (the lexical overlap a retriever had
     to work with, next to what it made of it); ``per_question`` holds ``retriever`` and ``recall@k`` columns."""
-    column = f"recall@{k}"
-    recall = per_question.groupby("retriever", sort=False)[column].mean().rename(f"Recall@{k}")
+    metric = RECALL5.at(k)
+    recall = per_question.groupby("retriever", sort=False)[str(metric)].mean().rename(metric.label)
     return matching.merge(recall, left_on="retriever", right_index=True, how="left", validate="one_to_one")
 
 

@@ -70,6 +70,7 @@ from pmrag.core.errors import PmragError
 from pmrag.core.frames import require_columns
 from pmrag.core.names import RetrieverId
 from pmrag.core.params import ChunkingSection, EmbeddingSection, RepresentationsSection, SummarizerSection
+from pmrag.evaluate.metric_names import RECALL5
 from pmrag.evaluate.metrics import PRIMARY
 from pmrag.represent.embed import shorten_for_embedding
 from pmrag.represent.representations import EmbeddingTextTemplate, summary_input
@@ -475,7 +476,7 @@ def recall_by_visibility(by_question: pd.DataFrame, per_question_metrics: pd.Dat
     questions_not_all_shown`` (some evidence partly shown or hidden) ``, recall_not_all_shown`` (NaN for
     no question) and ``difference`` (not-all-shown minus all-shown).
     """
-    column = f"recall@{k}"
+    column = str(RECALL5.at(k))
     require_columns(by_question, ["retriever", "question_id", "all_shown"], "visibility by question")
     metrics = per_question_metrics
     if column not in metrics.columns and {"metric", "value"} <= set(metrics.columns):

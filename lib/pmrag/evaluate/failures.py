@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core.frames import require_columns
-from pmrag.evaluate.metrics import PRIMARY
+from pmrag.evaluate.metric_names import RECALL5
+from pmrag.evaluate.runs import PRIMARY
 
 LABELS = ("aggregate_failure", "multiple_primary_gold_nonaggregate", "other_rule_based_failure")
 OVERLAP_PATTERNS = ("BM25 only", "Vector only", "Both", "Neither")
@@ -31,8 +32,9 @@ OVERLAP_PATTERNS = ("BM25 only", "Vector only", "Both", "Neither")
 
 def successes(per_question: pd.DataFrame, k: int) -> pd.Series:
     """``question_id → bool``: at least one primary-gold chunk in the Top-``k`` (``recall@k > 0``)."""
-    require_columns(per_question, ["question_id", f"recall@{k}"], "per-question rows")
-    return pd.Series(per_question[f"recall@{k}"].to_numpy() > 0, index=per_question["question_id"].to_numpy(),
+    column = str(RECALL5.at(k))
+    require_columns(per_question, ["question_id", column], "per-question rows")
+    return pd.Series(per_question[column].to_numpy() > 0, index=per_question["question_id"].to_numpy(),
                      name=f"success@{k}")
 
 
@@ -152,7 +154,7 @@ def topk_sensitivity(per_question: pd.DataFrame, ks: Sequence[int] = (5, 10, 20)
         for k in ks:
             rows.append({"question_type": question_type, "k": k, "questions": len(part),
                          "success_rate": float(successes(part, k).mean()) if len(part) else np.nan,
-                         "recall": float(part[f"recall@{k}"].mean()) if len(part) else np.nan})
+                         "recall": float(part[str(RECALL5.at(k))].mean()) if len(part) else np.nan})
     return pd.DataFrame(rows)
 
 

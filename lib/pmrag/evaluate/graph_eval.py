@@ -28,11 +28,16 @@ import pandas as pd
 
 from pmrag.core.names import HybridId, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection, GraphSection
+from pmrag.evaluate.metric_names import PAPER_METRICS, RECALL5, SET_F1, SET_METRICS, SET_RECALL
+from pmrag.evaluate.runs import Qrels
+from pmrag.evaluate.select import by_name, larger_first, select
 from pmrag.evaluate.set_metrics import per_question_set_rows
 
 TUNING, HELD_OUT = "tuning", "held_out"
 SET_METHODS = ("TOBUGraph", "RAGv1", "RAGv2", "RAGv3")
 """The set methods of 002 Table 2, TOBUGraph first (the one the others are compared with)."""
+TUNING_METRICS = (SET_F1, SET_RECALL)
+"""The tuning grid's selection order (then the larger threshold, the smaller cap)."""
 
 
 def tuning_split(questions: pd.DataFrame, fraction: float, seed: int) -> pd.Series:
@@ -64,7 +69,7 @@ def interest_sets(relevance: np.ndarray, membership, threshold: float, cap: int,
 
 
 def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequence[str], memory_ids: Sequence[str],
-                         qrels: pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
+                         qrels: Qrels | pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
                          thresholds: Sequence[float], caps: Sequence[int]) -> tuple[pd.DataFrame, tuple[float, int]]:
     """Macro set precision/recall/F1 and mean |M′| on the tuning questions for every (threshold, cap), and the
     chosen pair (module docstring).  Columns ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved,
@@ -73,17 +78,18 @@ def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequen
     tuning = [q for q, kept in zip(question_ids, rows_of) if kept]
     if not tuning:
         raise ValueError("no tuning question: the threshold and cap cannot be chosen")
+    qrels = Qrels.of(qrels)
     rows = []
     for threshold in thresholds:
         for cap in caps:
             sets = interest_sets(relevance[rows_of], membership, threshold, cap, tuning, memory_ids, "graph")
             scores = per_question_set_rows(sets, qrels, types, questions=tuning, retrievers=["graph"])
             rows.append({"threshold": float(threshold), "cap": int(cap),
-                         **scores[["set_precision", "set_recall", "set_f1"]].mean().to_dict(),
+                         **scores[list(SET_METRICS)].mean().to_dict(),
                          "mean_retrieved": len(sets) / len(tuning)})
     grid = pd.DataFrame(rows)
-    order = grid.assign(_f1=-grid["set_f1"].round(12), _r=-grid["set_recall"].round(12), _t=-grid["threshold"])
-    best = order.sort_values(["_f1", "_r", "_t", "cap"], kind="stable").index[0]
+    tie_break = (*larger_first(grid["threshold"]), grid["cap"].to_numpy())    # the larger threshold, the smaller cap
+    best = grid.index[select(grid, tie_break, metrics=TUNING_METRICS)]
     grid["chosen"] = grid.index == best
     return grid, (float(grid.loc[best, "threshold"]), int(grid.loc[best, "cap"]))
 
@@ -118,18 +124,16 @@ def top_k_by_similarity(similarity: np.ndarray, question_ids: Sequence[str], ite
 
 
 def best_flat(per_question: pd.DataFrame, candidates: Sequence[str], question_ids: Sequence[str]) -> str:
-    """The candidate with the highest macro Recall@5 on ``question_ids`` (ties: nDCG@5, MRR@5, then name)."""
+    """The candidate with the highest macro Recall@5 on ``question_ids`` (ties: nDCG@5, MRR@5, rounded to 12
+    decimals, then the name; :mod:`pmrag.evaluate.select`)."""
     rows = per_question[per_question["retriever"].isin(candidates) & per_question["question_id"].isin(question_ids)]
     if rows.empty:
         raise ValueError("no flat retriever scored the tuning questions")
-    means = rows.groupby("retriever")[["recall@5", "ndcg@5", "mrr@5"]].mean().round(12)
-    means = means.reset_index().sort_values(["recall@5", "ndcg@5", "mrr@5", "retriever"],
-                                            ascending=[False, False, False, True], kind="stable")
-    return str(means["retriever"].iloc[0])
+    means = rows.groupby("retriever")[list(map(str, PAPER_METRICS))].mean()
+    return str(means.index[select(means, by_name(means.index))])
 
 
-
-def set_tables(sets: pd.DataFrame, qrels: pd.DataFrame, types: pd.Series, question_ids: Sequence[str],
+def set_tables(sets: pd.DataFrame, qrels: Qrels | pd.DataFrame, types: pd.Series, question_ids: Sequence[str],
                methods: Sequence[str], bootstrap, type_order: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
     """002 Table 2 on ``question_ids`` (the held-out part), the first of ``methods`` compared with the others:
     ``cis`` (macro set precision/recall/F1 of each method with percentile-bootstrap intervals), ``pooled``
@@ -140,15 +144,16 @@ def set_tables(sets: pd.DataFrame, qrels: pd.DataFrame, types: pd.Series, questi
     from pmrag.evaluate.set_metrics import pooled_scores, set_counts, set_metric_cis
 
     ids = set(question_ids)
+    qrels = Qrels.of(qrels)
     sets = sets[sets["question_id"].isin(ids)]
     rows = per_question_set_rows(sets, qrels, types, questions=sorted(ids), retrievers=methods)
     first, others = methods[0], list(methods[1:])
     return {
         "cis": set_metric_cis(rows, bootstrap),
         "pooled": pooled_scores(set_counts(sets, qrels, questions=sorted(ids), retrievers=methods)),
-        "differences": paired_differences(rows, [(f"{first} − {b}", first, b) for b in others], "set_f1", bootstrap),
-        "by_type": by_type_cis(rows, "set_f1", bootstrap, type_order),
-        "recall_by_type": by_type_cis(rows, "set_recall", bootstrap, type_order),
+        "differences": paired_differences(rows, [(f"{first} − {b}", first, b) for b in others], SET_F1, bootstrap),
+        "by_type": by_type_cis(rows, SET_F1, bootstrap, type_order),
+        "recall_by_type": by_type_cis(rows, SET_RECALL, bootstrap, type_order),
     }
 
 
@@ -165,8 +170,8 @@ def rank_tables(rank_rows: pd.DataFrame, methods: Sequence[str], comparisons, bo
     rows = rows.sort_values("retriever", key=lambda s: s.map(order), kind="stable")
     return {
         "cis": metric_cis(rows, 5, bootstrap),
-        "differences": paired_differences(rows, comparisons, "recall@5", bootstrap),
-        "by_type": by_type_cis(rows, "recall@5", bootstrap, type_order),
+        "differences": paired_differences(rows, comparisons, RECALL5, bootstrap),
+        "by_type": by_type_cis(rows, RECALL5, bootstrap, type_order),
     }
 
 
@@ -186,8 +191,8 @@ def type_differences(evaluation, question_type: str, bootstrap=None) -> pd.DataF
     best = str(evaluation.best_flat)
     ranked = [(f"{m} − {best}", m, best) for m in (str(evaluation.tuned), str(evaluation.hybrid))]
     first, *others = list(dict.fromkeys(evaluation.set_rows["retriever"]))
-    return pd.concat([paired_differences(rank, ranked, "recall@5", bootstrap),
-                      paired_differences(sets, [(f"{first} − {b}", first, b) for b in others], "set_recall", bootstrap)],
+    return pd.concat([paired_differences(rank, ranked, RECALL5, bootstrap),
+                      paired_differences(sets, [(f"{first} − {b}", first, b) for b in others], SET_RECALL, bootstrap)],
                      ignore_index=True)
 
 
@@ -261,6 +266,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     from pmrag.retrieve.fusion import minmax_fuse
 
     types = questions.set_index("question_id")["type"]
+    judged = Qrels.of(qrels)
     chunk_ids = chunks["chunk_id"].to_numpy()
     start_times = pd.to_datetime(chunks["start_at"]).to_numpy()
     question_ids = questions["question_id"].tolist()
@@ -268,7 +274,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     relevance = relevance.rows(question_ids)
     split = tuning_split(questions, section.tuning_fraction, section.tuning_seed)
     tuning_ids = split.index[split == TUNING].tolist()
-    grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, qrels, types,
+    grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, judged, types,
                                                   tuning_ids, section.threshold_grid, section.cap_grid)
 
     # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings
@@ -283,7 +289,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
         top_k_set(top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, k, "RAGv2"), k),
         top_k_set(top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, k, "RAGv3"), k),
     ], ignore_index=True)
-    set_rows = per_question_set_rows(sets, qrels, types, questions=question_ids, retrievers=SET_METHODS)
+    set_rows = per_question_set_rows(sets, judged, types, questions=question_ids, retrievers=SET_METHODS)
 
     # rankings: the tuned graph, the study's flat retrievers, the graph + best flat hybrid (β on the tuning part)
     listed = list(rankings)
@@ -294,7 +300,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
                                             similarity[graph_rid.representation], question_ids, chunk_ids,
                                             start_times, depth)}
     ranked.update({str(rid): frame for rid, frame in rankings.items()})
-    rows = [per_question_rows(ranking, name, qrels, types, ks) for name, ranking in ranked.items()]
+    rows = [per_question_rows(ranking, name, judged, types, ks) for name, ranking in ranked.items()]
     flat = [str(rid) for rid in listed if rid.method != "graph"]
     best = RetrieverId.parse(best_flat(pd.concat(rows, ignore_index=True), flat, tuning_ids))
     tuning_qrels = qrels[qrels["question_id"].isin(tuning_ids)]
@@ -302,7 +308,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     beta = float(select_best(sweep_macro(sweep(graph_part, flat_part, tuning_qrels, betas), str(tuned), str(best)))["beta"])
     hybrid = HybridId(tuned, best, beta)
     ranked[str(hybrid)] = minmax_fuse(ranked[str(tuned)], ranked[str(best)], beta)
-    rows.append(per_question_rows(ranked[str(hybrid)], str(hybrid), qrels, types, ks))
+    rows.append(per_question_rows(ranked[str(hybrid)], str(hybrid), judged, types, ks))
     rank_rows = pd.concat(rows, ignore_index=True)
 
     held_out = split.index[split == HELD_OUT].tolist()
@@ -310,7 +316,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
                             built.label)
     comparisons = [(f"{name} − {best}", name, str(best)) for name in value.rank_methods()
                    if _first_retriever(parse_method(name)).method == "graph"]
-    value.set_tables.update(set_tables(sets, qrels, types, held_out, SET_METHODS, bootstrap, type_order))
+    value.set_tables.update(set_tables(sets, judged, types, held_out, SET_METHODS, bootstrap, type_order))
     value.rank_tables.update(rank_tables(value.held_out(rank_rows), value.rank_methods(), comparisons, bootstrap,
                                          type_order))
     return value

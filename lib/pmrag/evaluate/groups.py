@@ -1,4 +1,4 @@
-"""Evidence groups (issue 16 §2): overlapping windows that hold the same evidence count once.
+"""Evidence groups (§4.3, §9.1): overlapping windows that hold the same evidence count once.
 
 The paper's chunk-level gold (:func:`pmrag.chunking.store.derive_qrels`) gives relevance 2 to *every* chunk that
 holds a primary-evidence message of question q, so with overlapping windows one piece of evidence can be
@@ -51,13 +51,15 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from pmrag.core.frames import RunLike, require_columns, run_frame
-from pmrag.evaluate.metrics import PRIMARY, _validated_ks, _validated_qrels, ndcg, reciprocal_rank
+from pmrag.core.frames import RunLike, require_columns
+from pmrag.evaluate.metric_names import GROUP_METRICS, at_k
+from pmrag.evaluate.metrics import PRIMARY, _validated_ks, ndcg, reciprocal_rank
+from pmrag.evaluate.runs import Qrels, Run
 
 RULES = ("same_set", "share_any")
 
 
-def evidence_groups(qrels: pd.DataFrame, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame,
+def evidence_groups(qrels: Qrels | pd.DataFrame, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame,
                     rule: str = "same_set") -> pd.DataFrame:
     """The evidence group of every primary-gold chunk: columns ``question_id, chunk_id, group``.
 
@@ -76,7 +78,7 @@ def evidence_groups(qrels: pd.DataFrame, question_evidence: pd.DataFrame, chunk_
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    judged = _validated_qrels(qrels)
+    judged = Qrels.of(qrels).frame
     require_columns(question_evidence, ["question_id", "message_id", "relevance"], "question_evidence")
     require_columns(chunk_messages, ["chunk_id", "position", "message_id"], "chunk_messages")
 
@@ -154,9 +156,9 @@ class GroupMatrix:
     n_groups: np.ndarray
 
 
-def group_judgments(qrels: pd.DataFrame, groups: pd.DataFrame) -> GroupJudgments:
+def group_judgments(qrels: Qrels | pd.DataFrame, groups: pd.DataFrame) -> GroupJudgments:
     """Validate ``qrels`` and their :func:`evidence_groups` once; every judged question needs a group."""
-    judged = _validated_qrels(qrels)
+    judged = Qrels.of(qrels).frame
     require_columns(groups, ["question_id", "chunk_id", "group"], "groups")
     questions = pd.Index(pd.unique(judged["question_id"]), name="question_id").sort_values()
     chunks = pd.Index(pd.unique(judged["chunk_id"]))
@@ -186,7 +188,7 @@ def group_judgments(qrels: pd.DataFrame, groups: pd.DataFrame) -> GroupJudgments
     return GroupJudgments(questions, chunks, keys, grades, group_ids, n_groups, n_secondary)
 
 
-def group_matrix(run: RunLike, judgments: GroupJudgments, depth: int) -> GroupMatrix:
+def group_matrix(run: Run | RunLike, judgments: GroupJudgments, depth: int) -> GroupMatrix:
     """The :class:`GroupMatrix` of ``run`` (as :func:`pmrag.evaluate.metrics.relevance_matrix` for chunks).
 
     The scored questions are the judged ones; a question the run does not rank scores 0, and a ranked question
@@ -196,7 +198,7 @@ def group_matrix(run: RunLike, judgments: GroupJudgments, depth: int) -> GroupMa
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
     if not isinstance(judgments, GroupJudgments):
         raise TypeError(f"judgments must be a GroupJudgments (group_judgments), got {type(judgments).__name__}")
-    ranking = run_frame(run)
+    ranking = Run.of(run).frame
     questions = judgments.question_ids
     top = ranking[ranking["rank"] <= depth]
     row = questions.get_indexer(top["question_id"])
@@ -239,9 +241,10 @@ def per_question_group_metrics(run: RunLike, qrels: pd.DataFrame | GroupJudgment
     matrix = group_matrix(run, judgments, depth=max(ks))
     columns = {}
     for k in ks:
-        columns[f"group_recall@{k}"] = (matrix.ranked[:, :k] == PRIMARY).sum(axis=1) / matrix.n_groups
-        columns[f"group_mrr@{k}"] = reciprocal_rank(matrix.ranked, k)
-        columns[f"group_ndcg@{k}"] = ndcg(matrix.ranked, matrix.ideal, k)
+        recall_k, mrr_k, ndcg_k = at_k(k, GROUP_METRICS)
+        columns[str(recall_k)] = (matrix.ranked[:, :k] == PRIMARY).sum(axis=1) / matrix.n_groups
+        columns[str(mrr_k)] = reciprocal_rank(matrix.ranked, k)
+        columns[str(ndcg_k)] = ndcg(matrix.ranked, matrix.ideal, k)
     return pd.DataFrame(columns, index=matrix.question_ids)
 
 

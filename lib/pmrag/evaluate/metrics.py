@@ -28,12 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pmrag.core.frames import RunLike, no_duplicates, require_columns, run_frame
+from pmrag.core.frames import RunLike
+from pmrag.evaluate.metric_names import RANK_METRICS, Metric
+from pmrag.evaluate.runs import PRIMARY, Qrels, Run
 
-METRICS = ("recall", "mrr", "ndcg")
-GRADES = (0, 1, 2)
-PRIMARY = 2
-QRELS_COLUMNS = ("question_id", "chunk_id", "relevance")
+METRICS = RANK_METRICS
 
 
 @dataclass(frozen=True)
@@ -77,34 +76,34 @@ def ndcg(ranked: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return dcg(ranked, k) / dcg(ideal, k)
 
 
+KERNELS = {                 # a metric's name → its values at k from a RelevanceMatrix (ranx's metric_switch)
+    "recall": lambda matrix, k: recall(matrix.ranked, matrix.n_primary, k),
+    "mrr": lambda matrix, k: reciprocal_rank(matrix.ranked, k),
+    "ndcg": lambda matrix, k: ndcg(matrix.ranked, matrix.ideal, k),
+}
+
+
 def per_question_metrics(
-    run: RunLike, qrels: pd.DataFrame, ks: Iterable[int] = (5,), metrics: Iterable[str] = METRICS
+    run: Run | RunLike, qrels: Qrels | pd.DataFrame, ks: Iterable[int] = (5,), metrics: Iterable[str] = METRICS
 ) -> pd.DataFrame:
     """One row per question (index ``question_id``, sorted) and one column per ``{metric}@{k}``.
 
-    ``run`` is ``{question_id: [chunk_id, …]}`` in rank order, or a DataFrame with columns ``question_id``,
-    ``chunk_id``, ``rank`` (1-based; other columns are ignored).  ``qrels`` has columns ``question_id``,
-    ``chunk_id``, ``relevance`` ∈ {0, 1, 2}.  The scored questions are those of the qrels and of the run; a
-    question the run does not rank scores 0, and a question without a relevance-2 chunk is a ``ValueError``.
+    ``run`` is a :class:`~pmrag.evaluate.runs.Run`, ``{question_id: [chunk_id, …]}`` in rank order, or a
+    DataFrame with columns ``question_id``, ``chunk_id``, ``rank`` (1-based; other columns are ignored).
+    ``qrels`` is a :class:`~pmrag.evaluate.runs.Qrels` or a frame ``question_id, chunk_id, relevance`` ∈ {0, 1, 2}.
+    The scored questions are those of the qrels and of the run; a question the run does not rank scores 0, and a
+    question without a relevance-2 chunk is a ``ValueError``.
     Columns are ordered k by k, then as ``metrics``.
     """
     ks = _validated_ks(ks)
     metrics = _validated_metrics(metrics)
     matrix = relevance_matrix(run, qrels, depth=max(ks))
-    columns = {}
-    for k in ks:
-        for metric in metrics:
-            if metric == "recall":
-                values = recall(matrix.ranked, matrix.n_primary, k)
-            elif metric == "mrr":
-                values = reciprocal_rank(matrix.ranked, k)
-            else:
-                values = ndcg(matrix.ranked, matrix.ideal, k)
-            columns[f"{metric}@{k}"] = values
+    columns = {str(Metric(metric, k)): KERNELS[metric](matrix, k) for k in ks for metric in metrics}
     return pd.DataFrame(columns, index=matrix.question_ids)
 
 
-def per_question_rows(run: RunLike, name: str, qrels: pd.DataFrame, types: pd.Series, ks: Iterable[int]) -> pd.DataFrame:
+def per_question_rows(run: Run | RunLike, name: str, qrels: Qrels | pd.DataFrame, types: pd.Series,
+                      ks: Iterable[int]) -> pd.DataFrame:
     """:func:`per_question_metrics` as long rows of one method: ``retriever`` (= ``name``), ``question_id``,
     ``question_type`` (from ``types``: question_id → type), then the metric columns."""
     metrics = per_question_metrics(run, qrels, ks=ks).reset_index()
@@ -113,15 +112,16 @@ def per_question_rows(run: RunLike, name: str, qrels: pd.DataFrame, types: pd.Se
     return metrics
 
 
-def per_question_table(runs: Mapping[str, RunLike], qrels: pd.DataFrame, types: pd.Series,
+def per_question_table(runs: Mapping[str, Run | RunLike], qrels: Qrels | pd.DataFrame, types: pd.Series,
                        ks: Iterable[int]) -> pd.DataFrame:
     """:func:`per_question_rows` of every method of ``runs`` (``{name: run}``), stacked in ``runs``' order;
-    without a run, the empty frame with the same columns."""
+    without a run, the empty frame with the same columns.  The qrels are validated once for all runs."""
     ks = _validated_ks(ks)
+    qrels = Qrels.of(qrels)
     frames = [per_question_rows(run, name, qrels, types, ks) for name, run in runs.items()]
     if not frames:
         return pd.DataFrame(columns=["retriever", "question_id", "question_type",
-                                     *(f"{metric}@{k}" for k in ks for metric in METRICS)])
+                                     *(str(Metric(metric, k)) for k in ks for metric in METRICS)])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -134,12 +134,12 @@ def macro(per_question: pd.DataFrame) -> pd.Series:
     return values.mean(axis=0).rename("macro")
 
 
-def relevance_matrix(run: RunLike, qrels: pd.DataFrame, depth: int) -> RelevanceMatrix:
+def relevance_matrix(run: Run | RunLike, qrels: Qrels | pd.DataFrame, depth: int) -> RelevanceMatrix:
     """The ranked and ideal relevance matrices of ``run`` against ``qrels``, truncated at ``depth`` ranks."""
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    judged = _validated_qrels(qrels)
-    ranking = run_frame(run)
+    judged = Qrels.of(qrels).frame
+    ranking = Run.of(run).frame
     ids = np.concatenate([judged["question_id"].to_numpy(dtype=object), ranking["question_id"].to_numpy(dtype=object)])
     questions = pd.Index(pd.unique(ids), name="question_id").sort_values()
 
@@ -170,20 +170,6 @@ def relevance_matrix(run: RunLike, qrels: pd.DataFrame, depth: int) -> Relevance
     keep = slot < depth
     ideal[row[keep], slot[keep]] = grade[keep]
     return RelevanceMatrix(questions, ranked, ideal, n_primary)
-
-
-def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
-    if not isinstance(qrels, pd.DataFrame):
-        raise TypeError(f"qrels must be a DataFrame, got {type(qrels).__name__}")
-    require_columns(qrels, QRELS_COLUMNS, "qrels")
-    judged = qrels.loc[:, list(QRELS_COLUMNS)].reset_index(drop=True)
-    if judged[["question_id", "chunk_id"]].isna().any().any():
-        raise ValueError("qrels has missing question or chunk ids")
-    if not pd.api.types.is_integer_dtype(judged["relevance"]) or not judged["relevance"].isin(GRADES).all():
-        bad = judged.loc[~judged["relevance"].isin(GRADES), "relevance"].unique()[:5]
-        raise ValueError(f"qrels relevance must be one of {GRADES} (integers); found {list(bad)}")
-    no_duplicates(judged, ["question_id", "chunk_id"], "qrels", "judgment")
-    return judged.astype({"relevance": np.int8})
 
 
 def _validated_ks(ks: Iterable[int]) -> list[int]:

@@ -1,4 +1,4 @@
-"""Many comparisons (issue 16 §3): Holm and Benjamini–Hochberg adjustments, and a paired sign-flip test.
+"""Many comparisons (§6.3: many paired differences): Holm and Benjamini–Hochberg adjustments, and a paired sign-flip test.
 
 Adjusted p-values of a family of m comparisons with p-values p_1 … p_m, sorted p_(1) ≤ … ≤ p_(m) (ties in
 a stable order; the adjusted values do not depend on it):
@@ -41,6 +41,7 @@ import pandas as pd
 
 from pmrag.core.frames import require_columns
 from pmrag.core.params import BootstrapSection
+from pmrag.evaluate.metric_names import RECALL5, Metric
 from pmrag.evaluate.reliability import paired_differences
 
 SIGN_STREAM = 1
@@ -149,7 +150,7 @@ def sign_flip_test(differences, n_resamples: int = 5000, seed: int = 12345, exac
     return float(p[0]) if d.ndim == 1 else p
 
 
-def comparisons_table(per_question: pd.DataFrame, reference: str, metric: str = "recall@5", B: int = 5000,
+def comparisons_table(per_question: pd.DataFrame, reference: str, metric: Metric | str = RECALL5, B: int = 5000,
                       seed: int = 12345, alpha: float = 0.05) -> pd.DataFrame:
     """Every method against ``reference`` on ``metric``, with unadjusted and family-adjusted decisions.
 
@@ -168,6 +169,7 @@ def comparisons_table(per_question: pd.DataFrame, reference: str, metric: str = 
     One row per method (first-appearance order): method, reference, metric, delta, ci_low, ci_high,
     ci_excludes_zero, p_permutation, p_holm, reject_holm, p_bh, reject_bh.
     """
+    metric = str(metric)
     require_columns(per_question, ["retriever", "question_id", metric], "per_question")
     alpha = _alpha(alpha)
     methods = list(dict.fromkeys(per_question["retriever"]))

@@ -1,4 +1,4 @@
-"""How many questions (issue 16 §4): power of a paired comparison, by resampling a pilot run.
+"""How many questions (§9.1: one user, 100 questions): power of a paired comparison, by resampling a pilot run.
 
 Input: the per-question paired differences d_q = x_q^(a) − x_q^(b) of a pilot run (n₀ questions; e.g.
 Recall@5 of two methods, :func:`pilot_differences`).
@@ -37,14 +37,17 @@ import pandas as pd
 from scipy import stats
 
 from pmrag.core.frames import require_columns
+from pmrag.evaluate.metric_names import RECALL5, Metric
 
 BLOCK = 100                       # columns of indices drawn per call of the generator (fixes the stream)
 DEFAULT_QUESTIONS = (25, 50, 100, 200, 400)
 
 
-def pilot_differences(per_question: pd.DataFrame, method_a: str, method_b: str, metric: str = "recall@5") -> np.ndarray:
+def pilot_differences(per_question: pd.DataFrame, method_a: str, method_b: str,
+                      metric: Metric | str = RECALL5) -> np.ndarray:
     """d_q = ``metric`` of ``method_a`` − of ``method_b`` per question (sorted by question id), from long rows
     ``retriever, question_id, <metric>``; both methods must score the same questions."""
+    metric = str(metric)
     require_columns(per_question, ["retriever", "question_id", metric], "per_question")
     pair = []
     for method in (method_a, method_b):

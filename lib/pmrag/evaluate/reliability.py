@@ -9,13 +9,12 @@ import pandas as pd
 
 from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.bootstrap import ci, ci_table, difference_table
-
-METRIC_LABELS = {"recall": "Recall", "mrr": "MRR", "ndcg": "nDCG"}
+from pmrag.evaluate.metric_names import RECALL5, Metric, at_k
 
 
 def metric_cis(per_question: pd.DataFrame, k: int = 5, params: BootstrapSection | None = None) -> pd.DataFrame:
     """Mean and percentile-bootstrap CI of Recall/MRR/nDCG@k per retriever: retriever, metric, mean, ci_low, ci_high."""
-    columns = [f"{m}@{k}" for m in METRIC_LABELS]
+    columns = [str(m) for m in at_k(k)]
     long = per_question.rename(columns={"retriever": "method"})[["method", "question_id", *columns]]
     table = ci_table(long, metrics=columns, params=params).rename(columns={"method": "retriever"})
     order = {r: i for i, r in enumerate(dict.fromkeys(per_question["retriever"]))}
@@ -32,7 +31,7 @@ def interpretation(low: float, high: float) -> str:
     return "CI includes 0; inconclusive"
 
 
-def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "recall@5",
+def paired_differences(per_question: pd.DataFrame, comparisons, metric: Metric | str = RECALL5,
                        params: BootstrapSection | None = None) -> pd.DataFrame:
     """Paired bootstrap differences (eq. 7) for ``comparisons`` = ``[(label, method_a, method_b), ...]``.
 
@@ -40,6 +39,7 @@ def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "r
     method_a, method_b, metric, delta, ci_low, ci_high, excludes_zero, interpretation.
     """
     comparisons = [tuple(c) for c in comparisons]
+    metric = str(metric)
     long = per_question.rename(columns={"retriever": "method"})
     long = long[long["method"].isin({m for _, a, b in comparisons for m in (a, b)})][["method", "question_id", metric]]
     diff = difference_table(long, [(a, b) for _, a, b in comparisons], metrics=metric, params=params)
@@ -49,7 +49,7 @@ def paired_differences(per_question: pd.DataFrame, comparisons, metric: str = "r
     return diff
 
 
-def by_type_cis(per_question: pd.DataFrame, metric: str = "recall@5", params: BootstrapSection | None = None,
+def by_type_cis(per_question: pd.DataFrame, metric: Metric | str = RECALL5, params: BootstrapSection | None = None,
                 types=None) -> pd.DataFrame:
     """Mean and CI of ``metric`` per retriever, overall and within each question type.
 
@@ -58,6 +58,7 @@ def by_type_cis(per_question: pd.DataFrame, metric: str = "recall@5", params: Bo
     questions, mean, ci_low, ci_high.
     """
     order = list(types) if types is not None else list(dict.fromkeys(per_question["question_type"]))
+    metric = str(metric)
     rows = []
     for retriever, frame in per_question.groupby("retriever", sort=False):
         frame = frame.sort_values("question_id", kind="stable")

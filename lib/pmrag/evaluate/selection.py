@@ -1,4 +1,4 @@
-"""Selection-aware evaluation of the hybrid (issue 16 §1): what the paper's selection procedure scores on
+"""Selection-aware evaluation of the hybrid (§8.1, §9.1): what the paper's selection procedure scores on
 questions it was not chosen on, beside the in-sample best it reports (§8.1, §9.1).
 
 The *procedure* is the paper's selection (:mod:`pmrag.evaluate.sweep`): on a set of questions, each pairing's
@@ -13,9 +13,9 @@ with R̄, N̄, M̄ the macro Recall/nDCG/MRR@5 and every metric compared after r
 (``select_best``'s default), so a tie in value that summation order alone breaks stays a tie at both stages
 (``select_overall`` compares its inputs unrounded; the two agree wherever the means are exact, and
 ``tests/test_selection.py`` checks them against each other on tables with ties).  :func:`select_columns`
-applies the rule to any number of rows of means at once: configurations are laid out in the static
-tie-break order (pairing position, |β − 0.5|, β, row), the rows of means narrowed metric by metric to their
-maxima, and the first surviving column taken.  Restricting ``pairings`` to one pairing gives the same for the
+applies the rule (:func:`pmrag.evaluate.select.best_columns`) to any number of rows of means at once:
+configurations are laid out in the static tie-break order (pairing position, |β − 0.5|, β, row), the rows of
+means narrowed metric by metric to their maxima, and the first surviving column taken.  Restricting ``pairings`` to one pairing gives the same for the
 β of that fixed pairing; ``fusion`` selects within another fusion's sweep by the same rule (the paper's
 selection is ``minmax``'s).
 
@@ -69,12 +69,14 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import RepeatedStratifiedKFold
 
+from pmrag.core.frames import require_columns
 from pmrag.core.names import PAPER_FUSION
 from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.bootstrap import ci, percentiles, resample_counts
+from pmrag.evaluate.metric_names import PAPER_COLUMNS
+from pmrag.evaluate.select import DECIMALS, best_columns, beta_near_half
 
-METRICS = ("recall@5", "mrr@5", "ndcg@5")   # layout order of Configurations.values
-DECIMALS = 12                               # select_best's rounding of compared metrics
+METRICS = PAPER_COLUMNS                     # layout order of Configurations.values: recall@5, mrr@5, ndcg@5
 KINDS = ("oob", ".632")
 POOLED_STRATUM = "(pooled rare types)"
 _CONFIGURATION = ("fusion", "bm25", "vector", "beta")
@@ -129,7 +131,8 @@ class Configurations:
             values[m, qcodes, codes] = _finite(rows[metric], metric)
         first = uniques[:, 0].astype(np.int64)
         betas = uniques[:, 1]
-        rank = np.lexsort((np.arange(c), np.round(betas, DECIMALS), np.round(np.abs(betas - 0.5), DECIMALS), first))
+        distance, rounded = beta_near_half(betas)
+        rank = np.lexsort((np.arange(c), rounded, distance, first))
         table = pd.DataFrame({
             "fusion": fusion,
             "bm25": [order[p][0] for p in first[rank]],
@@ -159,19 +162,11 @@ class Configurations:
 def select_columns(recall, ndcg, mrr, decimals: int = DECIMALS) -> np.ndarray:
     """The paper's choice in each row of ``(..., C)`` macro means whose columns are in tie-break order.
 
-    Narrows each row to the columns with the highest rounded Recall@5, among them the highest nDCG@5, then the
-    highest MRR@5, and returns the first remaining column (the static tie-break: :class:`Configurations`
-    orders columns by pairing position, |β − 0.5|, β, row).  Returns ``(...)`` int64 column indices.
+    :func:`pmrag.evaluate.select.best_columns` of the rounded Recall@5, nDCG@5, MRR@5 with no tie-break key:
+    a full tie goes to the first column (the static tie-break: :class:`Configurations` orders columns by pairing
+    position, |β − 0.5|, β, row).  Returns ``(...)`` int64 column indices.
     """
-    keys = [np.round(np.asarray(k, dtype=np.float64), decimals) for k in (recall, ndcg, mrr)]
-    if any(k.shape != keys[0].shape for k in keys) or keys[0].ndim < 1 or keys[0].shape[-1] == 0:
-        raise ValueError(f"recall, ndcg and mrr must share one shape (..., C) with C ≥ 1, got "
-                         f"{[k.shape for k in keys]}")
-    alive = np.ones(keys[0].shape, dtype=bool)
-    for key in keys:
-        key = np.where(alive, key, -np.inf)
-        alive &= key == key.max(axis=-1, keepdims=True)
-    return alive.argmax(axis=-1)
+    return best_columns((recall, ndcg, mrr), decimals=decimals)
 
 
 @dataclass(frozen=True)
@@ -352,11 +347,7 @@ def _frequencies(configs: Configurations, choice: np.ndarray) -> pd.DataFrame:
 
 
 def _fusion_rows(sweep: pd.DataFrame, fusion: str) -> pd.DataFrame:
-    if not isinstance(sweep, pd.DataFrame):
-        raise TypeError(f"sweep must be a DataFrame, got {type(sweep).__name__}")
-    missing = [c for c in ("bm25", "vector", "beta", "question_id", *METRICS) if c not in sweep.columns]
-    if missing:
-        raise ValueError(f"sweep lacks column(s) {', '.join(missing)}")
+    require_columns(sweep, ("bm25", "vector", "beta", "question_id", *METRICS), "sweep")
     if "fusion" in sweep.columns:
         rows = sweep[sweep["fusion"] == fusion]
     else:                                   # the paper's sweep: all minmax

@@ -44,9 +44,9 @@ import pandas as pd
 from pmrag.core.frames import no_duplicates, require_columns
 from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.bootstrap import ci_table
-from pmrag.evaluate.metrics import GRADES, PRIMARY, QRELS_COLUMNS
+from pmrag.evaluate.metric_names import SET_METRICS
+from pmrag.evaluate.runs import GRADES, PRIMARY, Qrels
 
-SET_METRICS = ("set_precision", "set_recall", "set_f1")
 SET_COLUMNS = ("retriever", "question_id", "chunk_id")
 RANKING_COLUMNS = ("retriever", "question_id", "rank", "chunk_id")
 MAPPING_COLUMNS = ("piece_id", "memory_id")
@@ -69,7 +69,7 @@ def set_scores(n_hit, n_retrieved, n_gold) -> tuple[np.ndarray, np.ndarray, np.n
 
 def set_counts(
     retrieved: pd.DataFrame,
-    qrels: pd.DataFrame,
+    qrels: Qrels | pd.DataFrame,
     *,
     min_relevance: int = PRIMARY,
     questions: Iterable | None = None,
@@ -98,7 +98,7 @@ def set_counts(
     if empty_gold not in ("raise", "drop"):
         raise ValueError(f"empty_gold must be 'raise' or 'drop', got {empty_gold!r}")
     sets = _validated_sets(retrieved)
-    judged = _validated_qrels(qrels)
+    judged = Qrels.of(qrels).frame
 
     if questions is None:
         ids = np.concatenate([judged["question_id"].to_numpy(dtype=object), sets["question_id"].to_numpy(dtype=object)])
@@ -143,7 +143,7 @@ def set_counts(
 
 def per_question_set_rows(
     retrieved: pd.DataFrame,
-    qrels: pd.DataFrame,
+    qrels: Qrels | pd.DataFrame,
     types: pd.Series,
     *,
     min_relevance: int = PRIMARY,
@@ -167,8 +167,7 @@ def per_question_set_rows(
         raise ValueError(f"types has no type for question(s) {_shown(untyped)}")
     precision, recall, f1 = set_scores(counts["n_hit"], counts["n_retrieved"], counts["n_gold"])
     rows = pd.DataFrame({"retriever": counts["retriever"], "question_id": counts["question_id"],
-                         "question_type": question_type, "set_precision": precision, "set_recall": recall,
-                         "set_f1": f1})
+                         "question_type": question_type, **dict(zip(SET_METRICS, (precision, recall, f1)))})
     rows.attrs["dropped_questions"] = counts.attrs["dropped_questions"]
     return rows
 
@@ -237,17 +236,6 @@ def _validated_sets(retrieved: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("retrieved has missing retriever, question or chunk ids (an empty set is a pair without rows)")
     no_duplicates(sets, list(SET_COLUMNS), "retrieved", "item")
     return sets
-
-
-def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
-    require_columns(qrels, QRELS_COLUMNS, "qrels")
-    judged = qrels.loc[:, list(QRELS_COLUMNS)].reset_index(drop=True)
-    if judged[["question_id", "chunk_id"]].isna().any().any():
-        raise ValueError("qrels has missing question or chunk ids")
-    if not pd.api.types.is_integer_dtype(judged["relevance"]) or not judged["relevance"].isin(GRADES).all():
-        raise ValueError(f"qrels relevance must be one of {GRADES} (integers)")
-    no_duplicates(judged, ["question_id", "chunk_id"], "qrels", "judgment")
-    return judged
 
 
 def _validated_ranking(ranking: pd.DataFrame) -> pd.DataFrame:

@@ -57,6 +57,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     """
     from pmrag.evaluate import groups as eg
     from pmrag.evaluate import power as ep
+    from pmrag.evaluate.metric_names import RECALL5
     from pmrag.evaluate.multiplicity import comparisons_table
     from pmrag.evaluate.selection import held_out_selection, selection_bootstrap
     from pmrag.retrieve.fusion import minmax_fuse
@@ -84,7 +85,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                             for name, ranking in fused.items()], ignore_index=True)
 
     per_question = per_question.drop_duplicates(["retriever", "question_id"])
-    comparisons = comparisons_table(per_question, str(selected), "recall@5", B=bootstrap.n_resamples,
+    comparisons = comparisons_table(per_question, str(selected), RECALL5, B=bootstrap.n_resamples,
                                     seed=bootstrap.seed, alpha=section.alpha)
     pilot = (str(selected), reference)
     differences = ep.pilot_differences(per_question, *pilot)

@@ -7,8 +7,9 @@ and so the same floating-point operations as :func:`pmrag.retrieve.fusion.fuse`,
 the paper's ``minmax`` and for ``rrf`` and ``combmnz`` alike.  :func:`sweep_pairings` sweeps every pairing under
 every fusion into one long table with a leading ``fusion`` column.
 
-Selection (:func:`select_best`): the paper takes the configuration with the highest macro Recall@5; ties are
-broken by nDCG@5, MRR@5, β closest to 0.5, the smaller β (documented choices; the paper names none).
+Selection (:func:`select_best`, through the one rule of :mod:`pmrag.evaluate.select`): the paper takes the
+configuration with the highest macro Recall@5; ties are broken by nDCG@5, MRR@5, β closest to 0.5, the smaller β
+(documented choices; the paper names none).
 :func:`best_per_pairing` selects β per (fusion, pairing); :func:`select_overall` — the paper's selected hybrid —
 ranks each pairing's selected β of the ``minmax`` fusion only (the other fusions are compared beside it, never
 selected in its place), a full tie going to the configured pairing order.  A table without a ``fusion``
@@ -24,17 +25,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pmrag.core.frames import require_columns
 from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId
+from pmrag.evaluate.metric_names import RECALL5, TABLE_METRICS, at_k, metric_columns
 from pmrag.evaluate.metrics import (macro, ndcg, per_question_metrics, per_question_rows, recall, reciprocal_rank,
                                     relevance_matrix)
+from pmrag.evaluate.runs import Qrels
+from pmrag.evaluate.select import DECIMALS, beta_near_half, listed, select
 from pmrag.retrieve.fusion import (CandidateLists, _kernel, _validated_beta, _validated_rrf_k, candidates,
                                    minmax_fuse)
 
-SELECTION_ORDER = ("recall@5", "ndcg@5", "mrr@5", "distance to 0.5", "beta")
 CONFIGURATION = ("fusion", "bm25", "vector", "beta")   # a sweep table's configuration columns
 
 
-def sweep(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame, betas: Sequence[float],
+def sweep(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: Qrels | pd.DataFrame, betas: Sequence[float],
           k: int = 5, fusion: str = "minmax", rrf_k: int = 60) -> pd.DataFrame:
     """Per-question ``recall@k, mrr@k, ndcg@k`` of :func:`pmrag.retrieve.fusion.fuse` for every β, vectorised.
 
@@ -57,7 +61,7 @@ class _Layout:
         self.lists, self.valid, self.matrix = lists, valid, matrix
 
     @classmethod
-    def of(cls, bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame, k: int) -> _Layout:
+    def of(cls, bm25: pd.DataFrame, vec: pd.DataFrame, qrels: Qrels | pd.DataFrame, k: int) -> _Layout:
         union = candidates(bm25, vec)
         slot = union.groupby("question_id", sort=False).cumcount().to_numpy()
         width = max(int(slot.max()) + 1 if len(slot) else 1, k)
@@ -83,12 +87,13 @@ def _swept(layout: _Layout, betas: np.ndarray, k: int, kernel, rrf_k: int) -> pd
     ranked = np.take_along_axis(np.broadcast_to(matrix.ranked, scores.shape), order, axis=-1).reshape(-1, k)
     ideal = np.tile(matrix.ideal[:, :k], (len(betas), 1))
     n_primary = np.tile(matrix.n_primary, len(betas))
+    recall_k, mrr_k, ndcg_k = at_k(k)
     return pd.DataFrame({
         "beta": np.repeat(betas, n_q),
         "question_id": np.tile(matrix.question_ids.to_numpy(dtype=object), len(betas)),
-        f"recall@{k}": recall(ranked, n_primary, k),
-        f"mrr@{k}": reciprocal_rank(ranked, k),
-        f"ndcg@{k}": ndcg(ranked, ideal, k),
+        str(recall_k): recall(ranked, n_primary, k),
+        str(mrr_k): reciprocal_rank(ranked, k),
+        str(ndcg_k): ndcg(ranked, ideal, k),
     })
 
 
@@ -105,41 +110,32 @@ def sweep_macro(per_question: pd.DataFrame, bm25: str | None = None, vector: str
     return means.assign(bm25=bm25, vector=vector).loc[:, ["bm25", "vector", *means.columns]]
 
 
-def select_best(sweep_macro: pd.DataFrame, decimals: int = 12) -> pd.Series:
-    """The configuration with the highest macro ``recall@5`` (the paper's rule, §6.2).
+def select_best(sweep_macro: pd.DataFrame, decimals: int = DECIMALS) -> pd.Series:
+    """The configuration with the highest macro ``recall@5`` (the paper's rule, §6.2, :mod:`pmrag.evaluate.select`).
 
     Ties (metrics compared after rounding to ``decimals``, so summation noise does not decide) are broken by
     higher ``ndcg@5``, then higher ``mrr@5``, then β closest to 0.5, then the smaller β, then the first row.
     """
-    needed = ("bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5")
-    missing = [c for c in needed if c not in sweep_macro.columns]
-    if missing:
-        raise ValueError(f"sweep_macro lacks column(s) {', '.join(missing)}")
+    require_columns(sweep_macro, ("bm25", "vector", "beta", *map(str, TABLE_METRICS)), "sweep_macro")
     if sweep_macro.empty:
         raise ValueError("sweep_macro has no rows")
     frame = sweep_macro.reset_index(drop=True)
-    keys = pd.DataFrame({
-        "recall@5": -frame["recall@5"].round(decimals), "ndcg@5": -frame["ndcg@5"].round(decimals),
-        "mrr@5": -frame["mrr@5"].round(decimals), "distance to 0.5": (frame["beta"] - 0.5).abs().round(decimals),
-        "beta": frame["beta"].round(decimals),
-    })
-    best = keys.sort_values(list(SELECTION_ORDER), kind="stable").index[0]
-    return frame.loc[best]
+    return frame.iloc[select(frame, beta_near_half(frame["beta"], decimals), decimals=decimals)]
 
 
-def candidate_ceiling(ranking: pd.DataFrame, qrels: pd.DataFrame, depth: int = 200) -> float:
+def candidate_ceiling(ranking: pd.DataFrame, qrels: Qrels | pd.DataFrame, depth: int = 200) -> float:
     """Macro Recall@depth on primary gold (relevance 2) of one retriever's list (§5.3)."""
     return float(macro(per_question_metrics(ranking, qrels, ks=(depth,), metrics=("recall",))).iloc[0])
 
 
-def oracle_union_ceiling(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: pd.DataFrame) -> float:
+def oracle_union_ceiling(bm25: pd.DataFrame, vec: pd.DataFrame, qrels: Qrels | pd.DataFrame) -> float:
     """Macro |P(q) ∩ G2(q)| / |G2(q)|: the recall any reranking of the union P(q) (eq. 11) can reach (§5.3)."""
     union = minmax_fuse(bm25, vec, 0.5)
     depth = max(int(union["rank"].max()) if len(union) else 1, 1)
     return candidate_ceiling(union, qrels, depth=depth)
 
 
-def sweep_pairings(rankings, qrels: pd.DataFrame, pairings, betas: Sequence[float], k: int = 5,
+def sweep_pairings(rankings, qrels: Qrels | pd.DataFrame, pairings, betas: Sequence[float], k: int = 5,
                    fusions: Sequence[str] = (PAPER_FUSION,), rrf_k: int = 60) -> pd.DataFrame:
     """Per-question Recall/MRR/nDCG@k of every (fusion, pairing, β).
 
@@ -155,6 +151,7 @@ def sweep_pairings(rankings, qrels: pd.DataFrame, pairings, betas: Sequence[floa
         raise ValueError(f"fusions must name each fusion once, got {fusions!r}")
     betas, k, _, rrf_k = _sweep_arguments(betas, k, fusions[0], rrf_k)
     kernels = {fusion: _kernel(fusion) for fusion in fusions}
+    qrels = Qrels.of(qrels)
     frames = {fusion: [] for fusion in fusions}
     for first, second in pairings:
         layout = _Layout.of(rankings[str(first)], rankings[str(second)], qrels, k)
@@ -162,14 +159,14 @@ def sweep_pairings(rankings, qrels: pd.DataFrame, pairings, betas: Sequence[floa
             per_question = _swept(layout, betas, k, kernel, rrf_k)
             frames[fusion].append(per_question.assign(fusion=fusion, bm25=str(first), vector=str(second)))
     table = pd.concat([frame for fusion in fusions for frame in frames[fusion]], ignore_index=True)
-    return table[[*CONFIGURATION, "question_id", f"recall@{k}", f"mrr@{k}", f"ndcg@{k}"]]
+    return table[[*CONFIGURATION, "question_id", *map(str, at_k(k))]]
 
 
 def macro_by_configuration(per_question: pd.DataFrame) -> pd.DataFrame:
     """One row per (fusion, bm25, vector, beta) of a :func:`sweep_pairings` result with the macro metrics
     (a table without ``fusion`` gets ``fusion = minmax``)."""
     per_question = _with_fusion(per_question)
-    metrics = [c for c in per_question.columns if "@" in c]
+    metrics = metric_columns(per_question.columns)
     return per_question.groupby(list(CONFIGURATION), sort=False)[metrics].mean().reset_index()
 
 
@@ -180,8 +177,8 @@ def best_per_pairing(macro_table: pd.DataFrame) -> pd.DataFrame:
     rows = [select_best(group) for _, group in macro_table.groupby(["fusion", "bm25", "vector"], sort=False)]
     best = pd.DataFrame(rows).reset_index(drop=True)
     fusion_order = {fusion: i for i, fusion in enumerate(dict.fromkeys(macro_table["fusion"]))}
-    keys = pd.DataFrame({"fusion": best["fusion"].map(fusion_order), "recall@5": -best["recall@5"]})
-    return best.loc[keys.sort_values(["fusion", "recall@5"], kind="stable").index].reset_index(drop=True)
+    keys = pd.DataFrame({"fusion": best["fusion"].map(fusion_order), "recall": -best[str(RECALL5)]})
+    return best.loc[keys.sort_values(["fusion", "recall"], kind="stable").index].reset_index(drop=True)
 
 
 def select_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]],
@@ -195,17 +192,15 @@ def select_overall(best: pd.DataFrame, pairing_order: Sequence[tuple[str, str]],
     if best.empty:
         raise ValueError(f"best has no {fusion} rows: the paper's selection uses the min-max fusion")
     order = {(str(a), str(b)): i for i, (a, b) in enumerate(pairing_order)}
-    ranked = best.assign(_order=[order[(b, v)] for b, v in zip(best["bm25"], best["vector"])])
-    ranked = ranked.sort_values(["recall@5", "ndcg@5", "mrr@5", "_order"], ascending=[False, False, False, True],
-                                kind="stable")
-    return ranked.drop(columns="_order").iloc[0]
+    position = [order[(b, v)] for b, v in zip(best["bm25"], best["vector"])]
+    return best.iloc[select(best, listed(position), decimals=None)]
 
 
 def hybrid_ids(table: pd.DataFrame) -> list[HybridId]:
     """The :class:`~pmrag.core.names.HybridId` of each row of a table with ``bm25, vector, beta`` (and
     ``fusion``; ``minmax`` where absent), e.g. :func:`best_per_pairing`'s, in row order."""
     table = _with_fusion(table)
-    return [HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta, fusion)
+    return [HybridId.of(first, second, beta, fusion)
             for fusion, first, second, beta in zip(table["fusion"], table["bm25"], table["vector"], table["beta"])]
 
 
@@ -216,12 +211,13 @@ def _with_fusion(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(fusion=PAPER_FUSION).loc[:, ["fusion", *table.columns]]
 
 
-def candidate_ceilings(rankings, qrels: pd.DataFrame, pairings, depth: int) -> pd.DataFrame:
+def candidate_ceilings(rankings, qrels: Qrels | pd.DataFrame, pairings, depth: int) -> pd.DataFrame:
     """Macro Recall@depth on primary gold of each pairing's two lists and of their oracle union (§5.3)."""
+    qrels = Qrels.of(qrels)
     return pd.DataFrame([
         {"bm25": str(a), "vector": str(b),
-         f"bm25 recall@{depth}": candidate_ceiling(rankings[str(a)], qrels, depth),
-         f"vector recall@{depth}": candidate_ceiling(rankings[str(b)], qrels, depth),
+         f"bm25 {RECALL5.at(depth)}": candidate_ceiling(rankings[str(a)], qrels, depth),
+         f"vector {RECALL5.at(depth)}": candidate_ceiling(rankings[str(b)], qrels, depth),
          "oracle union recall": oracle_union_ceiling(rankings[str(a)], rankings[str(b)], qrels)}
         for a, b in pairings
     ])
@@ -252,7 +248,7 @@ class Hybrids:
         return self.per_question[self.per_question["retriever"].isin(names)].reset_index(drop=True)
 
 
-def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame], qrels: pd.DataFrame,
+def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame], qrels: Qrels | pd.DataFrame,
                    types: pd.Series, pairings: Sequence[tuple[RetrieverId, RetrieverId]], diagnostic: HybridId,
                    ks: Sequence[int], write_run: Callable[[HybridId, pd.DataFrame], None] | None = None) -> Hybrids:
     """The paper's selection from a :func:`sweep_pairings` table: each pairing's β under min-max fusion, the best
@@ -260,6 +256,7 @@ def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFr
     diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's fused
     ranking (the study writes its TREC file)."""
     macro_table = macro_by_configuration(swept)
+    qrels = Qrels.of(qrels)
     best = best_per_pairing(macro_table[macro_table["fusion"] == PAPER_FUSION])
     [selected] = hybrid_ids(pd.DataFrame([select_overall(best, pairings)]))
     configurations = hybrid_ids(best)

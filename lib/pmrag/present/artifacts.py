@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pmrag.evaluate.metric_names import GROUP_METRICS, NDCG5, PAPER_COLUMNS, RECALL5, SET_METRICS, TABLE_METRICS, at_k
+
+_GROUP_RECALL5, _, _GROUP_NDCG5 = map(str, at_k(5, GROUP_METRICS))
+_LABELS = tuple(m.label for m in TABLE_METRICS)   # Recall@5, MRR@5, nDCG@5
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -72,7 +76,7 @@ class T:
                                      ("retriever", "metric", *CI))
     table3_single_retrievers = TableSpec("table3_single_retrievers", "03_retrievers",
                                          "Table 3 — single retriever performance",
-                                         ("Method", "Recall@5", "MRR@5", "nDCG@5"))
+                                         ("Method", *_LABELS))
     representation_by_retriever = TableSpec("representation_by_retriever", "03_retrievers",
                                             "Representation × retriever")
     single_retriever_recall_by_type = TableSpec("single_retriever_recall_by_type", "03_retrievers",
@@ -87,19 +91,18 @@ class T:
     matching_candidates = TableSpec("matching_candidates", "03_retrievers",
                                     "Chunks scoring above 0 per question (lexical overlap), beside Recall@5",
                                     ("retriever", "questions", "min", "p10", "median", "p90", "max",
-                                     "questions under depth", "Recall@5"))
+                                     "questions under depth", RECALL5.label))
     # 04_hybrid_sweep
     hybrid_sweep = TableSpec("hybrid_sweep", "04_hybrid_sweep",
                              "Hybrid sweep: macro metrics of every fusion × pairing × β (minmax: the paper's)",
-                             ("fusion", "bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
+                             ("fusion", "bm25", "vector", "beta", *PAPER_COLUMNS))
     hybrid_sweep_per_question = TableSpec("hybrid_sweep_per_question", "04_hybrid_sweep",
                                           "Hybrid sweep: per-question metrics",
-                                          ("fusion", "bm25", "vector", "beta", "question_id", "recall@5", "mrr@5",
-                                           "ndcg@5"))
+                                          ("fusion", "bm25", "vector", "beta", "question_id", *PAPER_COLUMNS))
     hybrid_per_question_metrics = TableSpec("hybrid_per_question_metrics", "04_hybrid_sweep",
                                             "Per-question metrics of each pairing's selected β")
     table4_hybrids = TableSpec("table4_hybrids", "04_hybrid_sweep", "Table 4 — selected β per pairing",
-                               ("BM25", "Vector", "β", "Recall@5", "MRR@5", "nDCG@5"))
+                               ("BM25", "Vector", "β", *_LABELS))
     zero_minimum = TableSpec("zero_minimum", "04_hybrid_sweep",
                              "Lists whose min-max minimum is a zero score (padded BM25 lists)",
                              ("retriever", "questions", "lists with a zero minimum", "share"))
@@ -116,7 +119,7 @@ class T:
                                    ("retriever", "question_type", "questions", *CI), public=True)
     table6_best_hybrid_by_type = TableSpec("table6_best_hybrid_by_type", "05_bootstrap",
                                            "Table 6 — the selected best hybrid by question type",
-                                           ("Question type", "Questions", "Recall@5", "95% CI"), public=True)
+                                           ("Question type", "Questions", RECALL5.label, "95% CI"), public=True)
     # 06_failure_analysis
     table7_top5_failures = TableSpec("table7_top5_failures", "06_failure_analysis",
                                      "Table 7 — Top-K failures of the selected best hybrid", public=True)
@@ -151,8 +154,7 @@ class T:
                             ("question_type", "tuning", "held_out", EXTRACTOR))
     graph_tuning = TableSpec("graph_tuning", "07_memory_graph",
                              "Interest choice: threshold × cap on the tuning part (macro set metrics)",
-                             ("threshold", "cap", "set_precision", "set_recall", "set_f1", "mean_retrieved", "chosen",
-                              EXTRACTOR))
+                             ("threshold", "cap", *SET_METRICS, "mean_retrieved", "chosen", EXTRACTOR))
     graph_set_cis = TableSpec("graph_set_cis", "07_memory_graph",
                               "TOBUGraph and RAG baselines: set metrics with 95 % intervals (held-out)",
                               ("retriever", "metric", *CI, EXTRACTOR))
@@ -202,7 +204,7 @@ class T:
                                        ("question_type", *DIFFERENCE))
     beyond_fusion_best = TableSpec("beyond_fusion_best", "08_beyond_retrieval",
                                    "Each fusion's selected β per pairing (the paper's rule), macro metrics",
-                                   ("fusion", "bm25", "vector", "beta", "recall@5", "mrr@5", "ndcg@5"))
+                                   ("fusion", "bm25", "vector", "beta", *PAPER_COLUMNS))
     beyond_fusion = TableSpec("beyond_fusion", "08_beyond_retrieval",
                               "Each fusion's best hybrid by question type, with paired differences against the "
                               "paper's best flat retriever and best hybrid")
@@ -224,8 +226,8 @@ class T:
                                  ("fusion", "bm25", "vector", "beta", "times", "share"))
     evidence_groups = TableSpec("evidence_groups", "09_selection_and_power",
                                 "Chunk-level and evidence-group Recall@5 and nDCG@5 of every method",
-                                ("retriever", "recall@5", "ndcg@5", "group_recall@5", "group_ndcg@5", "Δ recall@5",
-                                 "gold chunks", "groups"))
+                                ("retriever", str(RECALL5), str(NDCG5), _GROUP_RECALL5, _GROUP_NDCG5,
+                                 f"Δ {RECALL5}", "gold chunks", "groups"))
     comparisons_adjusted = TableSpec("comparisons_adjusted", "09_selection_and_power",
                                      "Every method − the selected hybrid: percentile CI, permutation test, Holm and BH",
                                      ("method", "reference", "metric", "delta", "ci_low", "ci_high", "ci_excludes_zero",

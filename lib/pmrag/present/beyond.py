@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.evaluate.beyond import METRICS, OVERALL
+from pmrag.evaluate.metric_names import RECALL5
 from pmrag.present.paper import format_delta_ci
 
 
@@ -31,11 +32,11 @@ def display_table(table: pd.DataFrame, references) -> pd.DataFrame:
 def display_differences(differences: pd.DataFrame) -> pd.DataFrame:
     """Own-reference differences (:func:`pmrag.evaluate.beyond.own_reference_differences`) for display."""
     if differences.empty:
-        return pd.DataFrame(columns=["question_type", "comparison", "Δ recall@5"])
+        return pd.DataFrame(columns=["question_type", "comparison", f"Δ {RECALL5}"])
     out = differences[["question_type", "comparison"]].copy()
-    out["Δ recall@5"] = [_delta(d, lo, hi, ex) for d, lo, hi, ex in
-                         zip(differences["delta"], differences["ci_low"], differences["ci_high"],
-                             differences["excludes_zero"])]
+    out[f"Δ {RECALL5}"] = [_delta(d, lo, hi, ex) for d, lo, hi, ex in
+                           zip(differences["delta"], differences["ci_low"], differences["ci_high"],
+                               differences["excludes_zero"])]
     return out.set_index(["question_type", "comparison"])
 
 

@@ -28,11 +28,12 @@ import numpy as np
 import pandas as pd
 
 from pmrag.evaluate.graph_eval import SET_METHODS
+from pmrag.evaluate.metric_names import SET_F1, SET_PRECISION, SET_RECALL, TABLE_METRICS, Metric
 from pmrag.present.artifacts import EXTRACTOR
 from pmrag.present.paper import format_ci, format_delta_ci
 
-SET_METRICS = {"set_precision": "Precision", "set_recall": "Recall", "set_f1": "F1"}
-METRIC_NAMES = {**SET_METRICS, "recall@5": "Recall@5", "mrr@5": "MRR@5", "ndcg@5": "nDCG@5"}
+SET_METRICS = {str(SET_PRECISION): "Precision", str(SET_RECALL): "Recall", str(SET_F1): "F1"}   # Table 2's rows
+METRIC_NAMES = {**SET_METRICS, **{str(m): m.label for m in TABLE_METRICS}}
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic", "Hiragino Sans",
              "Yu Gothic", "MS Gothic", "Noto Serif CJK JP")
 
@@ -126,8 +127,9 @@ def split_table(split: pd.Series, questions: pd.DataFrame, label: str, types: Se
     return with_extractor(frame.astype({TUNING: int, HELD_OUT: int}), label)
 
 
-def tuning_grid(tuning: pd.DataFrame, metric: str = "set_f1") -> pd.DataFrame:
+def tuning_grid(tuning: pd.DataFrame, metric: Metric | str = SET_F1) -> pd.DataFrame:
     """The tuning grid as threshold × cap of ``metric`` (3 decimals), the chosen cell marked ``*``."""
+    metric = str(metric)
     cells = tuning.assign(cell=[f"{v:.3f}" + ("*" if chosen else "") for v, chosen in zip(tuning[metric], tuning["chosen"])])
     grid = cells.pivot(index="threshold", columns="cap", values="cell")
     return grid.rename_axis(f"{metric} · threshold \\ cap").rename_axis(None, axis=1)
@@ -169,7 +171,7 @@ def differences_table(differences: pd.DataFrame) -> pd.DataFrame:
 def set_by_type_frame(set_tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Set F1 and set recall by question type in one long frame: ``retriever, metric, question_type, questions,
     mean, ci_low, ci_high``."""
-    parts = [set_tables["by_type"].assign(metric="set_f1"), set_tables["recall_by_type"].assign(metric="set_recall")]
+    parts = [set_tables["by_type"].assign(metric=str(SET_F1)), set_tables["recall_by_type"].assign(metric=str(SET_RECALL))]
     columns = ["retriever", "metric", "question_type", "questions", "mean", "ci_low", "ci_high"]
     return pd.concat(parts, ignore_index=True)[columns]
 
@@ -243,7 +245,7 @@ def type_reading(evaluation, differences: pd.DataFrame, question_type: str) -> l
              f"graph + flat hybrid {_ci_of(by_type, hybrid, question_type)}."]
     for row in differences.itertuples(index=False):
         delta, ci = format_delta_ci(row.delta, row.ci_low, row.ci_high)
-        metric = "set recall" if row.metric == "set_recall" else METRIC_NAMES.get(row.metric, row.metric)
+        metric = "set recall" if row.metric == str(SET_RECALL) else METRIC_NAMES.get(row.metric, row.metric)
         lines.append(f"{row.comparison} ({metric}, {question_type}): "
                      f"{delta} {ci}: {'excludes 0' if row.excludes_zero else 'includes 0, cannot tell apart'}.")
     sizes = evaluation.sets[evaluation.sets["question_id"].isin(

@@ -7,6 +7,7 @@ import pandas as pd
 import seaborn as sns
 
 from pmrag.core.names import PAPER_FUSION
+from pmrag.evaluate.metric_names import RECALL5, Metric, parse_metric
 from pmrag.present.labels import short_label
 
 
@@ -38,29 +39,29 @@ def representation_length_figure(representations: pd.DataFrame):
     return fig
 
 
-def recall_ci_figure(cis: pd.DataFrame, metric: str = "recall@5"):
+def recall_ci_figure(cis: pd.DataFrame, metric: Metric | str = RECALL5):
     """Figure 1: one bar per retriever with its 95 % bootstrap interval."""
-    rows = cis[cis["metric"] == metric].reset_index(drop=True)
+    metric = parse_metric(metric)
+    rows = cis[cis["metric"] == str(metric)].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(8, 4))
     sns.barplot(data=rows, x="retriever", y="mean", color="#4C72B0", ax=ax)
     ax.errorbar(x=range(len(rows)), y=rows["mean"], yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
                 fmt="none", ecolor="black", capsize=4)
-    ax.set(xlabel="", ylabel=metric.replace("recall", "Recall"), ylim=(0, 1),
-           title=f"Single-retriever {metric.replace('recall', 'Recall')} with 95% bootstrap CI")
+    ax.set(xlabel="", ylabel=metric.label, ylim=(0, 1), title=f"Single-retriever {metric.label} with 95% bootstrap CI")
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig
 
 
-def hybrid_sweep_figure(macro: pd.DataFrame, metric: str = "recall@5"):
+def hybrid_sweep_figure(macro: pd.DataFrame, metric: Metric | str = RECALL5):
     """Figures 2–3: a metric of the linear hybrid against β, one line per pairing (the paper's min-max fusion
     only, when the sweep holds other fusions too)."""
     if "fusion" in macro.columns:
         macro = macro[macro["fusion"] == PAPER_FUSION]
     data = macro.assign(pairing=[f"{short_label(a)} + {short_label(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    sns.lineplot(data=data, x="beta", y=metric, hue="pairing", marker="o", ax=ax)
-    label = metric.replace("recall", "Recall").replace("ndcg", "nDCG").replace("mrr", "MRR")
+    sns.lineplot(data=data, x="beta", y=str(metric), hue="pairing", marker="o", ax=ax)
+    label = parse_metric(metric).label
     ax.set(xlabel="β (BM25 weight)", ylabel=label, title=f"Linear hybrid {label} vs β (selected in-sample)")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -77,22 +78,21 @@ def difference_figure(differences: pd.DataFrame):
     ax.axvline(0, color="#C44E52", linestyle="--")
     ax.set_yticks(list(y), rows["comparison"])
     ax.invert_yaxis()
-    metric = rows["metric"].iloc[0].replace("recall", "Recall")
-    ax.set(xlabel=f"Δ{metric} (paired bootstrap, 95% CI)",
+    ax.set(xlabel=f"Δ{parse_metric(rows['metric'].iloc[0]).label} (paired bootstrap, 95% CI)",
            title="Selection-conditioned paired differences\n(configuration-selection uncertainty not included)")
     ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
 
 
-def by_type_figure(by_type: pd.DataFrame, retriever: str, metric: str = "recall@5"):
+def by_type_figure(by_type: pd.DataFrame, retriever: str, metric: Metric | str = RECALL5):
     """Figure 5: one retriever's metric overall and per question type, with 95 % intervals."""
     rows = by_type[by_type["retriever"] == retriever].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.barplot(data=rows, x="question_type", y="mean", color="#55A868", ax=ax)
     ax.errorbar(x=range(len(rows)), y=rows["mean"], yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
                 fmt="none", ecolor="black", capsize=4)
-    label = metric.replace("recall", "Recall")
+    label = parse_metric(metric).label
     ax.set(xlabel="", ylabel=label, ylim=(0, 1), title=f"{label} of {retriever} by question type (selection-conditioned)")
     ax.title.set_fontsize(9)
     fig.tight_layout()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from pmrag.core.names import RetrieverId, parse_method
+from pmrag.evaluate.metric_names import RECALL5
 from pmrag.present.artifacts import FIGURES, TABLES, T, TableSpec
 from pmrag.present.paper import format_ci
 from pmrag.present.stage_graph import GRAPH_FILE
@@ -36,7 +37,7 @@ def headline(run_dir) -> list[str]:
     lines += losses(run_dir)
     cis = _read(run_dir, T.bootstrap_cis)
     if cis is not None:
-        recall = cis[cis["metric"] == "recall@5"]
+        recall = cis[cis["metric"] == str(RECALL5)]
         single = recall[[isinstance(parse_method(r), RetrieverId) for r in recall["retriever"]]]
         if len(single):
             top = single.loc[single["mean"].idxmax()]
@@ -44,7 +45,7 @@ def headline(run_dir) -> list[str]:
     differences = _read(run_dir, T.table5_differences)
     if differences is not None and cis is not None:
         best = differences["method_a"].iloc[0]
-        row = cis[(cis["retriever"] == best) & (cis["metric"] == "recall@5")]
+        row = cis[(cis["retriever"] == best) & (cis["metric"] == str(RECALL5))]
         if len(row):
             row = row.iloc[0]
             lines.append(f"- Selected best hybrid: `{best}`, Recall@5 {format_ci(row['mean'], row['ci_low'], row['ci_high'])} "
@@ -72,7 +73,7 @@ def selection_aware(run_dir: Path) -> list[str]:
     selection = _read(run_dir, T.selection_summary)
     if selection is None:
         return []
-    paper = selection[selection["procedure"].str.startswith("pairing and β (the paper") & (selection["metric"] == "recall@5")]
+    paper = selection[selection["procedure"].str.startswith("pairing and β (the paper") & (selection["metric"] == str(RECALL5))]
     if paper.empty:
         return []
     row = paper.iloc[0]

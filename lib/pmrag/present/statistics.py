@@ -10,7 +10,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-METRICS = ("recall@5", "mrr@5", "ndcg@5")
+from pmrag.evaluate.metric_names import GROUP_METRICS, PAPER_COLUMNS, RECALL5, at_k
+
+METRICS = PAPER_COLUMNS   # recall@5, mrr@5, ndcg@5
 
 
 def selection_table(statistics) -> pd.DataFrame:
@@ -43,7 +45,7 @@ def selection_table(statistics) -> pd.DataFrame:
 
 def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: int) -> str:
     """The headline sentence of the paper's selection, conditional and selection-aware, in Recall@5."""
-    row = table[(table["procedure"].str.startswith("pairing and β (the paper")) & (table["metric"] == "recall@5")].iloc[0]
+    row = table[(table["procedure"].str.startswith("pairing and β (the paper")) & (table["metric"] == str(RECALL5))].iloc[0]
     return (f"The selected hybrid's Recall@5 is {row['in_sample']:.3f} [{row['conditional_low']:.3f}, "
             f"{row['conditional_high']:.3f}] conditional on selecting it on these questions (the paper's reading); "
             f"chosen on {n_splits - 1} of {n_splits} folds and scored on the other ({n_repeats} repeats) the procedure "
@@ -55,10 +57,12 @@ def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: 
 def group_table(chunk_rows: pd.DataFrame, group_rows: pd.DataFrame, groups: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     """Per method: chunk-level and group-level Recall@k and nDCG@k (macro), in the chunk rows' method order, and
     how many primary-gold chunks and evidence groups the questions have (the same for every method)."""
-    chunk = chunk_rows.groupby("retriever", sort=False)[[f"recall@{k}", f"ndcg@{k}"]].mean()
-    group = group_rows.groupby("retriever", sort=False)[[f"group_recall@{k}", f"group_ndcg@{k}"]].mean()
+    recall, _, ndcg = map(str, at_k(k))
+    group_recall, _, group_ndcg = map(str, at_k(k, GROUP_METRICS))
+    chunk = chunk_rows.groupby("retriever", sort=False)[[recall, ndcg]].mean()
+    group = group_rows.groupby("retriever", sort=False)[[group_recall, group_ndcg]].mean()
     table = chunk.join(group, how="inner").reset_index()
-    table[f"Δ recall@{k}"] = table[f"group_recall@{k}"] - table[f"recall@{k}"]
+    table[f"Δ {recall}"] = table[group_recall] - table[recall]
     table["gold chunks"] = len(groups)
     table["groups"] = groups[["question_id", "group"]].drop_duplicates().shape[0]
     return table
@@ -67,7 +71,7 @@ def group_table(chunk_rows: pd.DataFrame, group_rows: pd.DataFrame, groups: pd.D
 def selection_figure(table: pd.DataFrame):
     """Recall@5 of each selection procedure: in sample (with the conditional interval), out of fold, and the
     selection-aware bootstrap estimate (with its interval)."""
-    rows = table[table["metric"] == "recall@5"].reset_index(drop=True)
+    rows = table[table["metric"] == str(RECALL5)].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(8, 0.8 * len(rows) + 1.5))
     y = range(len(rows))
     for offset, column, low, high, label in ((-0.2, "in_sample", "conditional_low", "conditional_high",

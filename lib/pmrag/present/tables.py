@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pmrag.core.names import HybridId, RetrieverId, format_beta, is_hybrid
-from pmrag.evaluate.reliability import METRIC_LABELS
+from pmrag.core.names import RetrieverId, format_beta, is_hybrid
+from pmrag.evaluate.metric_names import RECALL5, Metric, at_k
+from pmrag.evaluate.sweep import hybrid_ids
 from pmrag.present.paper import format_ci
 
 
 def table3(cis: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     """Table 3: one row per retriever, "mean [low, high]" for Recall@k, MRR@k, nDCG@k."""
-    labels = {f"{m}@{k}": f"{label}@{k}" for m, label in METRIC_LABELS.items()}
+    labels = {str(m): m.label for m in at_k(k)}
     cells = cis.assign(cell=[format_ci(m, lo, hi) for m, lo, hi in zip(cis["mean"], cis["ci_low"], cis["ci_high"])])
     wide = cells.pivot(index="retriever", columns="metric", values="cell").rename(columns=labels)
     wide = wide.reindex(index=list(dict.fromkeys(cis["retriever"])), columns=list(labels.values()))
     return wide.rename_axis("Method").rename_axis(None, axis=1)
 
 
-def representation_grid(cis: pd.DataFrame, metric: str = "recall@5") -> pd.DataFrame:
+def representation_grid(cis: pd.DataFrame, metric: Metric | str = RECALL5) -> pd.DataFrame:
     """Representation × retriever kind (BM25 / vector) for one metric: the full RQ1 factorial (hybrid rows, if
     any, are left out)."""
-    rows = cis[(cis["metric"] == metric) & ~cis["retriever"].map(is_hybrid)].copy()
+    rows = cis[(cis["metric"] == str(metric)) & ~cis["retriever"].map(is_hybrid)].copy()
     ids = [RetrieverId.parse(name) for name in rows["retriever"]]
     rows["representation"] = [rid.representation for rid in ids]
     rows["kind"] = ["_".join(p for p in (rid.method, rid.variant) if p) for rid in ids]
@@ -38,8 +39,7 @@ def table4(best: pd.DataFrame, cis: pd.DataFrame) -> pd.DataFrame:
     """
     formatted = table3(cis)
     rows = []
-    for row in best.itertuples(index=False):
-        name = HybridId(RetrieverId.parse(row.bm25), RetrieverId.parse(row.vector), row.beta)
+    for row, name in zip(best.itertuples(index=False), hybrid_ids(best)):
         cells = formatted.loc[str(name)]
         rows.append({"BM25": row.bm25, "Vector": row.vector, "β": format_beta(row.beta), **cells.to_dict()})
     return pd.DataFrame(rows)

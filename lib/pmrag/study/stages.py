@@ -248,10 +248,10 @@ def _rankings(runs: Mapping) -> dict:
 
 @stage("per-question Recall/MRR/nDCG of every retriever")
 def metrics(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", listed)], ks: MetricKs) -> pd.DataFrame:
-    from pmrag.evaluate.metrics import per_question_rows
+    from pmrag.evaluate.metrics import per_question_table
 
-    return pd.concat([per_question_rows(ranked.rankings, str(rid), qrels.qrels, qrels.types(), ks)
-                      for rid, ranked in runs.items()], ignore_index=True)
+    return per_question_table({str(rid): ranked.rankings for rid, ranked in runs.items()}, qrels.qrels, qrels.types(),
+                              ks)
 
 
 @stage("min-max hybrid of every pairing × β (§6.2)")

@@ -23,8 +23,9 @@ import pandas as pd
 
 from pmrag.chunking.stats import primary_gold_questions
 from pmrag.core.frames import require_columns
-from pmrag.core.names import HybridId, RetrieverId, is_hybrid
+from pmrag.core.names import HybridId, is_hybrid
 from pmrag.evaluate.failures import recovered
+from pmrag.evaluate.metric_names import RECALL5
 from pmrag.evaluate.metrics import per_question_table
 from pmrag.retrieve.fusion import minmax_fuse
 from pmrag.retrieve.tokenizer import tokenize
@@ -36,7 +37,8 @@ RANKING_COLUMNS = ("question_id", "chunk_id", "rank", "score")
 LABEL_COLUMNS = ("question_id", "label")
 FAILED_AT = 5
 RECOVERED_AT = 20
-PER_QUESTION_COLUMNS = ("retriever", "question_id", f"recall@{FAILED_AT}", f"recall@{RECOVERED_AT}")
+SHOWN_METRICS = (str(RECALL5.at(FAILED_AT)), str(RECALL5.at(RECOVERED_AT)))   # a question's recall@5, recall@20
+PER_QUESTION_COLUMNS = ("retriever", "question_id", *SHOWN_METRICS)
 METRIC_KS = (5, 10, 20)
 NO_LABEL = "none"
 DEFAULT_BETA = 0.5
@@ -297,8 +299,7 @@ class InspectorData:
         rankings = {name: frame.drop(columns="retriever", errors="ignore").reset_index(drop=True)
                     for name, frame in rankings.items()}
         betas = {(row.bm25, row.vector): float(row.beta) for row in best.itertuples(index=False)}
-        hybrids = [HybridId(RetrieverId.parse(first), RetrieverId.parse(second), beta)
-                   for (first, second), beta in betas.items()]
+        hybrids = [HybridId.of(first, second, beta) for (first, second), beta in betas.items()]
         pairings = [tuple(map(str, p)) for p in pairings] or list(betas)
         if diagnostic is not None:
             diagnostic = diagnostic if isinstance(diagnostic, HybridId) else HybridId.parse(str(diagnostic))

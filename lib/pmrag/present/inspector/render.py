@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.present.inspector.data import FAILED_AT, RECOVERED_AT, QuestionFilter, query_terms
+from pmrag.present.inspector.data import FAILED_AT, RECOVERED_AT, SHOWN_METRICS, QuestionFilter, query_terms
 from pmrag.present.labels import short_label
 
 GOLD_COLUMNS_PER_TABLE = 12
@@ -136,7 +136,7 @@ def _rank_cell(rank, k: int) -> str:
 def _recalls(metrics: pd.Series | None) -> str:
     if metrics is None:
         return ""
-    return ", ".join(f"{c}={metrics[c]:.2f}" for c in (f"recall@{FAILED_AT}", f"recall@{RECOVERED_AT}")
+    return ", ".join(f"{c}={metrics[c]:.2f}" for c in SHOWN_METRICS
                      if c in metrics.index)
 
 

@@ -1,0 +1,98 @@
+"""Run and Qrels (pmrag.evaluate.runs): validated once when made, accepted by every scoring function."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pmrag.evaluate import runs
+from pmrag.evaluate.groups import evidence_groups, per_question_group_metrics
+from pmrag.evaluate.metrics import per_question_metrics, per_question_table
+from pmrag.evaluate.runs import Qrels, Run
+from pmrag.evaluate.set_metrics import set_counts
+from pmrag.evaluate.sweep import sweep_pairings
+
+QRELS = pd.DataFrame({"question_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"], "relevance": [2, 1, 2],
+                      "note": ["x", "y", "z"]}, index=[7, 8, 9])
+RUN = {"q1": ["b", "a", "z"], "q2": ["c"]}
+
+
+def test_qrels_keep_their_columns_as_int8_without_changing_the_callers_frame():
+    before = QRELS.copy()
+    qrels = Qrels(QRELS)
+    assert list(qrels.frame.columns) == ["question_id", "chunk_id", "relevance"]
+    assert qrels.frame["relevance"].dtype == np.int8 and list(qrels.frame.index) == [0, 1, 2]
+    assert len(qrels) == 3
+    pd.testing.assert_frame_equal(QRELS, before)
+    assert Qrels.of(qrels) is qrels
+    with pytest.raises(AttributeError):
+        qrels.frame = QRELS                                # frozen
+
+
+@pytest.mark.parametrize("frame, error, message", [
+    ([("q", "a", 2)], TypeError, "qrels must be a DataFrame, got list"),
+    (QRELS.drop(columns="relevance"), ValueError, "qrels lacks column.s. relevance"),
+    (QRELS.assign(chunk_id=["a", None, "c"]), ValueError, "qrels has missing question or chunk ids"),
+    (QRELS.assign(relevance=[2, 3, 2]), ValueError, r"relevance must be one of \(0, 1, 2\) \(integers\); found \[3\]"),
+    (QRELS.assign(relevance=[2.0, 1.0, 2.0]), ValueError, "relevance must be one of"),
+    (pd.concat([QRELS, QRELS.iloc[:1]]), ValueError, "qrels has a duplicate judgment: {'question_id': 'q1', "
+                                                    "'chunk_id': 'a'}"),
+])
+def test_bad_qrels_are_one_line_errors(frame, error, message):
+    with pytest.raises(error, match=message) as raised:
+        Qrels(frame)
+    assert "\n" not in str(raised.value)
+
+
+def test_runs_from_a_mapping_or_a_frame():
+    run = Run(RUN)
+    assert run.frame.to_dict("list") == {"question_id": ["q1", "q1", "q1", "q2"], "chunk_id": ["b", "a", "z", "c"],
+                                         "rank": [1, 2, 3, 1]}
+    frame = run.frame.assign(score=[3.0, 2.0, 1.0, 1.0])
+    assert list(Run(frame).frame.columns) == ["question_id", "chunk_id", "rank"]
+    assert Run(frame).frame["rank"].dtype == np.int64 and len(Run(frame)) == 4
+    assert Run.of(run) is run
+    assert "score" in frame.columns                        # the caller's frame is left as it was
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (["b", "a"], TypeError, "run must be a mapping question_id -> ranked chunk ids or a DataFrame, got list"),
+    (pd.DataFrame({"question_id": ["q"], "chunk_id": ["g"]}), ValueError, "run lacks column.s. rank"),
+    (pd.DataFrame({"question_id": ["q", "q"], "chunk_id": ["g", "h"], "rank": [1, 1]}), ValueError,
+     "run has a duplicate rank"),
+    (pd.DataFrame({"question_id": ["q", "q"], "chunk_id": ["g", "g"], "rank": [1, 2]}), ValueError,
+     "run has a duplicate chunk"),
+    (pd.DataFrame({"question_id": ["q"], "chunk_id": ["g"], "rank": [0]}), ValueError, "integers ≥ 1"),
+    (pd.DataFrame({"question_id": ["q"], "chunk_id": ["g"], "rank": [1.5]}), ValueError, "integers ≥ 1"),
+    (pd.DataFrame({"question_id": [None], "chunk_id": ["g"], "rank": [1]}), ValueError, "missing question or chunk"),
+    ({"q": ["g", "g"]}, ValueError, "run has a duplicate chunk"),
+])
+def test_bad_runs_are_one_line_errors(value, error, message):
+    with pytest.raises(error, match=message) as raised:
+        Run(value)
+    assert "\n" not in str(raised.value)
+
+
+def test_scoring_functions_take_the_values_or_what_they_are_made_from():
+    expected = per_question_metrics(RUN, QRELS, ks=(1, 2))
+    pd.testing.assert_frame_equal(per_question_metrics(Run(RUN), Qrels(QRELS), ks=(1, 2)), expected)
+    counts = set_counts(pd.DataFrame({"retriever": "r", "question_id": ["q1"], "chunk_id": ["a"]}), Qrels(QRELS))
+    assert counts["n_hit"].tolist() == [1, 0]
+    evidence = pd.DataFrame({"question_id": ["q1", "q2"], "message_id": ["m1", "m2"], "relevance": [2, 2]})
+    chunk_messages = pd.DataFrame({"chunk_id": ["a", "c"], "position": [0, 0], "message_id": ["m1", "m2"]})
+    groups = evidence_groups(Qrels(QRELS), evidence, chunk_messages)
+    pd.testing.assert_frame_equal(per_question_group_metrics(Run(RUN), Qrels(QRELS), groups),
+                                  per_question_group_metrics(RUN, QRELS, groups))
+
+
+def test_the_qrels_are_validated_once_for_many_runs(monkeypatch):
+    calls = []
+    original = runs._validated_qrels
+    monkeypatch.setattr(runs, "_validated_qrels", lambda frame: calls.append(1) or original(frame))
+    types = pd.Series({"q1": "a", "q2": "b"})
+    table = per_question_table({"x": RUN, "y": {"q1": ["a"]}, "z": {"q2": ["c"]}}, QRELS, types, ks=(5,))
+    assert len(calls) == 1 and table["retriever"].unique().tolist() == ["x", "y", "z"]
+    calls.clear()
+    ranking = {name: pd.DataFrame({"question_id": ["q1", "q2"], "chunk_id": ["a", "c"], "rank": [1, 1],
+                                   "score": [1.0, 0.5]}) for name in ("summary_bm25", "summary_vector", "raw_text_bm25")}
+    sweep_pairings(ranking, QRELS, [("summary_bm25", "summary_vector"), ("raw_text_bm25", "summary_vector")], [0.5])
+    assert len(calls) == 1
