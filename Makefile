@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: study test browser-test install clean notebooks demo-cache docs
+.PHONY: study test test-fast browser-test install clean notebooks demo-cache docs
 
 install: $(STAMP)
 
@@ -20,6 +20,10 @@ study: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests -q -n auto -m "(unit or agreement) and not integration"
 
 # The browser tests alone: notebook 06's failure inspector in JupyterLab in headless Chromium (tests/browser;
 # skipped without Debian's chromium); screenshots in outputs/browser/.

@@ -1,10 +1,26 @@
 import pytest
 
 
+CATEGORIES = ("unit", "agreement", "integration", "notebooks", "browser")
+"""Every test is in at least one: ``unit`` (the default: fast, no study), ``agreement`` (a cross-check against an
+independent implementation: ranx, bm25s, scikit-learn, scipy), ``integration`` (a real study, the command line or
+processes, end to end), ``notebooks`` (nbval over notebooks/), ``browser`` (JupyterLab in Chromium).
+``make test-fast`` runs unit and agreement tests that are not integration tests."""
+
+
 def pytest_collectstart(collector):
     """nbval compares text/plain outputs; the HTML rendering of the same DataFrames adds nothing to check."""
     if collector.fspath and collector.fspath.ext == ".ipynb":
         collector.skip_compare += ("text/html",)
+
+
+def pytest_collection_modifyitems(items):
+    """A notebook cell is a ``notebooks`` test; a test marked with no category is a ``unit`` test."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebooks)
+        elif not {mark.name for mark in item.iter_markers()} & set(CATEGORIES):
+            item.add_marker(pytest.mark.unit)
 
 
 def make_tiny_study(root, extra_yaml: str = ""):

@@ -1,0 +1,127 @@
+"""Declared tables and figures (pmrag.present.artifacts): each is saved by exactly its notebook, through its spec."""
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import make_tiny_study
+from pmrag.present.artifacts import FIGURES, TABLES, F, FigureSpec, T, TableSpec, check_columns
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SAVE_CALL = re.compile(r"\bsave_(table|figure)\(\s*([^,)]*)")
+SPEC_ARGUMENT = {"table": re.compile(r"T\.(\w+)"), "figure": re.compile(r"F\.(\w+)")}
+
+
+def code_of(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+
+
+def save_calls() -> list[tuple[str, str, str]]:
+    """(notebook stem, table|figure, first argument) of every save call in the notebooks' code cells."""
+    return [(notebook.stem, kind, argument.strip())
+            for notebook in NOTEBOOKS for kind, argument in SAVE_CALL.findall(code_of(notebook))]
+
+
+def saved_by() -> dict[tuple[str, str], list[str]]:
+    writers = defaultdict(list)
+    for stem, kind, argument in save_calls():
+        match = SPEC_ARGUMENT[kind].fullmatch(argument)
+        if match:
+            writers[(kind, match.group(1))].append(stem)
+    return writers
+
+
+def test_the_notebooks_save_something():
+    assert len(NOTEBOOKS) == 9
+    calls = save_calls()
+    assert {stem for stem, _, _ in calls} == {notebook.stem for notebook in NOTEBOOKS}
+    assert len(calls) >= len(TABLES) + len(FIGURES)
+
+
+def test_every_save_call_passes_a_declared_spec_never_a_string():
+    for stem, kind, argument in save_calls():
+        assert not argument.startswith(("'", '"', "f'", 'f"')), f"{stem}: save_{kind}({argument}, ...) with a string"
+        match = SPEC_ARGUMENT[kind].fullmatch(argument)
+        assert match, f"{stem}: save_{kind}({argument}, ...) does not name a declared {kind} (T.<name> / F.<name>)"
+        declared = TABLES if kind == "table" else FIGURES
+        assert match.group(1) in declared, f"{stem}: save_{kind} of undeclared {match.group(1)!r}"
+
+
+def test_every_table_is_saved_once_by_its_notebook():
+    writers = saved_by()
+    for name, spec in TABLES.items():
+        assert writers.get(("table", name)) == [spec.notebook], (name, writers.get(("table", name)))
+
+
+def test_every_figure_is_saved_once_by_its_notebook():
+    writers = saved_by()
+    for name, spec in FIGURES.items():
+        assert writers.get(("figure", name)) == [spec.notebook], (name, writers.get(("figure", name)))
+
+
+def test_committed_notebooks_carry_the_kernel_name_jupyterlab_writes():
+    """Opening and saving a notebook in JupyterLab must not change it: its kernelspec is JupyterLab's own."""
+    for notebook in NOTEBOOKS:
+        spec = json.loads(notebook.read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+        assert spec == {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, notebook.name
+
+
+def test_declared_notebooks_exist():
+    stems = {notebook.stem for notebook in NOTEBOOKS}
+    for spec in [*TABLES.values(), *FIGURES.values()]:
+        assert spec.notebook in stems, spec
+
+
+def test_attribute_names_are_the_spec_names():
+    tables = {attr: value for attr, value in vars(T).items() if isinstance(value, TableSpec)}
+    figures = {attr: value for attr, value in vars(F).items() if isinstance(value, FigureSpec)}
+    assert tables and figures
+    for attr, spec in [*tables.items(), *figures.items()]:
+        assert attr == spec.name, (attr, spec.name)
+    assert set(tables) == set(TABLES) and set(figures) == set(FIGURES)
+    assert len({spec.file for spec in [*TABLES.values(), *FIGURES.values()]}) == len(TABLES) + len(FIGURES)
+
+
+def test_check_columns_names_the_table():
+    check_columns(T.table1_dataset, ["Item", "Value"])
+    check_columns(T.summary_provenance, ["anything", "at", "all"])   # no fixed layout
+    with pytest.raises(ValueError, match="table1_dataset") as info:
+        check_columns(T.table1_dataset, ["Item", "Count"])
+    assert "Count" in str(info.value) and "Value" in str(info.value)
+    with pytest.raises(ValueError, match="table8_failure_labels"):
+        check_columns(T.table8_failure_labels, ["Count", "Failure type", "Percentage"])   # order matters
+
+
+@pytest.mark.integration
+def test_study_save_table_takes_only_declared_specs_with_their_columns(tmp_path):
+    study = make_tiny_study(tmp_path)
+    frame = pd.DataFrame({"Item": ["messages"], "Value": [3]})
+    with pytest.raises(TypeError, match="declared table"):
+        study.save_table("table1_dataset", frame)
+    with pytest.raises(ValueError, match="table1_dataset"):
+        study.save_table(T.table1_dataset, frame.rename(columns={"Value": "Count"}))
+    assert not (study.run_dir / T.table1_dataset.file).exists()
+    with pytest.raises(TypeError, match="declared figure"):
+        study.save_figure("chunk_lengths", None)
+    written = study.save_table(T.table1_dataset, frame)
+    assert written == "tables/table1_dataset.csv"
+    stand_in = study.params.summarizer.label()
+    assert study.params.summarizer.backend == "extractive"
+    assert pd.read_csv(study.run_dir / written).to_dict("records") == [
+        {"Item": "messages", "Value": 3, "summarizer": stand_in}]   # made with the stand-in: every row says so
+
+
+@pytest.mark.integration
+def test_a_table_made_with_an_llm_has_no_stand_in_column(tmp_path):
+    study = make_tiny_study(tmp_path)
+    study.params = study.params.model_copy(update={
+        "summarizer": study.params.summarizer.model_copy(update={"backend": "openai"})})
+    assert study.summarizer_note() is None
+    written = study.save_table(T.table1_dataset, pd.DataFrame({"Item": ["messages"], "Value": [3]}))
+    assert list(pd.read_csv(study.run_dir / written).columns) == ["Item", "Value"]

@@ -1,0 +1,352 @@
+"""BM25 (§5.1, equations 8–9): a loop-based reference, bm25s, the tie-break, validation."""
+
+import math
+
+import bm25s
+import numpy as np
+import pytest
+from bm25s.tokenization import Tokenized
+
+from pmrag.core.params import BM25Section
+from pmrag.retrieve.bm25 import BM25Index, idf
+from pmrag.retrieve.ranking import rank
+from pmrag.retrieve.tokenizer import tokenize, tokenize_many
+
+CORPUS = [
+    "2024-05-03 14:05 ゆい: 来週の京都旅行、新幹線のチケット取った？",
+    "2024-05-03 14:06 母: まだ。USB充電器も忘れずに",
+    "京都のホテルは駅の近くがいいな。京都駅から歩ける所",
+    "ホテルの予約完了！京都タワーの近く",
+    "明日のライブ、渋谷駅の改札で待ち合わせね",
+    "ライブ最高だった。セットリスト送るね",
+    "レポートの締め切りは金曜17時、提出はPDFで",
+    "report.pdf を送ったよ、version 2.1",
+    "PV数が伸びてる！動画のPVが1000超えた",
+    "USBメモリどこ置いた？USB-Cのケーブルも",
+    "新しいカフェのケーキ美味しかった",
+    "カフェでケーキとコーヒー、コーヒーおかわり",
+    "バイトのシフト変更お願いします",
+    "シフト表見た？来週のシフト",
+    "塾があるから少し遅れるかも",
+    "雨だから練習は中止",
+    "テニスの練習、明日は朝9時から",
+    "テニス部の合宿の持ち物リスト",
+    "誕生日プレゼント何がいいと思う？ハンカチとか",
+    "お母さんの誕生日、ケーキ予約した",
+    "プランAとプランBどっちにする？",
+    "A型とB型の相性",
+    "うん",
+    "笑",
+    "🍣🍣🍣",
+    "京都 京都 京都 京都 京都 京都 京都 京都 京都 京都 京都 京都",
+    "新幹線の時間、東京駅発8時",
+    "東京タワーと京都タワー",
+    "python_script.py の v1.2-beta を動かした",
+    "iPhone15のケース買った、USB充電も",
+]
+
+QUERIES = [
+    ["京都", "ホテル"],
+    ["京都", "京都", "ホテル"],
+    ["usb", "ケーブル"],
+    ["pv", "動画", "pv"],
+    ["存在しない語", "京都"],
+    ["存在しない語"],
+    ["a", "b", "プラン"],
+    ["ケーキ", "コーヒー", "カフェ", "ケーキ"],
+    ["report.pdf", "2.1"],
+    [],
+]
+
+
+def direct_bm25(docs, query, k1=1.2, b=0.75):
+    """Equations 8–9 by loops, straight from the paper (a token absent from d adds 0, also where k1 = 0
+    or b = 1 with |d| = 0 would make the fraction 0/0)."""
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    out = []
+    for d in docs:
+        score = 0.0
+        for t in query:
+            df = sum(1 for other in docs if t in other)
+            term_idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            f = d.count(t)
+            if f:
+                score += term_idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(d) / avgdl))
+        out.append(score)
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def small_docs():
+    docs = tokenize_many(CORPUS)
+    assert [] in docs
+    return docs
+
+
+# --- (a) equations 8–9 against a loop-based reference --------------------------------------------
+
+
+@pytest.mark.parametrize("k1, b", [(1.2, 0.75), (0.0, 0.75), (2.0, 0.0), (1.2, 1.0)])
+def test_scores_equal_direct_equations(small_docs, k1, b):
+    index = BM25Index.fit(small_docs, BM25Section(k1=k1, b=b))
+    for query in QUERIES:
+        np.testing.assert_allclose(index.scores(query), direct_bm25(small_docs, query, k1, b), rtol=1e-12, atol=1e-12)
+
+
+def test_scores_many_equals_scores(small_docs):
+    index = BM25Index.fit(small_docs)
+    many = index.scores_many(QUERIES)
+    assert many.shape == (len(QUERIES), len(small_docs)) and many.dtype == np.float64
+    for row, query in zip(many, QUERIES):
+        np.testing.assert_array_equal(row, index.scores(query))
+
+
+def test_repeated_query_tokens_count_repeatedly(small_docs):
+    index = BM25Index.fit(small_docs)
+    once, twice = index.scores(["京都", "ホテル"]), index.scores(["京都", "京都", "ホテル"])
+    np.testing.assert_allclose(twice - once, index.scores(["京都"]), rtol=1e-12, atol=0)
+    assert (twice > once).sum() == sum("京都" in d for d in small_docs)
+
+
+def test_index_statistics(small_docs):
+    index = BM25Index.fit(small_docs)
+    assert index.n_docs == len(CORPUS)
+    assert list(index.doc_lengths) == [len(d) for d in small_docs]
+    assert index.avgdl == pytest.approx(sum(map(len, small_docs)) / len(small_docs))
+    df = sum("京都" in d for d in small_docs)
+    assert index.idf[index.vocabulary["京都"]] == pytest.approx(math.log(1 + (len(small_docs) - df + 0.5) / (df + 0.5)))
+    assert idf(np.array([0]), 10)[0] == pytest.approx(math.log(1 + 10.5 / 0.5))
+    assert (index.idf > 0).all()
+
+
+def test_tokenizer_feeds_queries_too(small_docs):
+    index = BM25Index.fit(small_docs)
+    scores = index.scores(tokenize("京都のホテルについて教えて"))
+    assert int(np.argmax(scores)) in (2, 3)
+
+
+# --- (b) against bm25s on a larger Zipf corpus ---------------------------------------------------
+
+
+def zipf_corpus(n_docs=2000, n_vocab=4000, seed=7):
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, n_vocab + 1) ** 1.1
+    p /= p.sum()
+    lengths = rng.integers(1, 250, size=n_docs)
+    lengths[17] = 0
+    docs = [[f"t{i}" for i in rng.choice(n_vocab, size=n, p=p)] for n in lengths]
+    queries = []
+    for _ in range(50):
+        size = int(rng.integers(1, 9))
+        ids = np.unique(np.concatenate([rng.choice(n_vocab, size=size, p=p), rng.integers(0, n_vocab, size=2)]))
+        queries.append([f"t{i}" for i in ids] + ["never_seen"])
+    return docs, queries
+
+
+@pytest.fixture(scope="module")
+def zipf():
+    docs, queries = zipf_corpus()
+    vocab = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in d] for d in docs]
+    retrievers = {}
+    for dtype in ("float64", "float32"):
+        retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75, dtype=dtype)
+        retriever.index(Tokenized(ids=ids, vocab=dict(vocab)), show_progress=False)
+        retrievers[dtype] = retriever
+    return docs, queries, BM25Index.fit(docs), retrievers
+
+
+def bm25s_scores(retriever, query):
+    """bm25s.BM25 (lucene) leaves out the constant (k1 + 1) factor of equation 8."""
+    known = [t for t in query if t in retriever.vocab_dict]
+    return (1.2 + 1) * retriever.get_scores(known).astype(np.float64)
+
+
+@pytest.mark.agreement
+def test_zipf_queries_are_unique_tokens_with_one_absent(zipf):
+    _, queries, index, _ = zipf
+    assert all(len(set(q)) == len(q) and "never_seen" not in index.vocabulary for q in queries)
+
+
+@pytest.mark.agreement
+def test_scores_match_bm25s_float64(zipf):
+    _, queries, index, retrievers = zipf
+    ours = index.scores_many(queries)
+    for row, query in zip(ours, queries):
+        np.testing.assert_allclose(row, bm25s_scores(retrievers["float64"], query), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.agreement
+def test_scores_match_bm25s_float32(zipf):
+    _, queries, index, retrievers = zipf
+    ours = index.scores_many(queries)
+    for row, query in zip(ours, queries):
+        np.testing.assert_allclose(row, bm25s_scores(retrievers["float32"], query), rtol=1e-5, atol=1e-5 * row.max())
+
+
+def separated_top(scores, k, rel_gap):
+    """True if the top k+1 scores are pairwise further apart than rel_gap (no near-ties to reorder)."""
+    top = np.sort(scores)[::-1][: k + 1]
+    return bool((np.diff(top[::-1]) > rel_gap * max(top[0], 1e-300)).all())
+
+
+@pytest.mark.agreement
+@pytest.mark.parametrize("dtype, gap", [("float64", 1e-9), ("float32", 1e-4)])
+def test_top10_matches_bm25s_retrieve(zipf, dtype, gap):
+    docs, queries, index, retrievers = zipf
+    n = len(docs)
+    times, chunk_ids = np.zeros(n, dtype=np.int64), np.arange(n)
+    compared = 0
+    for query in queries:
+        scores = index.scores(query)
+        if not separated_top(scores, 10, gap):
+            continue
+        known = [retrievers[dtype].vocab_dict[t] for t in query if t in retrievers[dtype].vocab_dict]
+        theirs, _ = retrievers[dtype].retrieve([known], k=10, show_progress=False)
+        np.testing.assert_array_equal(rank(scores, times, chunk_ids, 10), theirs[0])
+        compared += 1
+    assert compared >= 40
+
+
+@pytest.mark.agreement
+def test_repeated_tokens_match_bm25s_which_does_not_deduplicate(zipf):
+    _, queries, index, retrievers = zipf
+    for query in queries[:10]:
+        repeated = query + query[:2] + query[:1]
+        ours = index.scores(repeated)
+        np.testing.assert_allclose(ours, bm25s_scores(retrievers["float64"], repeated), rtol=1e-12, atol=1e-12)
+        expected = index.scores(query) + index.scores(query[:2]) + index.scores(query[:1])
+        np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-12)
+
+
+# --- (c) ranking and tie-break ---------------------------------------------------------------------
+
+
+def brute_force_rank(scores, times_ns, chunk_ids, k):
+    keyed = sorted(range(len(scores)), key=lambda i: (scores[i], times_ns[i], chunk_ids[i], i), reverse=True)
+    return keyed[:k]
+
+
+def test_ties_by_start_time_descending_then_chunk_id_descending():
+    scores = np.array([1.0, 2.0, 2.0, 2.0, 2.0, 0.5])
+    times = np.array(
+        ["2024-01-01T10:00", "2024-01-01T09:00", "2024-01-02T09:00", "2024-01-01T09:00", "2023-12-31", "2025-01-01"],
+        dtype="datetime64[m]",
+    )
+    chunk_ids = np.array(["c0", "c1", "c2", "c3", "c4", "c5"])
+    assert list(rank(scores, times, chunk_ids, 6)) == [2, 3, 1, 4, 0, 5]
+
+
+def test_ties_at_the_k_th_score_are_all_candidates():
+    scores = np.array([3.0, 2.0, 2.0, 2.0, 2.0, 1.0])
+    times = np.array([0, 5, 9, 1, 9, 99])
+    chunk_ids = np.array(["a", "b", "c", "d", "e", "f"])
+    assert list(rank(scores, times, chunk_ids, 2)) == [0, 4]
+    assert list(rank(scores, times, chunk_ids, 3)) == [0, 4, 2]
+
+
+def test_zero_score_documents_ranked_after_positive_ones():
+    scores = np.array([0.0, 1.5, 0.0, 0.7, 0.0])
+    times = np.array([10, 1, 30, 2, 20])
+    ids = np.array(["x", "y", "z", "w", "v"])
+    assert list(rank(scores, times, ids, 10)) == [1, 3, 2, 4, 0]
+    assert list(rank(scores, times, ids, 2)) == [1, 3]
+
+
+def test_rank_matches_brute_force_with_many_ties():
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        n = int(rng.integers(1, 300))
+        scores = rng.integers(0, 4, size=n) * 0.5
+        times = rng.integers(0, 5, size=n).astype(np.int64)
+        chunk_ids = np.array([f"chunk_{i:04d}" for i in rng.permutation(n)])
+        if trial % 3 == 0:
+            chunk_ids[: n // 2] = "dup"
+        for k in (1, 5, 200, 1000):
+            expected = brute_force_rank(scores.tolist(), times.tolist(), chunk_ids.tolist(), k)
+            assert list(rank(scores, times, chunk_ids, k)) == expected
+
+
+def test_datetime64_and_integer_nanoseconds_agree():
+    times = np.array(["2024-01-01T00:00:00.000000001", "2024-01-01T00:00:00.000000002"], dtype="datetime64[ns]")
+    scores = np.array([1.0, 1.0])
+    ids = np.array(["b", "a"])
+    assert list(rank(scores, times, ids, 2)) == [1, 0]
+    assert list(rank(scores, times.astype(np.int64), ids, 2)) == [1, 0]
+    assert list(rank(scores, times.astype("datetime64[s]"), ids, 2)) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"k": 0}, ValueError),
+        ({"k": 2.0}, ValueError),
+        ({"k": True}, ValueError),
+        ({"scores": np.array([1.0, np.nan])}, ValueError),
+        ({"scores": np.ones((2, 1))}, ValueError),
+        ({"start_times": np.array([0, 1, 2])}, ValueError),
+        ({"start_times": np.array(["2024-01-01", "NaT"], dtype="datetime64[D]")}, ValueError),
+        ({"start_times": np.array(["2024-01-01", "2024-01-02"])}, TypeError),
+    ],
+)
+def test_rank_validation(kwargs, error):
+    args = {"scores": np.array([1.0, 2.0]), "start_times": np.array([0, 1]), "chunk_ids": np.array(["a", "b"]), "k": 1}
+    args.update(kwargs)
+    with pytest.raises(error):
+        rank(**args)
+
+
+# --- (d) parameter and input validation ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "k1, b",
+    [
+        (-0.1, 0.75), (1.2, -0.01), (1.2, 1.01), (float("nan"), 0.75), (float("inf"), 0.75),
+        (True, 0.75), ("1.2", 0.75), (1.2, None),
+    ],
+)
+def test_k1_b_validation(k1, b):
+    with pytest.raises(ValueError):
+        BM25Section(k1=k1, b=b)
+
+
+def test_paper_defaults():
+    assert BM25Section() == BM25Section(k1=1.2, b=0.75)
+    assert BM25Index.fit([["x"]]).params == BM25Section(k1=1.2, b=0.75)
+    assert BM25Section(k1=0, b=1).k1 == 0
+
+
+def test_fit_input_validation():
+    with pytest.raises(ValueError, match="empty corpus"):
+        BM25Index.fit([])
+    with pytest.raises(TypeError, match="tokenize first"):
+        BM25Index.fit(["京都のホテル"])
+    with pytest.raises(TypeError):
+        BM25Index.fit("京都")
+    with pytest.raises(TypeError, match="tokenize first"):
+        BM25Index.fit([["x"]]).scores_many(["x"])
+
+
+# --- (e) empty queries, empty corpora --------------------------------------------------------------
+
+
+def test_empty_or_unknown_query_scores_zero(small_docs):
+    index = BM25Index.fit(small_docs)
+    for query in ([], ["never_seen"], tokenize("これについて教えて")):
+        scores = index.scores(query)
+        assert scores.shape == (len(small_docs),) and scores.dtype == np.float64
+        assert not scores.any()
+    assert index.scores_many([]).shape == (0, len(small_docs))
+
+
+def test_corpus_of_empty_documents():
+    index = BM25Index.fit([[], []])
+    assert index.avgdl == 0.0
+    np.testing.assert_array_equal(index.scores(["x"]), [0.0, 0.0])
+
+
+def test_fit_accepts_any_iterable_of_token_lists():
+    from_generator = BM25Index.fit(iter([("a", "b"), ("b",)]))
+    np.testing.assert_array_equal(from_generator.scores(["b"]), BM25Index.fit([["a", "b"], ["b"]]).scores(["b"]))

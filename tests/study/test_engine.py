@@ -1,0 +1,530 @@
+"""The declared stage graph on the tiny study: every stage cached after a build, a change marks exactly the
+stages that depend on it (with the cause as the reason), a recomputation equals a fresh study, each stage is
+computed or loaded at most once per process, undeclared reads are refused, ``forget`` drops everything,
+``pmrag status`` computes nothing, and notebooks only load what the build computed."""
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from typing import Annotated
+
+from pmrag.core import store
+from pmrag.core.names import StageKey
+from pmrag.core.params import BM25Section, StudyParams
+from pmrag.study import Study
+from pmrag.study import engine as engine_module
+from pmrag.study.declare import (DeclarationError, Derived, Keys, Restricted, Runtime, Stage, params_at,
+                                 resolve_stage, stage)
+from pmrag.study.engine import LOG_FILE, Engine, StageError
+from conftest import make_tiny_study
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "lib" / "pmrag" / "retrieve" / "bm25_tokenizer_spec.txt"
+PROMPTS = REPO / "lib" / "pmrag" / "represent" / "prompts" / "ja"
+SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
+
+STAGES = [
+    "ingest", "chunks", "qrels", "summaries", "representations", "coverage",
+    "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
+    "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
+    "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
+    "metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation",
+]
+BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
+ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation"}
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """An embedding cache holding the tiny study's texts, copied into each test's study (no model run there)."""
+    root = tmp_path_factory.mktemp("warm")
+    make_tiny_study(root, SMALL).build()
+    return root / "cache"
+
+
+def tiny(root: Path, warm_cache: Path, extra: str = "") -> Study:
+    shutil.copytree(warm_cache, root / "cache")
+    return make_tiny_study(root, SMALL + extra)
+
+
+def reopen(root: Path) -> Study:
+    return Study.from_params(root / "p.yaml")
+
+
+def log(study: Study) -> list[dict]:
+    path = study.run_dir / LOG_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def states(study: Study) -> dict[str, str]:
+    return {row.name: row.state for row in study.status()}
+
+
+def reasons(study: Study) -> dict[str, str]:
+    return {row.name: row.reason for row in study.status()}
+
+
+def needs(stages: dict[StageKey, Stage]) -> dict[str, set[str]]:
+    """Each stage's declared upstream stages, by name."""
+    return {str(key): {str(need) for need in stage.needs} for key, stage in stages.items()}
+
+
+def dependents(stages: dict[StageKey, Stage], seeds) -> set[str]:
+    """``seeds`` and every stage that needs one of them, directly or through others (from the declared needs)."""
+    found, reads = set(seeds), needs(stages)
+    changed = True
+    while changed:
+        changed = False
+        for name, upstream in reads.items():
+            if name not in found and found.intersection(upstream):
+                found.add(name)
+                changed = True
+    return found
+
+
+def ancestors(stages: dict[StageKey, Stage], targets) -> set[str]:
+    """``targets`` and everything they need, transitively."""
+    found, todo, reads = set(), list(targets), needs(stages)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(reads[name])
+    return found
+
+
+def per_process(lines: list[dict]) -> Counter:
+    return Counter((line["pid"], line["stage"]) for line in lines)
+
+
+# ------------------------------------------------------------------------------------------- a: cached
+
+@pytest.mark.integration
+def test_build_caches_every_stage_and_a_new_study_recomputes_nothing(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    assert list(study.computed_stages) == STAGES
+    assert states(study) == {name: "missing" for name in STAGES}
+    study.build()
+    assert states(study) == {name: "cached" for name in STAGES}
+    assert set(reasons(study).values()) == {""}
+    first = log(study)
+    assert [line["stage"] for line in first] == STAGES  # each computed once, upstream first
+    assert {line["action"] for line in first} == {"computed"}
+
+    again = reopen(tmp_path)
+    again.build()
+    second = log(again)[len(first):]
+    assert {line["action"] for line in second} == {"loaded"}
+    assert sorted(line["stage"] for line in second) == sorted(STAGES)
+    assert states(again) == {name: "cached" for name in STAGES}
+
+
+# ------------------------------------------------------------------------------------------- b: staleness
+
+@pytest.mark.integration
+def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
+    stages = tiny(tmp_path, warm_cache).engine.stages
+    assert dependents(stages, BM25_RUNS) == BM25_RUNS | ANALYSIS
+    assert dependents(stages, {"chunks"}) == set(STAGES) - {"ingest", "query_vectors"}
+    assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"}
+    assert dependents(stages, {"ingest"}) == set(STAGES)
+    assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
+                                                                      "coverage", "graph", "interest_relevance"}
+                                            | {"sweep"})
+    assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
+
+
+def _tokenizer_spec(root):
+    shutil.copy(SPEC, root / "spec.txt")
+    return "bm25: {tokenizer_spec: spec.txt}\n"
+
+
+def _edit_tokenizer_spec(root, monkeypatch):
+    spec = root / "spec.txt"
+    assert spec.read_text(encoding="utf-8").rstrip().endswith("質問")  # the last section is [stopwords]
+    with open(spec, "a", encoding="utf-8") as fh:
+        fh.write("words\n")  # a stopword the chat uses ("same words")
+    return "spec.txt"   # named relative to the params file: a moved study keeps its keys
+
+
+def _k1(root):
+    return "bm25: {k1: 1.2}\n"
+
+
+def _edit_k1(root, monkeypatch):
+    path = root / "p.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("k1: 1.2", "k1: 1.5"), encoding="utf-8")
+    return "bm25.k1"
+
+
+def _nothing(root):
+    return ""
+
+
+def _edit_chunking_code(root, monkeypatch):
+    name = "pmrag.chunking.windows"
+    assert name in engine_module._MODULE_DIGESTS  # computed by the build: the memo is what a new key reads
+    monkeypatch.setitem(engine_module._MODULE_DIGESTS, name, "0" * 64)
+    return name
+
+
+def _prompts(root):
+    shutil.copytree(PROMPTS, root / "prompts")
+    return "representations: {prompts: prompts}\n"
+
+
+def _edit_summary_prompt(root, monkeypatch):
+    path = root / "prompts" / "summary_user.txt"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n箇条書きで答えてください。\n")
+    return "prompts/summary_user.txt"
+
+
+def _edit_input(root, monkeypatch):
+    path = root / "data" / "family.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.count('"same words"') == 2
+    path.write_text(text.replace('"same words"', '"other words, edited"', 1), encoding="utf-8")
+    return "data/family.json"
+
+
+CHANGES = {
+    # change: (setup, edit, stages whose own declaration changed, their exact reason given the edit's return)
+    "tokenizer_spec": (_tokenizer_spec, _edit_tokenizer_spec, BM25_RUNS, lambda x: f"file {x} changed"),
+    # the offline interest relevance scores interests with BM25 too (the study's k1 and b)
+    "bm25_k1": (_k1, _edit_k1, BM25_RUNS | {"interest_relevance"}, lambda x: f"param {x}: 1.2 → 1.5"),
+    # coverage renders message lines with pmrag.chunking.windows itself (to find them in raw_text)
+    "chunking_code": (_nothing, _edit_chunking_code, {"chunks", "coverage"}, lambda x: f"module {x} changed"),
+    "summary_prompt": (_prompts, _edit_summary_prompt, {"summaries"}, lambda x: f"file {x} changed"),
+    "input_file": (_nothing, _edit_input, {"ingest"}, lambda x: f"file {x} changed"),
+}
+EXPECTED_STALE = {  # hard-coded, so that the dependents helper is checked too
+    "tokenizer_spec": BM25_RUNS | ANALYSIS,
+    "bm25_k1": BM25_RUNS | ANALYSIS | {"interest_relevance"},
+    "chunking_code": set(STAGES) - {"ingest", "query_vectors"},
+    "summary_prompt": set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"},
+    "input_file": set(STAGES),
+}
+# what the next build recomputes: the stale stages, except where a stage's result came out unchanged and its
+# dependents key on that result (summaries: the extractive stand-in does not read the prompt files)
+EXPECTED_COMPUTED = {**EXPECTED_STALE, "summary_prompt": {"summaries"}}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_change_marks_exactly_its_dependents_stale(change, tmp_path, warm_cache, monkeypatch):
+    setup, edit, seeds, reason = CHANGES[change]
+    study = tiny(tmp_path, warm_cache, setup(tmp_path))
+    study.build()
+    assert set(states(study).values()) == {"cached"}
+    cause = edit(tmp_path, monkeypatch)
+
+    changed = reopen(tmp_path)
+    status = {row.name: row for row in changed.status()}
+    stale = {name for name, row in status.items() if row.state == "stale"}
+    assert stale == EXPECTED_STALE[change]
+    assert stale == dependents(changed.engine.stages, seeds)
+    assert {name for name, row in status.items() if row.state == "cached"} == set(STAGES) - stale
+    for name in seeds:   # the cause first (a seed downstream of another seed also names that upstream)
+        assert status[name].reason.split("; ")[0] == reason(cause), name
+    for name in stale - seeds:  # downstream: the reason is an upstream stage, never the cause itself
+        assert status[name].reason.startswith("upstream "), (name, status[name].reason)
+        assert cause not in status[name].reason
+        named = [part.removeprefix("upstream ") for part in status[name].reason.split("; ")]
+        assert set(named) <= stale and set(named) <= needs(changed.engine.stages)[name]
+
+    before = len(log(changed))
+    changed.build()
+    after = log(changed)[before:]
+    assert sorted(line["stage"] for line in after if line["action"] == "computed") == sorted(EXPECTED_COMPUTED[change])
+    assert sorted(line["stage"] for line in after if line["action"] == "loaded") == \
+        sorted(set(STAGES) - EXPECTED_COMPUTED[change])
+    assert set(states(changed).values()) == {"cached"}
+
+
+@pytest.mark.integration
+def test_an_unchanged_upstream_result_leaves_its_dependents_loaded_through_an_accessor(tmp_path, warm_cache):
+    tiny(tmp_path, warm_cache, _prompts(tmp_path)).build()
+    _edit_summary_prompt(tmp_path, None)
+    changed = reopen(tmp_path)
+    before = len(log(changed))
+    changed.failures()
+    after = log(changed)[before:]
+    assert [line["stage"] for line in after if line["action"] == "computed"] == ["summaries"]
+
+
+# ------------------------------------------------------------------------------------------- c: no stale numbers
+
+@pytest.mark.integration
+def test_recomputation_after_a_change_equals_a_fresh_study(tmp_path, warm_cache):
+    edited = tiny(tmp_path / "edited", warm_cache, "bm25: {k1: 1.2}\n")
+    edited.build()
+    old_scores = {name: edited.ranked(name).rankings for name in ("raw_text_bm25", "summary_bm25")}
+    path = tmp_path / "edited" / "p.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("k1: 1.2", "k1: 2.0"), encoding="utf-8")
+    edited = reopen(tmp_path / "edited")
+    edited.build()
+
+    fresh = tiny(tmp_path / "fresh", warm_cache, "bm25: {k1: 2.0}\n")
+    fresh.build()
+    assert edited.params.bm25.k1 == fresh.params.bm25.k1 == 2.0
+    for name, old in old_scores.items():
+        new = edited.ranked(name).rankings
+        pd.testing.assert_frame_equal(new, fresh.ranked(name).rankings, check_exact=False, rtol=0, atol=1e-12)
+        assert np.abs(new["score"].to_numpy() - old["score"].to_numpy()).max() > 1e-3  # k1 mattered
+    pd.testing.assert_frame_equal(edited.metrics(), fresh.metrics(), check_exact=False, rtol=0, atol=1e-12)
+    pd.testing.assert_frame_equal(edited.sweep(), fresh.sweep(), check_exact=False, rtol=0, atol=1e-12)
+    pd.testing.assert_frame_equal(edited.hybrids().best, fresh.hybrids().best, check_exact=False, rtol=0, atol=1e-12)
+    assert edited.hybrids().selected == fresh.hybrids().selected
+    pd.testing.assert_frame_equal(edited.reliability().cis, fresh.reliability().cis, check_exact=False, rtol=0,
+                                  atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- d: in-process memo
+
+ACCESSES = """
+for _ in range(3):
+    study.per_question()
+    study.reliability()
+    study.failures()
+    study.sweep()
+"""
+
+
+@pytest.mark.integration
+def test_each_stage_is_computed_or_loaded_once_per_process(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    exec(ACCESSES, {"study": study})
+    lines = log(study)
+    used = ancestors(study.engine.stages, {"metrics", "hybrids", "reliability", "failures", "sweep"})
+    assert set(per_process(lines).values()) == {1}
+    assert {line["stage"] for line in lines} == used
+    assert {line["action"] for line in lines} == {"computed"}
+
+    # another process on the same folder: loads each stage it asks for once (a cached result needs no
+    # upstream), computes nothing
+    code = f"from pmrag.study import Study\nstudy = Study.from_params({str(tmp_path / 'p.yaml')!r})\n{ACCESSES}"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    other = log(study)[len(lines):]
+    assert {line["pid"] for line in other} - {line["pid"] for line in lines}
+    assert set(per_process(other).values()) == {1}
+    assert {line["stage"] for line in other} == {"metrics", "hybrids", "reliability", "failures", "sweep"}
+    assert {line["action"] for line in other} == {"loaded"}
+
+
+# ------------------------------------------------------------------------------------------- e: declarations
+
+@stage("one")
+def one() -> int:
+    return 1
+
+
+@stage("one plus k1")
+def honest(one: int, bm25: Annotated[BM25Section, Keys("k1")]) -> float:
+    return one + bm25.k1
+
+
+@stage("reads a name that is no stage, section or marker")
+def sneaky(one: int, other: int) -> int:
+    return one + other
+
+
+@stage("peeks past its declared keys")
+def peeks(params: Annotated[StudyParams, Restricted(lambda p, item: ("bm25",))]) -> int:
+    return params.chunking.window_size
+
+
+@stage("an upstream the study may not have")
+def optional(ghost: int | None = None) -> bool:
+    return ghost is None
+
+
+@stage("an upstream the study must have")
+def required(ghost: int) -> int:
+    return ghost
+
+
+@stage("metric cut-offs")
+def derived(ks: Annotated[tuple, Derived(StudyParams.metric_ks, "retrieval.ks", "analysis.failure_k",
+                                         "analysis.recovery_ks")]) -> tuple:
+    return ks
+
+
+def resolve(function, params, families):
+    return resolve_stage(function, params, families, param_json=lambda dotted: str(params_at(params, dotted)))
+
+
+def test_a_signature_is_the_declaration_and_a_parameter_naming_nothing_is_refused(tmp_path):
+    params = StudyParams.model_validate({"run": "toy", "dataset": {"inputs": ["chat.json"]}})
+    families = {**{name: ("",) for name in ("one", "honest", "peeks", "optional", "derived")}, "ghost": ()}
+    declared = resolve(honest, params, families)
+    assert declared.needs == (StageKey("one"),) and declared.params == {"bm25.k1": "1.2"}
+    assert resolve(derived, params, families).params == {"retrieval.ks": "(5, 10, 20, 200)", "analysis.failure_k": "5",
+                                                         "analysis.recovery_ks": "(10, 20)"}
+    assert resolve(optional, params, families).needs == ()
+    with pytest.raises(DeclarationError, match=r"^stage sneaky: parameter 'other' names no stage, params section or "
+                                               r"marker$"):
+        resolve(sneaky, params, families)
+    with pytest.raises(DeclarationError, match=r"^stage required: parameter 'ghost' reads stage ghost, which this study "
+                                               r"does not have$"):
+        resolve(required, params, families)
+    runtime = Runtime(store.open_store(tmp_path / "toy.sqlite"), tmp_path / "run", tmp_path / "cache")
+    engine = Engine([resolve(f, params, families) for f in (one, honest, peeks, optional, derived)], runtime,
+                    lambda path: path.name)
+    assert engine.get("honest") == pytest.approx(2.2, abs=1e-12)
+    assert engine.get("optional") is True and engine.get("derived") == (5, 10, 20, 200)
+    with pytest.raises(DeclarationError, match=r"^stage peeks reads params\.chunking without declaring it$"):
+        engine.get("peeks")
+    assert {row.name: row.state for row in engine.status()} == {
+        "one": "cached", "honest": "cached", "peeks": "missing", "optional": "cached", "derived": "cached"}
+    with pytest.raises(StageError, match=r"^stage honest needs unknown stage\(s\) one$"):
+        Engine([resolve(honest, params, families)], runtime, lambda path: path.name)
+    with pytest.raises(StageError, match=r"^unknown stage 'ghost'"):
+        engine.get("ghost")
+
+
+# ------------------------------------------------------------------------------------------- f: forget
+
+@pytest.mark.integration
+def test_forget_drops_every_stage_and_the_next_build_computes_each_once(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    study.build()
+    before = len(log(study))
+    study.forget()
+    assert {row.name: (row.state, row.reason) for row in study.status()} == {
+        name: ("missing", "never computed") for name in STAGES}
+    assert not list((study.run_dir / "stages").glob("*.pkl"))
+    assert states(reopen(tmp_path)) == {name: "missing" for name in STAGES}
+    study.build()
+    after = log(study)[before:]
+    assert Counter(line["stage"] for line in after) == Counter(STAGES)
+    assert {line["action"] for line in after} == {"computed"}
+    assert states(study) == {name: "cached" for name in STAGES}
+
+
+# ------------------------------------------------------------------------------------------- g: pmrag status
+
+@pytest.mark.integration
+def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cache):
+    notebooks = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9]*_*.ipynb"))
+    study = tiny(tmp_path, warm_cache, f"notebooks_dir: {REPO / 'notebooks'}\n")
+    study.build()
+    path = tmp_path / "p.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + "bm25: {k1: 1.5}\n", encoding="utf-8")
+    logged = (study.run_dir / LOG_FILE).read_bytes()
+
+    result = subprocess.run([sys.executable, "-m", "pmrag", "status", str(path)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    header, *lines = result.stdout.strip().splitlines()
+    n_stale = len(BM25_RUNS | ANALYSIS | {"interest_relevance"})
+    assert header.startswith("run tiny (")
+    assert header.endswith(f"{len(STAGES) - n_stale} cached, {n_stale} stale, {len(notebooks)} missing")
+    rows = {line.split()[0]: line.split(maxsplit=2)[1:] for line in lines}
+    assert list(rows) == STAGES + [f"notebook:{stem}" for stem in notebooks]
+    for name in STAGES:
+        if name in BM25_RUNS:
+            assert rows[name] == ["stale", "param bm25.k1: 1.2 → 1.5"]
+        elif name == "interest_relevance":   # BM25 over interest labels
+            assert rows[name] == ["stale", "param bm25.k1: 1.2 → 1.5"]
+        elif name in ANALYSIS:
+            assert rows[name][0] == "stale" and rows[name][1].startswith("upstream "), rows[name]
+        else:
+            assert rows[name] == ["cached"]
+    for stem in notebooks:
+        assert rows[f"notebook:{stem}"] == ["missing", "never computed"]
+    assert (study.run_dir / LOG_FILE).read_bytes() == logged  # nothing computed, nothing loaded
+
+
+@pytest.mark.integration
+def test_status_of_a_study_without_a_notebooks_folder_lists_its_stages(tmp_path, warm_cache):
+    from pmrag.study.runner import status_lines
+
+    tiny(tmp_path, warm_cache).build()
+    lines = status_lines(tmp_path / "p.yaml")
+    assert [line.split()[0] for line in lines[1:]] == STAGES
+
+
+# ------------------------------------------------------------------------------------------- h: notebooks
+
+@pytest.mark.integration
+def test_notebooks_only_load_what_the_build_computed(tmp_path, warm_cache):
+    from pmrag.study.notebooks import execute_notebook
+
+    study = tiny(tmp_path, warm_cache, f"notebooks_dir: {REPO / 'notebooks'}\n")
+    study.build()
+    built = log(study)
+    for stem in ("04_hybrid_sweep", "05_bootstrap", "06_failure_analysis"):
+        notebook = REPO / "notebooks" / f"{stem}.ipynb"
+        result = execute_notebook(notebook, study.run_dir / "notebooks" / notebook.name, tmp_path / "p.yaml")
+        assert "error" not in result, result
+    lines = log(study)
+    assert set(per_process(lines).values()) == {1}
+    in_notebooks = lines[len(built):]
+    pids = {line["pid"] for line in in_notebooks}
+    assert len(pids) == 3 and {line["pid"] for line in built}.isdisjoint(pids)
+    assert {line["action"] for line in in_notebooks} == {"loaded"}
+    loaded = {line["stage"] for line in in_notebooks}
+    assert {"sweep", "hybrids", "metrics", "reliability", "failures", "qrels", "chunks", "ingest"} <= loaded
+    assert loaded <= set(STAGES)
+    for table in ("table4_hybrids", "bootstrap_cis", "table7_top5_failures"):
+        assert (study.run_dir / "tables" / f"{table}.csv").stat().st_size > 0
+
+
+# ------------------------------------------------------------------------------------------- i: relocatable keys
+
+@pytest.mark.integration
+def test_a_copied_or_moved_study_finds_every_stage_current(tmp_path, warm_cache):
+    tiny(tmp_path / "first", warm_cache).build()
+    shutil.copytree(tmp_path / "first", tmp_path / "elsewhere" / "copy")
+    copied = reopen(tmp_path / "elsewhere" / "copy")
+    assert states(copied) == {name: "cached" for name in STAGES}
+    before = len(log(copied))
+    copied.failures()
+    assert {line["action"] for line in log(copied)[before:]} == {"loaded"}
+
+    # the run folder moved on its own, the params file pointing at its new place
+    (tmp_path / "first" / "out").rename(tmp_path / "moved_out")
+    path = tmp_path / "first" / "p.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("outputs_dir: out", "outputs_dir: ../moved_out"),
+                    encoding="utf-8")
+    moved = reopen(tmp_path / "first")
+    assert states(moved) == {name: "cached" for name in STAGES}
+    assert moved.vectors("summary")[0].shape[0] == len(moved.chunks())   # the vectors' files are found there
+
+
+@pytest.mark.integration
+def test_no_key_holds_a_location(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    for name in study.engine.stages:
+        text = json.dumps(study.engine.manifest(name), ensure_ascii=False)
+        assert str(tmp_path) not in text and str(REPO) not in text, name
+
+
+# ------------------------------------------------------------------------------------------- j: pmrag graph
+
+@pytest.mark.integration
+def test_pmrag_graph_draws_every_stage_and_read_without_computing(tmp_path, warm_cache):
+    study = tiny(tmp_path, warm_cache)
+    result = subprocess.run([sys.executable, "-m", "pmrag", "graph", str(tmp_path / "p.yaml")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    svg, png = (Path(line) for line in result.stdout.split())
+    assert (svg, png) == (study.run_dir / "stage_graph.svg", study.run_dir / "stage_graph.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = svg.read_text(encoding="utf-8")
+    reads = sum(len(stage.needs) for stage in study.engine.stages.values())
+    assert f"run tiny: {len(STAGES)} stages, {reads} reads" in text
+    assert all(name in text for name in STAGES)
+    assert not log(study) and states(study) == {name: "missing" for name in STAGES}

@@ -1,0 +1,176 @@
+"""`pmrag study` executes the numbered notebooks with papermill, executes again only what changed, and reports
+failures by notebook and cell."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from pmrag.study.runner import NotebookFailed, StudyRun, numbered_notebooks, run_study, status_lines
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pmrag(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "pmrag", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def write_params(tmp_path, notebooks_dir, extra=""):
+    path = tmp_path / "params" / "study.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(
+        f"run: t\noutputs_dir: ../out\nnotebooks_dir: {notebooks_dir}\ncache_dir: {REPO / 'params' / 'demo_cache'}\n"
+        "dataset:\n  synthetic: {enabled: true, n_messages: 12000}\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_notebooks_are_picked_up_in_numeric_order(tmp_path):
+    for name in ["10_late.ipynb", "02_b.ipynb", "01_a.ipynb", "notes.ipynb", "3_c.ipynb"]:
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in numbered_notebooks(tmp_path)] == ["01_a.ipynb", "02_b.ipynb", "3_c.ipynb", "10_late.ipynb"]
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    """A numbered notebook with a ``parameters`` cell (``params_path``) and ``sources`` as its code cells."""
+    nb = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('params_path = ""')
+    parameters.metadata["tags"] = ["parameters"]
+    nb.cells = [parameters, *(nbformat.v4.new_code_cell(source) for source in sources)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.mark.integration
+def test_study_executes_every_numbered_notebook_into_the_run_directory(tmp_path):
+    params = write_params(tmp_path, REPO / "notebooks")
+    result = pmrag("study", "--jobs", "2", str(params), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = tmp_path / "out" / "t"
+    committed = [p.name for p in numbered_notebooks(REPO / "notebooks")]
+    assert committed[:6] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb",
+                             "05_bootstrap.ipynb", "06_failure_analysis.ipynb"]
+    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
+    executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and str(params) in injected[0].source
+    assert not [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    for table in ["table1_dataset", "chunking_sessions_windows", "raw_text_lengths", "message_inventory",
+                  "representation_lengths", "per_question_metrics", "table3_single_retrievers",
+                  "hybrid_per_question_metrics"]:
+        assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0
+    assert (run_dir / "figures" / "chunk_lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    n = len(committed)
+    assert f"[notebooks] executing {n}, 2 at a time" in result.stderr
+    assert all(f"[done] {name} (" in result.stderr for name in committed)
+    singles = pd.read_csv(run_dir / "tables" / "per_question_metrics.csv")       # notebook 03: single retrievers only
+    hybrids = pd.read_csv(run_dir / "tables" / "hybrid_per_question_metrics.csv")  # notebook 04: the selected hybrids
+    assert not any(name.startswith("hybrid:") for name in singles["retriever"])
+    assert sorted(set(singles["retriever"])) == sorted(["raw_text_bm25", "summary_bm25", "embedding_text_bm25",
+                                                        "raw_text_vector", "summary_vector", "embedding_text_vector"])
+    assert all(name.startswith("hybrid:") for name in hybrids["retriever"])
+    assert hybrids["retriever"].nunique() == len(pd.read_csv(run_dir / "tables" / "table4_hybrids.csv")) == 6  # one per pairing
+    assert (run_dir / "tables" / "hybrid_sweep.csv").is_file() and (run_dir / "tables" / "table4_hybrids.csv").is_file()
+    assert (run_dir / "runs" / "embedding_text_vector.trec").is_file() and (run_dir / "qrels.trec").is_file()
+    for table in ["bootstrap_cis", "table5_differences", "table6_best_hybrid_by_type", "table7_top5_failures",
+                  "table8_failure_labels", "table9_success_overlap", "aggregate_detail", "topk_sensitivity"]:
+        assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0
+    for figure in ["figure4_differences", "figure5_best_hybrid_by_type", "figure6_topk_sensitivity"]:
+        assert (run_dir / "figures" / f"{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (run_dir / "public" / "per_question_metrics.csv").is_file()
+    readme = (run_dir / "README.md").read_text(encoding="utf-8")
+    assert "Selected best hybrid" in readme and "(figures/figure6_topk_sensitivity.png)" in readme
+
+    # nothing changed: every stage and notebook is current, and a second run executes no notebook
+    lines = status_lines(params)
+    states = dict(line.split()[:2] for line in lines[1:])
+    assert {f"notebook:{Path(name).stem}" for name in committed} | {"hybrids", "failures"} <= set(states)
+    assert set(states.values()) == {"cached"}, "\n".join(lines)
+    copies = {p.name: p.stat().st_mtime_ns for p in (run_dir / "notebooks").iterdir()}
+    again = pmrag("study", str(params), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert all(f"[cached] {name}" in again.stderr for name in committed), again.stderr[-2000:]
+    assert "[done]" not in again.stderr and "[notebooks]" not in again.stderr and "[1/" not in again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "notebooks").iterdir()} == copies
+
+
+def write_tiny_params(tmp_path, notebooks_dir, bootstrap: int = 200) -> Path:
+    """The fixture family chat (two questions), BM25 retrievers only: its stages take seconds."""
+    fixtures = Path(__file__).parents[1] / "fixtures"
+    (tmp_path / "data").mkdir(exist_ok=True)
+    shutil.copy(fixtures / "line_json" / "family.json", tmp_path / "data" / "family.json")
+    shutil.copy(fixtures / "questions" / "family_questions.json", tmp_path / "data" / "questions.json")
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        f"run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: {notebooks_dir}\n"
+        "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
+        "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
+        "hybrid: {pairings: [[raw_text_bm25, summary_bm25]], beta_step: 0.25}\n"
+        "analysis: {aggregate_type: contextual, reference_retriever: embedding_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
+        f"bootstrap: {{n_resamples: {bootstrap}}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.integration
+def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys):
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    write_notebook(notebooks / "01_a.ipynb", "from pmrag.study import Study\nn = len(Study.from_params(params_path).chunks())")
+    write_notebook(notebooks / "02_b.ipynb", "x = 2")
+    params = write_tiny_params(tmp_path, notebooks)
+    first = run_study(params, jobs=1)
+    assert isinstance(first, StudyRun)
+    executed = ["01_a.ipynb", "02_b.ipynb"]
+    assert first.notebooks == [tmp_path / "out" / "tiny" / "notebooks" / name for name in executed]
+    assert sorted(first.notebook_seconds) == executed and all(s > 0 for s in first.notebook_seconds.values())
+    assert {"ingest", "chunks", "runs:raw_text_bm25", "hybrids", "reliability"} <= set(first.stage_seconds)
+    progress = capsys.readouterr().err
+    assert "[1/2] 01_a.ipynb" in progress and "[2/2] 02_b.ipynb" in progress
+
+    second = run_study(params, jobs=1)
+    assert second.notebook_seconds == {} and second.stage_seconds == {}
+    assert second.notebooks == first.notebooks and all(p.is_file() for p in second.notebooks)
+    assert "[cached] 01_a.ipynb" in capsys.readouterr().err
+
+    # the notebooks untouched, one params value changed: every notebook again, and only the stage reading it
+    write_tiny_params(tmp_path, notebooks, bootstrap=300)
+    third = run_study(params, jobs=1)
+    assert sorted(third.notebook_seconds) == executed
+    assert set(third.stage_seconds) == {"reliability", "statistics", "graph_evaluation"}   # each reads bootstrap.n_resamples
+
+    # one notebook edited, nothing else: only that notebook
+    write_notebook(notebooks / "02_b.ipynb", "x = 3")
+    fourth = run_study(params, jobs=1)
+    assert sorted(fourth.notebook_seconds) == ["02_b.ipynb"] and fourth.stage_seconds == {}
+
+
+@pytest.mark.integration
+def test_failing_notebook_is_named_with_its_cell_and_exit_status(tmp_path):
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    write_notebook(notebooks / "01_fails.ipynb", "x = 1", "raise ValueError('planted failure')")
+    params = write_tiny_params(tmp_path, notebooks)
+    result = pmrag("study", "--quiet", str(params), cwd=tmp_path)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "01_fails.ipynb" in last and "ValueError: planted failure" in last and "cell" in last
+    assert "Traceback" not in result.stderr
+    with pytest.raises(NotebookFailed) as failed:  # the same error, raised by run_study
+        run_study(params, progress=False)
+    assert failed.value.exit_code == 1 and last == f"pmrag study: error: {failed.value}"
+
+
+@pytest.mark.integration
+def test_bad_params_exit_2_with_one_line(tmp_path):
+    params = write_params(tmp_path, REPO / "notebooks", extra="chunking: {stride: many}\n")
+    result = pmrag("study", str(params), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "chunking.stride" in result.stderr and "Traceback" not in result.stderr
