@@ -1,4 +1,4 @@
-"""Issue 11 §4 and §5: the command line on a database that cannot be the store, on Ctrl-C, and on other bad
+"""The command line on a database that cannot be the store, on Ctrl-C, and on other bad
 input says one line (exit status 2, or 130 for an interrupt), never a traceback and never a message's text.
 
 Every case runs the real command in a subprocess; databases are checked through ``sqlite3`` afterwards (a

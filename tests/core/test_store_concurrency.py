@@ -1,4 +1,4 @@
-"""Issue 11 §4: processes sharing a store or a run folder.
+"""Processes sharing a store or a run folder.
 
 Several processes creating one new store at once all succeed; a write waits for another process's write
 instead of failing with ``database is locked``; a second ``pmrag study`` on a run folder in use is refused with

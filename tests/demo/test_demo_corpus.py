@@ -354,7 +354,7 @@ def test_supporting_evidence_is_sometimes_on_its_own_date(corpus):
     assert apart >= 10
 
 
-# ----------------------------------------------------------------------------- lexical regime (issue 13)
+# ----------------------------------------------------------------------------- lexical regime
 
 def _evidence_tokens(corpus: Corpus, q: dict) -> set[str]:
     """BM25 tokens of a question's evidence lines (primary and supporting)."""

@@ -1,4 +1,4 @@
-"""Issue 15's comparison tables (pmrag.evaluate.beyond): families read off names, the paper's best flat
+"""Notebook 08's comparison tables (pmrag.evaluate.beyond): families read off names, the paper's best flat
 retriever, paired differences within each type against references, fusion selection."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Evidence groups (issue 16 §2): brute-force loops, equality with the chunk-level metrics, overlapping windows."""
+"""Evidence groups: brute-force loops, equality with the chunk-level metrics, overlapping windows."""
 
 import math
 

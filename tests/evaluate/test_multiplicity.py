@@ -1,4 +1,4 @@
-"""Many comparisons (issue 16 §3): Holm against a brute-force loop, BH against scipy, the sign-flip test against
+"""Many comparisons: Holm against a brute-force loop, BH against scipy, the sign-flip test against
 scipy's exact permutation test, and the comparisons table."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""How many questions (issue 16 §4): power by resampling a pilot, checked against scipy's t-test on the same
+"""How many questions: power by resampling a pilot, checked against scipy's t-test on the same
 simulated studies, its level at δ = 0, monotonicity in δ and n, and determinism."""
 
 import numpy as np

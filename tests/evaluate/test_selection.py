@@ -1,4 +1,4 @@
-"""Selection-aware evaluation (issue 16 §1): the vectorised rule against select_best/select_overall, the held-out
+"""Selection-aware evaluation: the vectorised rule against select_best/select_overall, the held-out
 folds and the selection bootstrap against brute-force loops, the winner's curse on noise, determinism.
 
 Metric values are multiples of 1/4 (or 1/8) on few questions, so every macro mean is exact and ties are true

@@ -1,4 +1,4 @@
-"""Ingest with bounded memory and honest counts (issue 11, §4 and §5): a large LINE ``.txt`` export is
+"""Ingest with bounded memory and honest counts: a large LINE ``.txt`` export is
 streamed (a 200 MB file used to peak at 2 GB), the streamed store is the one a whole-file read gives, a
 strict error deep in a stream still names its line and stores nothing, and two ingests into one database
 at the same time both report counts that reconcile (one used to report "already present -156900")."""

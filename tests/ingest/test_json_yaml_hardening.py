@@ -1,4 +1,4 @@
-"""Issue 11 §2 and §5, the JSON and YAML items: hostile or careless JSON inputs and params files end in one
+"""Hostile or careless JSON inputs and params files end in one
 short line naming the file (and the line where known), exit 2, never a traceback, never a whole value.
 
 JSON: nesting deep enough to exhaust the parser's stack, a 5,000-digit integer, NaN/Infinity literals, a

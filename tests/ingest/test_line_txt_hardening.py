@@ -1,4 +1,4 @@
-"""LINE ``.txt`` exports written carelessly or with hostile intent (issue 11, §2): strict decoding, CR-only
+"""LINE ``.txt`` exports written carelessly or with hostile intent: strict decoding, CR-only
 line endings, files with nothing to store, and lines long enough to expose a backtracking pattern."""
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ _OLD_NOTICE_RE = re.compile(
     r"|.+ (?:joined the group|left the group|unsent a message)\.?"
     r"|☎\uFE0F?\s*(?:不在着信|Missed call).*)$"
 )
-"""The notice pattern before issue 11 (quadratic on ``'がを' * n``): the reference for what a notice is."""
+"""The notice pattern before linear-time matching (quadratic on ``'がを' * n``): the reference for what a notice is."""
 
 
 def test_notices_are_recognised_exactly_as_the_old_pattern_did():

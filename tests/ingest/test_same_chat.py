@@ -1,4 +1,4 @@
-"""The same chat twice (issue 11 §3): the same file under another name, and overlapping re-exports (LINE exports
+"""The same chat twice: the same file under another name, and overlapping re-exports (LINE exports
 the whole history each time), are merged; the paper's rule (every record stored) stays available."""
 
 import json

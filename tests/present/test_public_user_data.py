@@ -1,5 +1,5 @@
 """The public export's leak check on user-supplied question types and IDs, and on common words that happen to
-be message texts (issue 11, §6)."""
+be message texts."""
 
 import pandas as pd
 import pytest

@@ -1,4 +1,4 @@
-"""RM3 pseudo-relevance feedback (issue 15 §1): against a loop over dicts, λ = 1 is BM25, ids, tie-breaks."""
+"""RM3 pseudo-relevance feedback: against a loop over dicts, λ = 1 is BM25, ids, tie-breaks."""
 
 import math
 from collections import Counter
