@@ -26,7 +26,7 @@ The offline backend (:class:`OfflineExtractor`) is a stand-in with no model, and
   (サ変可能) → ``activity``; other general common nouns (普通名詞 一般) → ``thing``.  Numerals, pronouns,
   counters and adverb-like nouns (今日, ことし) are no phrase, nor is a one-character term or one of
   :data:`JA_STOP_TERMS`.
-* **English**: word tokens, lower-cased, of three letters or more, not in :data:`EN_STOP_WORDS`
+* **English**: word tokens, lower-cased, of three letters or more, not in :func:`english_stop_words`
   (scikit-learn's English stop words and chat words), without a possessive ``'s``, and not read as a past
   tense (five letters or more ending in "ed" but not "eed": talked); one ending in "ing" is an ``activity``,
   any other a ``thing``.  A run of capitalised words (not stop words) is a ``named`` thing
@@ -52,7 +52,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -218,7 +218,10 @@ JA_STOP_TERMS = frozenset({
 offline Japanese path drops them, in any spelling with the same normalised form (ごめん and 御免)."""
 
 
-def _english_stop_words() -> frozenset[str]:
+@cache
+def english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words and words of chat that name no theme (the offline English path); made
+    on first use, so importing this module does not import scikit-learn."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     chat = {
@@ -238,25 +241,23 @@ def _english_stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS) | frozenset(chat)
 
 
-EN_STOP_WORDS = _english_stop_words()
-"""scikit-learn's English stop words and words of chat that name no theme (the offline English path)."""
-
 _EN_WORD_RE = re.compile(r"[^\W\d_](?:[\w'’\-]*[^\W_])?")
 _SENTENCE_END = ".!?\"“(\n"
 
 
 def english_terms(text: str) -> list[tuple[str, str]]:
     """``(kind, label)`` of each term of an English line, in order (see the module docstring's rules)."""
+    stop_words = english_stop_words()
     words = list(_EN_WORD_RE.finditer(text))
     out: list[tuple[str, str]] = []
     i = 0
     while i < len(words):
         word = _no_possessive(words[i][0])
-        capitalised = word[:1].isupper() and word.lower() not in EN_STOP_WORDS
+        capitalised = word[:1].isupper() and word.lower() not in stop_words
         if capitalised:
             j = i + 1
             while (j < len(words) and text[words[j - 1].end():words[j].start()] == " "
-                   and words[j][0][:1].isupper() and _no_possessive(words[j][0]).lower() not in EN_STOP_WORDS):
+                   and words[j][0][:1].isupper() and _no_possessive(words[j][0]).lower() not in stop_words):
                 j += 1
             before = text[:words[i].start()].rstrip()
             opens_sentence = not before or before[-1] in _SENTENCE_END
@@ -265,7 +266,7 @@ def english_terms(text: str) -> list[tuple[str, str]]:
                 i = j
                 continue
         lower = word.lower()
-        if (len(lower) >= 3 and lower not in EN_STOP_WORDS and "'" not in lower and "’" not in lower
+        if (len(lower) >= 3 and lower not in stop_words and "'" not in lower and "’" not in lower
                 and not _past_tense(lower)):
             out.append(("activity" if lower.endswith("ing") and len(lower) >= 5 else "thing", lower))
         i += 1

@@ -52,20 +52,33 @@ def _spec(name: str):
 
 def _module_or_parent(module: str, attribute: str) -> str:
     """``from module import attribute``: the submodule when ``attribute`` is one, else ``module`` itself."""
+    parent = _spec(module)
+    if parent is None or not parent.submodule_search_locations:   # a module has no submodules (and finding one
+        return module                                               # would import the module itself)
     candidate = f"{module}.{attribute}"
     return candidate if _spec(candidate) is not None else module
+
+
+def _statements(tree: ast.AST):
+    """Every statement of ``tree``, nested ones included (an import is a statement: expressions need no visit)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo += [child for child in getattr(node, field, ()) if isinstance(child, ast.AST)]
 
 
 def imports_of(tree: ast.AST) -> list[tuple[int, str]]:
     """Every ``pmrag`` module ``tree`` imports, with the line: module-level imports and those inside functions
     (``from pmrag.x import y`` names ``pmrag.x.y`` when ``y`` is a module, else ``pmrag.x``)."""
     found = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if is_package_module(alias.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and is_package_module(node.module):
             found += [(node.lineno, _module_or_parent(node.module, alias.name)) for alias in node.names]
-    return found
+    return sorted(found)
 
 
 def module_path(name: str) -> Path:
@@ -100,6 +113,11 @@ def is_orchestration(name: str) -> bool:
 def module_closure(names: Iterable[str]) -> tuple[str, ...]:
     """``names`` and every ``pmrag`` module they import, transitively, with their parent packages (sorted), the
     orchestration layer left out (module docstring)."""
+    return _closure(frozenset(names))
+
+
+@cache
+def _closure(names: frozenset[str]) -> tuple[str, ...]:
     seen: set[str] = set()
     todo = [parent for name in names for parent in _with_parents(name)]
     while todo:
@@ -166,7 +184,8 @@ def _annotation_modules(obj) -> set[str]:
     return found
 
 
-def function_code(function: Callable) -> tuple[list[str], set[str], set[str]]:
+@cache
+def function_code(function: Callable) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
     """What ``function`` runs: the code of it and of the functions and classes of its own module it reaches
     (each as normalised source, comments dropped, in walk order; constants as ``name = repr``), and the other
     ``pmrag`` modules they import or name (:func:`module_closure` completes them), and the modules of the
@@ -205,4 +224,4 @@ def function_code(function: Callable) -> tuple[list[str], set[str], set[str]]:
                     modules.add(module)
     # the function's own module enters through the sources walked, not whole: editing one stage there must not
     # recompute the others
-    return sources, modules - {home}, value_modules - {home}
+    return tuple(sources), frozenset(modules - {home}), frozenset(value_modules - {home})

@@ -278,7 +278,8 @@ def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str
         hint = hints.get(name, parameter.annotation)
         declared.bindings[name] = _bind(key, name, hint, params, item, spec, families, declared)
     needs = [*declared.needs, *follows]
-    sources, modules, value_modules = function_code(function)
+    sources, found, value_modules = function_code(function)
+    modules = set(found)
     for component in (spec.components(params, item) if spec.components else ()):
         modules.add((component if isinstance(component, type) else type(component)).__module__)
     call = lambda f: tuple(f(params, item)) if f else ()   # noqa: E731
