@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pmrag.study.closure import imports_of
+
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "pmrag"
 ORDER = ["core", "ingest", "chunking", "represent", "retrieve", "evaluate", "present", "study", "cli"]
 APART = {"demo": {"demo"}}
@@ -23,17 +25,8 @@ def layer_of(module: str) -> str:
 
 
 def pmrag_imports(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("pmrag.")]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "pmrag":
-                found += [(node.lineno, f"pmrag.{alias.name}") for alias in node.names]
-            elif node.module.startswith("pmrag."):
-                found.append((node.lineno, node.module))
-    return found
+    """Every ``pmrag`` import of a file, nested ones too (the walk the stage engine's keys use)."""
+    return imports_of(ast.parse(path.read_text(encoding="utf-8")))
 
 
 def modules():
