@@ -7,8 +7,6 @@ A stage is a function; its parameters say what it reads (:func:`resolve_stage` r
 parameter                                   receives (and what enters the key)
 ==========================================  =============================================================
 ``chunks: Chunked``                         the result of the stage named ``chunks`` (its key)
-``x: Annotated[T, Upstream("vectors",       the result of stage ``vectors:<item>`` (its key)
-item=...)]``
 ``x: Annotated[dict, Each("runs", ...)]``   ``{item: result}`` of stage ``runs`` over a list of items
 ``x: SomeSection``                          the params section of that type (the whole section)
 ``x: Annotated[SomeSection, Keys(...)]``    the section; only the named keys enter the key
@@ -32,6 +30,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -83,14 +82,6 @@ class Runtime:
 # ------------------------------------------------------------------------------------------- markers
 
 ParamsFunction = Callable[[StudyParams, Any], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The result of stage ``name`` for one item: ``item(params, own_item)`` (default: the stage's own item)."""
-
-    name: str
-    item: Callable[[StudyParams, Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +212,6 @@ class Stage:
         return self.function(**{name: bind(inputs, runtime) for name, bind in self.bindings.items()})
 
 
-SECTION_PATHS: dict[type, str] = {}
-
-
 def _section_paths(model: type[Section] = StudyParams, prefix: str = "") -> dict[type, str]:
     found = {}
     for name, info in model.model_fields.items():
@@ -233,11 +221,10 @@ def _section_paths(model: type[Section] = StudyParams, prefix: str = "") -> dict
     return found
 
 
+@cache
 def section_path(kind: type) -> str | None:
-    """``EmbeddingSection`` → ``embedding``; ``SyntheticSection`` → ``dataset.synthetic``."""
-    if not SECTION_PATHS:
-        SECTION_PATHS.update(_section_paths())
-    return SECTION_PATHS.get(kind)
+    """``EmbeddingSection`` → ``embedding``; ``SyntheticSection`` → ``dataset.synthetic``; None for another type."""
+    return _section_paths().get(kind)
 
 
 def params_at(params: StudyParams, dotted: str):
@@ -279,19 +266,18 @@ def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str
         declared.bindings[name] = _bind(key, name, hint, params, item, spec, families, declared)
     needs = [*declared.needs, *follows]
     sources, found, value_modules = function_code(function)
-    modules = set(found)
-    for component in (spec.components(params, item) if spec.components else ()):
-        modules.add((component if isinstance(component, type) else type(component)).__module__)
     call = lambda f: tuple(f(params, item)) if f else ()   # noqa: E731
+    modules = {*found, *(component.__module__ for component in call(spec.components))}
+    modules = {*module_closure(modules), *(m for m in value_modules if not is_orchestration(m)),
+               *(f"{package}.**" for package in spec.whole_packages)}
     description = spec.description(params, item) if callable(spec.description) else spec.description
     return Stage(
         key=key, function=function, bindings=declared.bindings, needs=tuple(dict.fromkeys(needs)),
         params={p: param_json(p) for p in dict.fromkeys(declared.params)},
-        code_digest=hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest(),
-        modules=tuple(sorted({*module_closure(modules), *(m for m in value_modules if not is_orchestration(m)), *(f"{p}.**" for p in spec.whole_packages)})),
+        code_digest=hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest(), modules=tuple(sorted(modules)),
         files=tuple(Path(f) for f in call(spec.files)), packages=tuple(dict.fromkeys(call(spec.packages))),
-        outputs=lambda value: spec.outputs(value, item), resumable=spec.resumable, finished=spec.finished, identity=spec.identity,
-        description=description)
+        outputs=lambda value: spec.outputs(value, item), resumable=spec.resumable, finished=spec.finished,
+        identity=spec.identity, description=description)
 
 
 def _bind(key: StageKey, name: str, hint, params: StudyParams, item, spec: StageSpec,
@@ -299,9 +285,6 @@ def _bind(key: StageKey, name: str, hint, params: StudyParams, item, spec: Stage
     """How parameter ``name`` of stage ``key`` is filled (recording what it adds to the key)."""
     marker = next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, _MARKERS)), None)
     base, optional = _strip_optional(typing.get_args(hint)[0] if marker is not None else hint)
-    if isinstance(marker, Upstream):
-        target = StageKey(marker.name, str(marker.item(params, item) if marker.item else (item or "")))
-        return _upstream(key, name, target, optional, families, declared)
     if isinstance(marker, Each):
         items = list(marker.items(params))
         targets = [StageKey(marker.name, str(i)) for i in items]
@@ -345,4 +328,4 @@ def _upstream(key: StageKey, name: str, target: StageKey, optional: bool, famili
     return lambda inputs, runtime: inputs[target]
 
 
-_MARKERS = (Upstream, Each, Keys, Derived, Restricted, Upstreams)
+_MARKERS = (Each, Keys, Derived, Restricted, Upstreams)

@@ -4,8 +4,8 @@ A stage is a plain function whose signature says what it reads (Hamilton's idea;
 has the markers):
 
 * a parameter named after a stage (``chunks: Chunked``) receives that stage's result, and
-  ``Annotated[T, Upstream("vectors", ...)]`` / ``Annotated[dict, Each("runs", ...)]`` name stages with an argument;
-* a parameter named after a params section (``chunking: ChunkingSection``) receives the section, keyed whole;
+  ``Annotated[dict, Each("runs", ...)]`` receives a stage made per item for every item of a list;
+* a parameter typed with a params section (``chunking: ChunkingSection``) receives the section, keyed whole;
   ``Annotated[Section, Keys(...)]`` keys only the keys that can change the result (not batch sizes, timeouts,
   pacing); ``Annotated[T, Derived(...)]`` receives a value computed from declared keys;
 * ``runtime: Runtime`` receives what cannot change a result and is never keyed: the store to write to, the run

@@ -7,6 +7,7 @@ from pathlib import Path
 from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import StudyParams
 from pmrag.evaluate.graph_eval import GRAPH_VECTOR_REPRESENTATIONS, graph_retriever
+from pmrag.retrieve.retrievers import SUB_QUERIES
 
 GRAPH_PROMPTS = ("graph_semantic_system", "graph_semantic_user", "graph_interest_system", "graph_interest_user")
 RELEVANCE_PROMPTS = ("graph_relevance_system", "graph_relevance_user")
@@ -73,7 +74,7 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
         "ingest": once, "chunks": once, "qrels": once, "summaries": once, "representations": once, "coverage": once,
         "vectors": tuple(dict.fromkeys([*embedded_representations(params), *graph_representations(params)])),
         "subvectors": tuple(need.item for need in needs if need.name == "subvectors"),
-        "decomposition": once if StageKey("decomposition") in needs else (),
+        "decomposition": once if SUB_QUERIES in needs else (),
         "query_vectors": once, "graph": once, "interest_relevance": once,
         "runs": listed(params),
         "metrics": once, "sweep": once, "hybrids": once, "reliability": once, "failures": once, "statistics": once,
