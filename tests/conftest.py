@@ -1,4 +1,11 @@
+import os
+import tempfile
+
 import pytest
+
+# stage results are sealed with a per-user key (pmrag.study.sealed): the tests, and the processes and notebook
+# kernels they start, use a key of their own instead of the developer's
+os.environ.setdefault("PMRAG_STAGE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="pmrag-test-key-"), "stage.key"))
 
 
 CATEGORIES = ("unit", "agreement", "integration", "notebooks", "browser")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from pmrag.core.errors import PmragError
@@ -45,14 +46,39 @@ def _graph(args) -> int:
 
 
 def _ingest(args) -> int:
+    from pmrag.core import store
+    from pmrag.core.params import DatasetSection
+
+    with _study_store_lock(Path(args.db)):
+        engine = store.open_store(args.db)
+        options = DatasetSection(encoding=args.encoding, merge_exports=not args.keep_duplicates)
+        _ingest_all(args, engine, options)
+    return 0
+
+
+@contextmanager
+def _study_store_lock(db: Path):
+    """A study's store (its run folder has the lock file ``pmrag study`` takes) is written only while no study
+    runs on it: the lock is held for the ingest, and refused in one line when a study holds it."""
+    from pmrag.study.runner import LOCK_FILE, RunInUse, run_folder_lock
+
+    folder = db.resolve().parent
+    with ExitStack() as held:
+        if (folder / LOCK_FILE).is_file():
+            try:
+                held.enter_context(run_folder_lock(folder))
+            except RunInUse as exc:
+                raise RunInUse(f"{db}: the store of run folder {folder}, where a pmrag study is running (pid "
+                               f"{exc.holder}); ingest into it once the study has finished") from None
+        yield
+
+
+def _ingest_all(args, engine, options) -> None:
     from sqlalchemy.exc import DBAPIError
 
     from pmrag.core import store
-    from pmrag.core.params import DatasetSection
     from pmrag.ingest.pipeline import ingest_files
 
-    engine = store.open_store(args.db)
-    options = DatasetSection(encoding=args.encoding, merge_exports=not args.keep_duplicates)
     jobs = [(Path(path), args.format) for path in args.paths]
     try:
         for batch, report in ingest_files(engine, jobs, permissive=args.permissive, options=options):
@@ -67,7 +93,6 @@ def _ingest(args) -> int:
                       file=sys.stderr, flush=True)
     except DBAPIError as exc:
         raise store.store_error(args.db, exc) from None
-    return 0
 
 
 def _demo(args) -> int:

@@ -46,8 +46,9 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 5            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
-                              # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions)
+SCHEMA_VERSION = 6            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+                              # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions;
+                              # 6: revisions)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -243,6 +244,13 @@ stages = Table(                                          # one row per study sta
     Column("info", Text, nullable=False),
 )
 
+revisions = Table(                                       # a counter per kind of data, raised by every write of it
+    "revisions", metadata,                               # (``ingested``: messages, questions, evidence, files,
+    Column("name", String, primary_key=True),            # rejections), so a stage that read it can tell the
+    Column("revision", Integer, nullable=False),         # store changed under it
+)
+INGESTED = "ingested"
+
 file_fingerprints = Table(                               # content hash of an input file, by size + mtime
     "file_fingerprints", metadata,
     Column("path", Text, primary_key=True),
@@ -369,8 +377,8 @@ def _columns(conn, name: str) -> list[str]:
 def _upgrade(conn) -> None:
     """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
     NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``).
-    Versions 4 and 5 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``), which
-    :func:`_claim` creates."""
+    Versions 4, 5 and 6 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``;
+    ``revisions``), which :func:`_claim` creates."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
@@ -465,6 +473,19 @@ def file_sha256(path) -> str:
 def sql_datetime(value: datetime) -> str:
     """``YYYY-MM-DD HH:MM:SS``: text that SQLAlchemy's SQLite ``DateTime`` type reads back as a datetime."""
     return timestamp_text(value)
+
+
+def bump_revision(conn, name: str = INGESTED) -> None:
+    """Raise ``name``'s revision by one, inside the caller's transaction (the one that wrote the data)."""
+    conn.exec_driver_sql("INSERT INTO revisions (name, revision) VALUES (?, 1) "
+                         "ON CONFLICT (name) DO UPDATE SET revision = revision + 1", (name,))
+
+
+def read_revision(engine: Engine, name: str = INGESTED) -> int:
+    """``name``'s revision: 0 before its first write."""
+    with engine.connect() as conn:
+        found = conn.execute(select(revisions.c.revision).where(revisions.c.name == name)).scalar_one_or_none()
+    return int(found or 0)
 
 
 def write_rankings(engine: Engine, retriever: str, ranked: pd.DataFrame) -> None:

@@ -100,6 +100,7 @@ def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, 
     with engine.begin() as conn:
         for table in (store.messages, store.questions, store.question_evidence, store.files, store.rejections):
             conn.execute(table.delete())
+        store.bump_revision(conn)
     jobs = [(Path(path), dataset.format) for path in files] + ([(Path(questions), "questions-json")] if questions else [])
     reports = []
     for batch, report in ingest_files(engine, jobs, permissive=dataset.permissive, options=dataset):

@@ -24,7 +24,7 @@ from sqlalchemy import Engine, delete, func, insert, select
 
 from pmrag.core.errors import InputError
 from pmrag.core.records import MessageRecord, QuestionRecord, SourceBatch
-from pmrag.core.store import files, messages, question_evidence, questions, rejections
+from pmrag.core.store import bump_revision, files, messages, question_evidence, questions, rejections
 
 INSERT_ROWS = 10_000
 """Message rows per ``executemany``."""
@@ -144,6 +144,7 @@ def record_same_file(engine: Engine, path: str, sha256: str, earlier: dict) -> S
     holds is already present (the reconciliation of the earlier ingest, rejections included, carries over)."""
     with engine.begin() as conn:
         conn.execute(insert(files).prefix_with("OR REPLACE"), [{**earlier, "path": path}])
+        bump_revision(conn)
         rejected = conn.execute(select(func.count()).select_from(rejections).where(
             rejections.c.sha256 == sha256, rejections.c.kind == "message")).scalar_one()
     return StoreReport(path=path, format=earlier["format"], encoding=earlier["encoding"] or "",
@@ -189,6 +190,7 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str,
     chunks = _batched(rows, INSERT_ROWS) if isinstance(rows, list) else rows
     del rows
     with engine.begin() as conn, _page_cache(conn, INSERT_CACHE_KIB):
+        bump_revision(conn)
         offered, stored = _insert_messages(conn, chunks)
         if offered != batch.kept_messages:
             raise AssertionError(f"{batch.path}: {offered} message rows for {batch.kept_messages} messages kept")

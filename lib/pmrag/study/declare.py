@@ -157,8 +157,9 @@ class StageSpec:
     """What ``@stage`` attaches to a stage function besides its signature (each callable takes
     ``(params, item)``): its description, the name of the parameter that receives the item, the components it
     uses (their classes' modules enter the key), the files (by content) and packages (by version) they read,
-    whole packages it may run, the run-folder files its result names (``outputs(value, item)``: a result whose
-    files are gone is recomputed), resumption, and what dependents key on."""
+    whole packages it may run, the store data its result reflects (``reads_store``: a write there since makes it
+    stale), the run-folder files its result names (``outputs(value, item)``: a result whose files are gone is
+    recomputed), resumption, and what dependents key on."""
 
     description: str | Callable
     item: str | None = None
@@ -166,6 +167,7 @@ class StageSpec:
     files: Callable | None = None
     packages: Callable | None = None
     whole_packages: tuple[str, ...] = ()
+    reads_store: tuple[str, ...] = ()   # store revisions (core.store.revisions) its result reflects
     outputs: Callable[[Any, Any], Iterable[str]] = lambda value, item: ()
     resumable: bool = False
     finished: Callable[[Any], bool] | None = None      # False: a result worth keeping, with parts to retry
@@ -207,6 +209,7 @@ class Stage:
     finished: Callable[[Any], bool] | None = None
     identity: Callable[[Any], str] | None = None
     description: str = ""
+    reads_store: tuple[str, ...] = ()
 
     def run(self, inputs: Mapping[StageKey, Any], runtime: Runtime):
         return self.function(**{name: bind(inputs, runtime) for name, bind in self.bindings.items()})
@@ -277,7 +280,7 @@ def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str
         code_digest=hashlib.sha256("\0".join(sources).encode("utf-8")).hexdigest(), modules=tuple(sorted(modules)),
         files=tuple(Path(f) for f in call(spec.files)), packages=tuple(dict.fromkeys(call(spec.packages))),
         outputs=lambda value: spec.outputs(value, item), resumable=spec.resumable, finished=spec.finished,
-        identity=spec.identity, description=description)
+        identity=spec.identity, description=description, reads_store=spec.reads_store)
 
 
 def _bind(key: StageKey, name: str, hint, params: StudyParams, item, spec: StageSpec,

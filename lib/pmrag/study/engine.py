@@ -19,7 +19,8 @@ on it.  Nothing in a key names a location: files are named relative to the param
 package) and keyed by content, params paths likewise, the run folder and caches not at all, so a study copied
 or moved elsewhere finds every stage current.
 
-Results are pickled under ``<run>/stages/`` with their key; the ``stages`` table of the store records each
+Results are pickled under ``<run>/stages/`` with their key, sealed by this user's key (:mod:`pmrag.study.sealed`:
+a result from anyone else is never unpickled); the ``stages`` table of the store records each
 stage's key and its manifest (the parts of the key), which is how :meth:`Engine.status` explains, without
 computing anything, why a stage is stale.  Input files are fingerprinted by content with a size + mtime fast
 path (``file_fingerprints`` table): an unchanged file is hashed once.
@@ -32,6 +33,7 @@ import importlib.metadata
 import json
 import os
 import pickle
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ from pmrag.core.text import clip
 from pmrag.study.closure import module_path
 from pmrag.core.names import StageKey
 from pmrag.study.declare import Runtime, Stage
+from pmrag.study.sealed import seal, sign, signed, unseal
 
 ENGINE_VERSION = 2   # bump when the manifest's form changes: every key changes with it
 _NONE = object()     # "no usable result" (None is a result a stage may return)
@@ -63,6 +66,7 @@ class StageError(PmragError):
 _MODULE_DIGESTS: dict[str, str] = {}
 _PACKAGE_VERSIONS: dict[str, str] = {}
 _FILE_DIGESTS: dict[str, tuple[int, int, str]] = {}
+_WARNED: set[Path] = set()   # stage results from elsewhere already reported in this process
 
 
 def module_digest(name: str) -> str:
@@ -194,14 +198,29 @@ class Engine:
 
     def _upstream(self, key: StageKey, keys: dict[StageKey, str]) -> str:
         """What a dependent keys on: the upstream's key, or for a stage with an ``identity`` (a resumable stage
-        whose retries can change its result under the same key) the identity of the result it recorded."""
+        whose retries can change its result under the same key) the identity of the result it recorded; for a
+        stage whose result reflects the store's data, with the store's revisions today (a write there since makes
+        the dependents stale too)."""
         own = self.key(key, keys)
-        if self.stage(key).identity is None:
-            return own
-        record = self.record(key)
-        if record is not None and record["key"] == own and record.get("complete") and record.get("identity"):
-            return record["identity"]
-        return own
+        stage = self.stage(key)
+        if stage.identity is not None:
+            record = self.record(key)
+            if (record is not None and record["key"] == own and record.get("complete") and record.get("identity")
+                    and not foreign(key, record)):
+                own = record["identity"]
+        return digest([own, self._revisions(stage)]) if stage.reads_store else own
+
+    def _revisions(self, stage: Stage) -> dict[str, int]:
+        """The store revisions a stage's result reflects, as they are now."""
+        return {name: store.read_revision(self.store, name) for name in stage.reads_store}
+
+    def _store_changed(self, stage: Stage, record: dict) -> str:
+        """Why a recorded result no longer reflects the store ("" when it does)."""
+        now = self._revisions(stage)
+        then = record.get("store", {})
+        changed = [f"{name} revision {then.get(name, 0)} → {now[name]}" for name in now if then.get(name) != now[name]]
+        return ("the store's data changed since this stage ran (" + ", ".join(changed) + "; another pmrag ingest "
+                "into it?)") if changed else ""
 
     def keys(self) -> dict[str, str]:
         keys: dict[StageKey, str] = {}
@@ -223,19 +242,34 @@ class Engine:
         return self.run_dir / STAGE_DIR / (key.file_stem() + ".pkl")
 
     def _load(self, key: StageKey, own: str):
+        """The cached result and whether it was stored under ``own``; never unpickled unless this user sealed it
+        (:mod:`pmrag.study.sealed`): a result from elsewhere is reported once and recomputed."""
+        path = self._pickle_path(key)
         try:
-            with open(self._pickle_path(key), "rb") as fh:
-                stored_key, value = pickle.load(fh)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError):
+            payload = unseal(path.read_bytes())
+        except OSError:
+            return None, False
+        if payload is None:
+            self._warn_foreign(path)
+            return None, False
+        try:
+            stored_key, value = pickle.loads(payload)
+        except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError, TypeError):
             return None, False
         return value, stored_key == own
+
+    def _warn_foreign(self, path: Path) -> None:
+        if path not in _WARNED:
+            _WARNED.add(path)
+            print(f"warning: {path.relative_to(self.run_dir.parent)} was not sealed by this user's pmrag (copied from "
+                  "someone else, or altered): it is not loaded, the stage is recomputed", file=sys.stderr)
 
     def _save(self, key: StageKey, own: str, value) -> None:
         path = self._pickle_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         with open(tmp, "wb") as fh:
-            pickle.dump((own, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(seal(pickle.dumps((own, value), protocol=pickle.HIGHEST_PROTOCOL)))
         os.replace(tmp, path)
 
     def _outputs_present(self, stage: Stage, value) -> bool:
@@ -275,7 +309,10 @@ class Engine:
             return _NONE
         if stage.key in self.memo and self.memo[stage.key][0] == own:
             return self.memo[stage.key][1]
-        if record is not None and record["key"] == own and record.get("complete"):
+        if record is not None and record["key"] == own and foreign(stage.key, record):
+            self._warn_foreign(self._pickle_path(stage.key))
+        elif record is not None and record["key"] == own and record.get("complete") and \
+                not self._store_changed(stage, record):
             started = time.perf_counter()
             value, valid = self._load(stage.key, own)
             if valid and self._outputs_present(stage, value):
@@ -297,14 +334,16 @@ class Engine:
     def _info(self, stage: Stage, manifest: dict, value, seconds: float) -> dict:
         return {"manifest": manifest, "complete": True, "seconds": round(seconds, 3),
                 "retry": bool(stage.finished is not None and not stage.finished(value)),
-                "identity": stage.identity(value) if stage.identity is not None else None}
+                "identity": stage.identity(value) if stage.identity is not None else None,
+                "store": self._revisions(stage)}
 
     def is_current(self, key: StageKey | str) -> bool:
         """Whether a stage's cached result matches its key today (without loading it into the memo)."""
         stage = self.stage(key)
         own = self.key(stage.key)
         record = self.record(stage.key)
-        if record is None or record["key"] != own or not record.get("complete"):
+        if (record is None or record["key"] != own or not record.get("complete") or foreign(stage.key, record)
+                or self._store_changed(stage, record)):
             return False
         value, valid = self._load(stage.key, own)
         return valid and self._outputs_present(stage, value)
@@ -316,7 +355,8 @@ class Engine:
         manifest = self.manifest(stage.key, {})
         own = digest(manifest)
         self._save(stage.key, own, value)
-        self._write_record(stage.key, own, self._info(stage, manifest, value, seconds))
+        info = self._info(stage, manifest, value, seconds)
+        self._write_record(stage.key, own, {**info, "signature": sign(_signed_text(stage.key, own, info))})
         self._log(stage.key, "computed", own, seconds)
         self.memo[stage.key] = (own, value)
 
@@ -344,6 +384,10 @@ class Engine:
                 rows.append(StageStatus(name, "stale", reason))
             elif not record.get("complete"):
                 rows.append(StageStatus(name, "incomplete", "interrupted; the next run resumes it"))
+            elif foreign(key, record):
+                rows.append(StageStatus(name, "stale", FOREIGN))
+            elif changed := self._store_changed(self.stages[key], record):
+                rows.append(StageStatus(name, "stale", changed))
             elif record.get("retry"):
                 rows.append(StageStatus(name, "partial", "finished with parts to retry; `pmrag study` retries them"))
             elif not self._pickle_path(key).is_file():
@@ -351,6 +395,21 @@ class Engine:
             else:
                 rows.append(StageStatus(name, "cached", ""))
         return rows
+
+
+def _signed_text(key: StageKey, own: str, info: dict) -> str:
+    """What a record's signature covers: the stage, its key and what dependents and checks read of it."""
+    return json.dumps([str(key), own, info.get("identity"), info.get("store"), info.get("retry")], sort_keys=True)
+
+
+FOREIGN = ("computed by another user's pmrag, or altered: it is not loaded, the next run recomputes it (results are "
+           "sealed per user: pmrag.study.sealed)")
+
+
+def foreign(key: StageKey, record: dict) -> bool:
+    """Whether a complete record was not signed by this user (a copied run folder of someone else's)."""
+    return bool(record.get("complete")) and not signed(_signed_text(key, record["key"], record),
+                                                       record.get("signature"))
 
 
 def explain(old: dict, new: dict) -> str:

@@ -275,8 +275,10 @@ def run_folder_lock(run_dir: Path) -> Iterator[None]:
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / LOCK_FILE, "a+", encoding="utf-8") as handle:
         if not _try_lock(handle):
-            raise RunInUse(f"{run_dir}: another pmrag study is running on this run folder (pid {_holder(handle)}); "
-                           "wait for it to finish, or give this run another name")
+            error = RunInUse(f"{run_dir}: another pmrag study is running on this run folder (pid {_holder(handle)}); "
+                             "wait for it to finish, or give this run another name")
+            error.holder = _holder(handle)
+            raise error
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pmrag.chunking.store import Chunked
 from pmrag.core.names import HybridId, RetrieverId
+from pmrag.core.store import INGESTED
 from pmrag.core.params import (AnalysisSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
                                MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
@@ -44,7 +45,7 @@ def synthetic(section: SyntheticSection, runtime: Runtime) -> dict:
     return {**manifest, "folder": SYNTHETIC_DIR}
 
 
-@stage("read every input file into the store, reconciled",
+@stage("read every input file into the store, reconciled", reads_store=(INGESTED,),
        files=lambda p, item: [*p.dataset.inputs, *([p.dataset.questions] if p.dataset.questions else [])])
 def ingest(synthetic: dict | None, dataset: Annotated[DatasetSection, Keys(
         "format", "permissive", "unknown_time_offset", "encoding", "merge_exports", "inputs", "questions",
@@ -59,7 +60,7 @@ def ingest(synthetic: dict | None, dataset: Annotated[DatasetSection, Keys(
     return ingest_study(runtime.store, files, questions, dataset, relative_to(bases))
 
 
-@stage("session-bounded windows (§3.2) and chunk-level gold")
+@stage("session-bounded windows (§3.2) and chunk-level gold", reads_store=(INGESTED,))
 def chunks(ingest: Ingested, chunking: ChunkingSection, runtime: Runtime) -> Chunked:
     from pmrag.chunking.store import chunk_study
 
