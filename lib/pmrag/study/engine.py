@@ -384,8 +384,8 @@ class Engine:
                 rows.append(StageStatus(name, "stale", reason))
             elif not record.get("complete"):
                 rows.append(StageStatus(name, "incomplete", "interrupted; the next run resumes it"))
-            elif foreign(key, record):
-                rows.append(StageStatus(name, "stale", FOREIGN))
+            elif why := foreign(key, record):
+                rows.append(StageStatus(name, "stale", why))
             elif changed := self._store_changed(self.stages[key], record):
                 rows.append(StageStatus(name, "stale", changed))
             elif record.get("retry"):
@@ -402,14 +402,14 @@ def _signed_text(key: StageKey, own: str, info: dict) -> str:
     return json.dumps([str(key), own, info.get("identity"), info.get("store"), info.get("retry")], sort_keys=True)
 
 
-FOREIGN = ("computed by another user's pmrag, or altered: it is not loaded, the next run recomputes it (results are "
-           "sealed per user: pmrag.study.sealed)")
-
-
-def foreign(key: StageKey, record: dict) -> bool:
-    """Whether a complete record was not signed by this user (a copied run folder of someone else's)."""
-    return bool(record.get("complete")) and not signed(_signed_text(key, record["key"], record),
-                                                       record.get("signature"))
+def foreign(key: StageKey, record: dict) -> str:
+    """Why a complete record was not signed by this user ("" when it was): a run folder of someone else's, an
+    altered one, or one recorded before results were sealed."""
+    if not record.get("complete") or signed(_signed_text(key, record["key"], record), record.get("signature")):
+        return ""
+    why = ("recorded by a pmrag that did not seal results yet" if "signature" not in record
+           else "computed by another user's pmrag, or altered")
+    return f"{why}: it is not loaded, the next run recomputes it (results are sealed per user: pmrag.study.sealed)"
 
 
 def explain(old: dict, new: dict) -> str:
