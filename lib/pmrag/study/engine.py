@@ -66,7 +66,7 @@ class StageError(PmragError):
 _MODULE_DIGESTS: dict[str, str] = {}
 _PACKAGE_VERSIONS: dict[str, str] = {}
 _FILE_DIGESTS: dict[str, tuple[int, int, str]] = {}
-_WARNED: set[Path] = set()   # stage results from elsewhere already reported in this process
+_WARNED: set[Path] = set()   # run folders whose results from elsewhere were reported in this process
 
 
 def module_digest(name: str) -> str:
@@ -259,10 +259,12 @@ class Engine:
         return value, stored_key == own
 
     def _warn_foreign(self, path: Path) -> None:
-        if path not in _WARNED:
-            _WARNED.add(path)
+        """One warning per run folder and process, naming the first result that was not this user's."""
+        if self.run_dir not in _WARNED:
+            _WARNED.add(self.run_dir)
             print(f"warning: {path.relative_to(self.run_dir.parent)} was not sealed by this user's pmrag (copied from "
-                  "someone else, or altered): it is not loaded, the stage is recomputed", file=sys.stderr)
+                  "someone else, altered, or written before results were sealed): it is not loaded; it and any other "
+                  "such result of this run are recomputed", file=sys.stderr)
 
     def _save(self, key: StageKey, own: str, value) -> None:
         path = self._pickle_path(key)
