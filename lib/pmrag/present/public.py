@@ -13,9 +13,11 @@ name; the mapping back stays private in ``tables/public_question_ids.csv``.
 
 The export is checked, not trusted: every string cell must come from the export's own vocabulary
 (retriever names, question types, failure labels, the tables' fixed wording, public IDs) or be a
-formatted number, none may look like a date or time, and none may contain a source name, a sender, a
-question text or a message text of the study; otherwise it raises :class:`PublicExportError` naming the
-table and column, and writes nothing.
+formatted number, none may look like a date or time (any plausible calendar date, in any of the forms
+:mod:`pmrag.present.dates` lists), and none may contain a source name, a sender, a question text or a message
+text of the study, whatever its case, width or kana script (:mod:`pmrag.present.private_text`); otherwise it
+raises :class:`PublicExportError` naming the file, the column, the row and the check that refused, never the
+value, and writes nothing.
 """
 
 from __future__ import annotations
@@ -28,18 +30,14 @@ from pathlib import Path
 import pandas as pd
 
 from pmrag.core.errors import PmragError
+from pmrag.core.text import clip
 from pmrag.present.artifacts import PUBLIC_TABLES, T
+from pmrag.present.dates import looks_like_date
+from pmrag.present.private_text import NAME_KINDS, PrivateIndex
 
 PUBLIC_DIR = "public"
-_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
-_TIMESTAMP = re.compile(
-    r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}"        # 2024-04-10, 2024/4/10, 2024.04.10, 2024年4月10日
-    r"|\d{1,2}\s*月\s*\d{1,2}\s*日|\d{4}\s*年|\d{1,2}\s*時"   # 4月10日, 2024年, 20時
-    r"|(?<![\d.])\d{1,2}/\d{1,2}(?![\d.])|\b\d{1,2}:\d{2}\b"  # 4/10, 20:15
-    rf"|(?i:\b{_MONTHS}\s+\d{{1,2}}\b|\b{_MONTHS}\s+\d{{4}}\b|\b\d{{1,2}}\s+{_MONTHS}(?![a-z]))"  # April 10, May 2024, 10 Apr
-)
-"""Dates and times in the forms a user's question type or ID might carry them (none of our own wording does)."""
 MIN_CHECKED_TEXT = 4  # shorter message texts ("笑", "ok") are too common to test for meaningfully
+_WORDS = re.compile(r"[0-9A-Za-z]+")
 
 
 class PublicExportError(PmragError):
@@ -78,98 +76,87 @@ def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.
     }
 
 
-_WORD_CHAR = re.compile(r"[0-9A-Za-z]")
-_WORDS = re.compile(r"[0-9A-Za-z]+")
+class PublicCheck:
+    """The checks every string bound for ``public/`` passes, in order; :meth:`refusal` names the one that fails.
 
-
-class PrivateIndex:
-    """Finds any private string inside a (short) public cell without scanning every private string.
-
-    Everything is matched as whole words where words exist: a private string that starts (ends) with a Latin
-    letter or digit must not be preceded (followed) by one, so a sender called ``A`` is not found inside
-    ``BM25 only`` and a message reading ``text`` is not found inside ``contextual``; ``_`` separates words, so
-    ``Taro_birthday`` holds the sender ``Taro``.  Japanese has no word boundaries: there any occurrence counts.
-    Names (sources, senders) match through one regex per kind; texts (messages, questions) by looking up every
-    substring of the cell in a set (a cell of length L costs at most L²/2 lookups, whatever the corpus size).
-
-    ``common_words``: one-word message texts that are also words of the export's own wording (``only``,
-    ``Both``) identify nobody and would make every export refuse; they are left out.  Any longer text, any
-    name and any question text is always checked.
-    """
-
-    NAME_KINDS = ("source name", "sender")
-
-    def __init__(self, private: Mapping[str, set[str]], common_words: Iterable[str] = ()):
-        common = set(common_words)
-        self.names = []
-        self.texts: dict[str, str] = {}
-        for kind, strings in private.items():
-            strings = sorted((s for s in strings if s), key=len, reverse=True)
-            if kind == "message text":
-                strings = [s for s in strings if s.strip() not in common]
-            if not strings:
-                continue
-            if kind in self.NAME_KINDS:
-                words = "|".join(re.escape(s) for s in strings)
-                self.names.append((kind, re.compile(rf"(?<![0-9A-Za-z])(?:{words})(?![0-9A-Za-z])")))
-            else:
-                self.texts.update((s, kind) for s in strings if s not in self.texts)
-        self.shortest = min(map(len, self.texts), default=0)
-        self.longest = max(map(len, self.texts), default=0)
-
-    def find(self, value: str) -> str | None:
-        """The kind of the first private string found in ``value``, else ``None``."""
-        for kind, pattern in self.names:
-            if pattern.search(value):
-                return kind
-        if self.texts:
-            n = len(value)
-            for start in range(n):
-                for end in range(start + self.shortest, min(n, start + self.longest) + 1):
-                    text = value[start:end]
-                    kind = self.texts.get(text)
-                    if kind and _whole_word(value, start, end):
-                        return kind
-        return None
-
-
-def _whole_word(value: str, start: int, end: int) -> bool:
-    """``value[start:end]`` is not cut out of a longer Latin word (see :class:`PrivateIndex`)."""
-    before = start > 0 and _WORD_CHAR.match(value[start]) and _WORD_CHAR.match(value[start - 1])
-    after = end < len(value) and _WORD_CHAR.match(value[end - 1]) and _WORD_CHAR.match(value[end])
-    return not (before or after)
-
-
-def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]],
-                 user_values: Iterable[str] = ()) -> None:
-    """Raise :class:`PublicExportError` for a string cell (or column name) that is outside the export's
-    wording and not a formatted number, that holds a date or time, or that contains a private string.
+    * vocabulary (table cells only): the export's own wording, a user value or a formatted number;
+    * date: no date or time in any form (:func:`~pmrag.present.dates.looks_like_date`);
+    * name: no source name or sender in any form (:mod:`pmrag.present.private_text`);
+    * text: no question text or message text of the study.
 
     ``vocabulary`` is the export's own wording (labels, comparisons, retriever names); ``user_values``
     (question types, public IDs) may appear too but come from the user's data.  Every string is checked, the
     wording included, so nothing is laundered by being listed; words of the wording are the only "common
-    words" a one-word message may match harmlessly (:class:`PrivateIndex`).  Each distinct string is checked
-    once; the error names the first table, column and row holding it, never the value.
+    words" a one-word message may match harmlessly (:class:`~pmrag.present.private_text.PrivateIndex`).
+    ``pseudonyms`` are the public IDs this export computed: SHA-1 digits carry nothing of the ID, and
+    checking them would refuse at random (a sender called ``e`` is a word of ``q_1e2...``, a digest may hold
+    ``20240410``), so they skip the date, name and text checks.
     """
-    common_words = {word for value in vocabulary for word in _WORDS.findall(value)}
-    index = PrivateIndex(private, common_words)
-    allowed = set(vocabulary) | set(user_values)
-    checked: set[tuple[str, bool]] = set()
-    for name, frame in tables.items():
-        for column in frame.columns:
-            cells = [(None, str(column))] + [(row, v) for row, v in enumerate(frame[column].tolist()) if isinstance(v, str)]
-            for row, value in cells:
-                if (value, row is None) in checked:
-                    continue
-                checked.add((value, row is None))
-                where = f"public table {name!r}, column {column!r}" + ("" if row is None else f", row {row}")
-                if row is not None and value not in allowed and not _is_number_text(value):
-                    raise PublicExportError(f"{where}: a value outside the export's vocabulary; nothing written")
-                if _TIMESTAMP.search(value):
-                    raise PublicExportError(f"{where}: a value that looks like a date or time; nothing written")
-                kind = index.find(value)
-                if kind:
-                    raise PublicExportError(f"{where}: a value containing a {kind} of the study; nothing written")
+
+    def __init__(self, vocabulary: Iterable[str], private: Mapping[str, set[str]], user_values: Iterable[str] = (),
+                 pseudonyms: Iterable[str] = ()):
+        vocabulary = set(vocabulary)
+        self.index = PrivateIndex(private, {word for value in vocabulary for word in _WORDS.findall(value)})
+        self.allowed = vocabulary | set(user_values)
+        self.pseudonyms = frozenset(pseudonyms)
+
+    def refusal(self, value: str, in_cell: bool = True) -> str | None:
+        """Which check refuses ``value`` and why, without quoting it; ``None`` when it may be public."""
+        if value in self.pseudonyms:
+            return None
+        if in_cell and value not in self.allowed and not _is_number_text(value):
+            return "the vocabulary check refused a value outside the export's vocabulary"
+        if looks_like_date(value):
+            return "the date check refused a value that looks like a date or time"
+        kind = self.index.find(value)
+        if kind:
+            check = "name" if kind in NAME_KINDS else "text"
+            return f"the {check} check refused a value containing a {kind} of the study"
+        return None
+
+    def tables(self, tables: Mapping[str, pd.DataFrame]) -> None:
+        """Raise :class:`PublicExportError` for the first refused column name or cell (string cells, and every
+        cell of a question ID or type column); each distinct string is checked once.  The error names the file,
+        the column and the row, never the value."""
+        checked: set[tuple[str, bool]] = set()
+        for name, frame in tables.items():
+            for column in frame.columns:
+                user_column = _is_user_column(column)
+                cells = [(None, str(column))] + [(row, str(v)) for row, v in enumerate(frame[column].tolist())
+                                                 if isinstance(v, str) or (user_column and not _is_missing(v))]
+                for row, value in cells:
+                    if (value, row is None) in checked:
+                        continue
+                    checked.add((value, row is None))
+                    refused = self.refusal(value, in_cell=row is not None)
+                    if refused:
+                        where = "a column name" if row is None else f"column {clip(column, 40)!r}, row {row}"
+                        raise PublicExportError(f"{PUBLIC_DIR}/{name}.csv, {where}: {refused}; nothing written")
+
+
+def check_tables(tables: Mapping[str, pd.DataFrame], vocabulary: set[str], private: Mapping[str, set[str]],
+                 user_values: Iterable[str] = (), pseudonyms: Iterable[str] = ()) -> None:
+    """Raise :class:`PublicExportError` for a string cell (or column name) that is outside the export's
+    wording and not a formatted number, that holds a date or time, or that contains a private string in any
+    form (:class:`PublicCheck`)."""
+    PublicCheck(vocabulary, private, user_values, pseudonyms).tables(tables)
+
+
+def _is_user_column(column) -> bool:
+    """A column of question IDs or types, however spelled (``question_id``, ``Question type``, ``questionId``)."""
+    return _column_key(column) in ("questionid", "questiontype")
+
+
+def _is_question_id_column(column) -> bool:
+    return _column_key(column) == "questionid"
+
+
+def _column_key(column) -> str:
+    return re.sub(r"[\W_]", "", str(column)).casefold()
+
+
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _is_number_text(value: str) -> bool:
@@ -212,28 +199,36 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
                   mode: str = "pseudonym", summarizer: str | None = None) -> tuple[list[str], pd.DataFrame]:
     """Check, then write ``public/per_question_metrics.csv``, each of ``tables`` and ``public/README.md``.
 
-    A ``question_id`` column of any table is replaced by the public IDs (``mode``: pseudonym or original).
-    ``vocabulary`` lists the strings the tables may hold besides numbers (fixed wording, labels); retriever
-    names, question types and the public IDs are allowed here; ``private`` (:func:`private_strings`) is what no
-    cell may contain.  ``summarizer`` (the study's ``Study.summarizer_note()``: set when the summaries come from
-    the offline stand-in) becomes a ``summarizer`` column of every file and a line of the README.  Returns the
-    written paths relative to ``run_dir`` and the private ID map (for ``tables/public_question_ids.csv``).
+    Every question ID column of any table (``question_id``, however spelled) is replaced by the public IDs
+    (``mode``: pseudonym or original; with ``original`` the IDs are checked like any user value, so one
+    carrying a name or a date is refused).  ``vocabulary`` lists the strings the tables may hold besides
+    numbers (fixed wording, labels); retriever names, question types and the public IDs are allowed here;
+    ``private`` (:func:`private_strings`) is what no cell may contain, in any form (:class:`PublicCheck`); the
+    run name, quoted by the README, is checked too.  ``summarizer`` (the study's ``Study.summarizer_note()``:
+    set when the summaries come from the offline stand-in) becomes a ``summarizer`` column of every file and a
+    line of the README.  Returns the written paths relative to ``run_dir`` and the private ID map (for
+    ``tables/public_question_ids.csv``).
     """
     run_dir = Path(run_dir)
     public_rows, mapping = public_per_question(per_question, mode)
     to_public = dict(zip(mapping["question_id"], mapping["public_id"]))
     everything = {"per_question_metrics": public_rows}
     for name, frame in tables.items():
-        if "question_id" in frame.columns:
-            frame = frame.assign(question_id=[to_public.get(q) or (pseudonym(q) if mode == "pseudonym" else q)
-                                              for q in frame["question_id"]])
-        everything[name] = frame
+        ids = [c for c in frame.columns if _is_question_id_column(c)]
+        everything[name] = frame.assign(**{str(c): [to_public.get(q) or (pseudonym(q) if mode == "pseudonym" else q)
+                                                    for q in frame[c]] for c in ids})
     wording = set(vocabulary) | set(public_rows["retriever"])   # our wording and the study's validated retriever names
-    user_values = set(mapping["public_id"]) | set(public_rows["question_type"].astype(str))
+    public_ids = {q for frame in everything.values()
+                  for column in frame.columns if _is_question_id_column(column) for q in frame[column]}
+    user_values = public_ids | set(public_rows["question_type"].astype(str))
     if summarizer is not None:
         everything = {name: frame.assign(summarizer=summarizer) for name, frame in everything.items()}
         wording.add(summarizer)
-    check_tables(everything, wording, private, user_values)
+    check = PublicCheck(wording, private, user_values, public_ids if mode == "pseudonym" else ())
+    check.tables(everything)
+    refused = check.refusal(str(run_name), in_cell=False)
+    if refused:
+        raise PublicExportError(f"{PUBLIC_DIR}/README.md, the run name: {refused}; nothing written")
     folder = run_dir / PUBLIC_DIR
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,0 +1,30 @@
+"""The forms names and texts are compared in: folding, word boundaries, kinds."""
+
+from pmrag.present.private_text import PrivateIndex, Words, fold, is_word_char
+
+
+def test_fold_joins_case_width_accents_and_kana_and_keeps_voicing():
+    assert fold("ＴＡＲＯ") == fold("Taro") == "taro"
+    assert fold("ﾕｲ") == fold("ユイ") == "ゆい"
+    assert fold("José") == "jose" and fold("ガ") == "が" != fold("カ")
+    assert fold("Straße") == "strasse"
+
+
+def test_only_spaced_scripts_form_words():
+    assert all(is_word_char(c) for c in "aZ9éЖλ") and not any(is_word_char(c) for c in "ゆ漢한ก_-")
+
+
+def test_words_drop_separators_and_keep_every_boundary():
+    words = Words("TaroTrip_2024 x")
+    assert words.text == "tarotrip2024x"
+    assert words.breaks == {4, 8, 12} and words.digit_breaks == set()     # 8: the separator, not letters/digits
+    assert Words("taro2").digit_breaks == {4} and Words("HTMLParser").breaks == {4, 5}
+    assert Words("ＡB").upper == (True, True) and Words("ß").text == "ss"
+    cuts = Words("dm_saki2").cuts(digits_break=False)
+    assert [p for p, cut in enumerate(cuts) if cut] == [0, 2, 7]
+
+
+def test_senders_break_at_digits_and_source_names_do_not():
+    index = PrivateIndex({"source name": {"saki"}, "sender": {"Ken"}})
+    assert index.find("saki2") is None and index.find("saki_2") == "source name"
+    assert index.find("ken2") == "sender" and index.find("kent") is None
