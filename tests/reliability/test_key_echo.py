@@ -25,7 +25,7 @@ from pmrag.core.store import read_table
 from pmrag.represent.embed import EmbeddingCache, OpenAIEmbedder, embed_with_cache
 from pmrag.represent.extract import Memory, char_ngram_vectors, make_extractor
 from pmrag.represent.graph import build_graph
-from pmrag.represent.llm import ResponsesClient, load_step_prompts
+from pmrag.represent.llm import ResponsesClient
 from pmrag.represent.representations import PROMPTS_DIR
 from pmrag.represent.summarize import load_prompts, summarize_chunks
 from pmrag.retrieve.graph_relevance_llm import llm_interest_relevance
@@ -266,7 +266,7 @@ class EchoingEmbeddings:
 
 
 @pytest.fixture
-def embeddings_server(request):
+def embeddings_server():
     server = EchoingEmbeddings("fields")
     yield server
     server.stop()
