@@ -1,9 +1,12 @@
 """A scripted, local stand-in for the OpenAI Responses API, spoken over real HTTP on 127.0.0.1.
 
 Enough of ``POST /v1/responses`` for the official ``openai`` client to parse a reply into a
-``openai.types.responses.Response``.  Each request takes the next scripted :class:`Reply` (the default
-reply once the script is exhausted) and is recorded, headers and JSON body, so tests can check exactly
-what the client sent.
+``openai.types.responses.Response``.  Each request takes the next scripted :class:`Reply` (once the script is
+exhausted: the route's reply for the request, else the default reply) and is recorded, headers and JSON body, so
+tests can check exactly what the client sent.
+
+A hostile server echoes the credentials it was sent: in an ok reply's text and model, and in an error's message,
+the placeholders of :func:`echo` are replaced by the request's ``Authorization`` header in several forms.
 
     with ResponsesServer() as server:
         server.script(Reply.status(429), Reply.ok("要約"))
@@ -26,11 +29,11 @@ class Reply:
     """One scripted answer: ``kind`` is ok | status | hang | malformed."""
 
     kind: str = "ok"
-    text: str | None = None           # ok: the output text (default: derived from the input)
+    text: str | None = None           # ok: the output text (default: derived from the input); echo placeholders
     status: int = 200                 # status: the HTTP status code
-    message: str = "scripted error"   # status: the error message; "{auth}" is replaced by the Authorization header
+    message: str = "scripted error"   # status: the error message; echo placeholders ("{auth}": the header)
     seconds: float = 0.0              # hang: how long to wait before answering (ok) — past the client's timeout
-    model: str = RESPONSE_MODEL       # ok: the model the response reports
+    model: str = RESPONSE_MODEL       # ok: the model the response reports; echo placeholders
 
     @classmethod
     def ok(cls, text: str | None = None, model: str = RESPONSE_MODEL) -> "Reply":
@@ -55,6 +58,24 @@ class Recorded:
     headers: dict[str, str]
     body: dict | None
     raw: bytes = field(repr=False)
+
+
+def echo(template: str, authorization: str) -> str:
+    """``template`` with the request's credentials echoed: ``{auth}`` the whole ``Authorization`` header,
+    ``{key}`` its token (after ``Bearer``), ``{key_url}`` the token percent-encoded character by character,
+    ``{key_json}`` as JSON ``\\uXXXX`` escapes, ``{key_split}`` cut in two by a newline and a space,
+    ``{key_split_json}`` cut by a JSON-escaped newline, ``{key_cut}`` without its last five characters (a reply
+    cut short)."""
+    key = authorization.removeprefix("Bearer ").strip()
+    half = len(key) // 2
+    forms = {
+        "{auth}": authorization, "{key_url}": "".join(f"%{b:02X}" for b in key.encode("utf-8")),
+        "{key_json}": "".join(f"\\u{ord(c):04x}" for c in key), "{key_split_json}": f"{key[:half]}\\n{key[half:]}",
+        "{key_split}": f"{key[:half]}\n {key[half:]}", "{key_cut}": key[:-5], "{key}": key,
+    }
+    for placeholder, value in forms.items():
+        template = template.replace(placeholder, value)
+    return template
 
 
 def default_text(input_text: str) -> str:
@@ -83,9 +104,10 @@ def response_json(text: str, model: str, input_text: str) -> dict:
 class ResponsesServer:
     """Threaded HTTP server on an ephemeral loopback port; use as a context manager (always shut down)."""
 
-    def __init__(self, delay_s: float = 0.0, default: Reply = Reply.ok()):
+    def __init__(self, delay_s: float = 0.0, default: Reply = Reply.ok(), route=None):
         self.delay_s = delay_s            # added before every answer (slows a run down for the kill test)
         self.default = default
+        self.route = route                # request JSON body -> Reply or None, asked once the script is exhausted
         self.requests: list[Recorded] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -122,9 +144,12 @@ class ResponsesServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _next(self) -> Reply:
+    def _next(self, body: dict | None) -> Reply:
         with self._lock:
-            return self._script.popleft() if self._script else self.default
+            if self._script:
+                return self._script.popleft()
+        routed = self.route(body or {}) if self.route else None
+        return self.default if routed is None else routed
 
     def _handler_class(self):
         server = self
@@ -156,7 +181,8 @@ class ResponsesServer:
                 if not self.path.endswith("/responses"):
                     self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                     return
-                reply = server._next()
+                reply = server._next(body)
+                authorization = self.headers.get("Authorization", "")
                 if server.delay_s and server._stopping.wait(server.delay_s):
                     return
                 input_text = (body or {}).get("input") or ""
@@ -165,10 +191,11 @@ class ResponsesServer:
                         return
                     reply = Reply.ok()
                 if reply.kind == "ok":
-                    text = reply.text if reply.text is not None else default_text(input_text)
-                    self._send(200, json.dumps(response_json(text, reply.model, input_text)).encode())
+                    text = echo(reply.text, authorization) if reply.text is not None else default_text(input_text)
+                    model = echo(reply.model, authorization)
+                    self._send(200, json.dumps(response_json(text, model, input_text)).encode())
                 elif reply.kind == "status":
-                    message = reply.message.replace("{auth}", self.headers.get("Authorization", ""))
+                    message = echo(reply.message, authorization)
                     error = {"message": message, "type": "server_error", "param": None, "code": None}
                     self._send(reply.status, json.dumps({"error": error}).encode())
                 elif reply.kind == "malformed":

@@ -537,3 +537,27 @@ def test_average_windows_checks_its_counts():
         embed.average_windows(np.ones((3, 2), np.float32), np.array([1, 1]))
     with pytest.raises(ValueError, match="counts"):
         embed.average_windows(np.ones((3, 2), np.float32), np.array([3, 0]))
+
+
+def test_batch_vectors_reads_indexed_vectors_and_quotes_nothing_but_integer_indexes():
+    from types import SimpleNamespace as Item
+
+    from pmrag.represent.embed import batch_vectors
+
+    good = Item(data=[Item(index=1, embedding=[3.0, 4.0]), Item(index=0, embedding=[1.0, 2.0])])
+    matrix = batch_vectors(good, 2, "h:1")
+    assert matrix.dtype == np.float32 and matrix.tolist() == [[1.0, 2.0], [3.0, 4.0]]      # input order
+    secret = "sk-secret-in-a-field-0123"
+    for response, message in [
+        (Item(data=None), "embedding response from h:1 is malformed: 'data' is not a list of indexed embeddings"),
+        (Item(data=[Item(index=secret, embedding=[1.0]), Item(index=0, embedding=[1.0])]), "'data' is not a list"),
+        (Item(data=[Item(index=0, embedding=[1.0]), Item(index=2.0, embedding=[1.0])]),
+         "embedding response from h:1 has indexes [0, '?']..., expected 0..1"),
+        (Item(data=[Item(index=0, embedding=[secret]), Item(index=1, embedding=[1.0])]),
+         "embedding response from h:1 is malformed: an embedding is not a list of numbers of the same length"),
+        (Item(data=[Item(index=0, embedding=[1.0, 2.0]), Item(index=1, embedding=[1.0])]), "not a list of numbers"),
+        (Item(data=[Item(index=0, embedding=1.0), Item(index=1, embedding=2.0)]), "not a list of numbers"),
+    ]:
+        with pytest.raises(PmragError) as raised:
+            batch_vectors(response, 2, "h:1")
+        assert message in str(raised.value) and secret not in str(raised.value)

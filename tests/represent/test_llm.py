@@ -15,7 +15,8 @@ import pytest
 from pmrag.core.errors import PmragError
 from pmrag.core.params import SummarizerSection
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Reply, ResponsesClient, StepItem,
-                                 StepReport, StepStopped, load_step_prompts, public_url, reply_object, run_step)
+                                 StepReport, StepStopped, client_secrets, load_step_prompts, public_url, redacted,
+                                 reply_object, run_step)
 from pmrag.represent.privacy import RemoteNotAllowed
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -221,6 +222,55 @@ def test_an_offline_backend_is_neither_paced_nor_counted(engine):
     assert sleeps == [] and (result.report.calls, result.report.ok) == (0, 3)
     assert result.outputs["c"] == {"words": []} and result.report.dropped_ids == 5
     assert result.report.line().startswith(f"toy step run {result.report.run_id} (offline/echo-v1): done")
+
+
+CLIENT_SECRET = "sk-client-named-0123456789"
+
+
+class Echoing(Offline):
+    """An offline backend that names a secret of its own and echoes it in its reply's text and model."""
+
+    secrets = (CLIENT_SECRET,)
+
+    def call(self, text):
+        return Reply(json.dumps({"words": [CLIENT_SECRET, text.split()[0]]}), f"echo {CLIENT_SECRET}")
+
+
+def test_a_reply_is_redacted_before_the_check_reads_it(engine):
+    items = [StepItem("a", "alpha text", ("alpha", "[REDACTED]"))]   # the check keeps the words offered
+    result = run_step(TOY, items, client=Echoing(), store=ExtractionStore(engine),
+                      policy=CallPolicy(SummarizerSection()))
+    assert result.outputs == {"a": {"words": ["[REDACTED]", "alpha"]}} and result.report.dropped_ids == 0
+    row = extraction_rows(engine)["a"]
+    assert row["response_model"] == "echo [REDACTED]" and CLIENT_SECRET not in json.dumps(row, default=str)
+
+
+def test_a_stored_output_holding_the_key_is_redacted_when_a_rerun_resumes_it(engine, monkeypatch):
+    from sqlalchemy import update
+
+    from pmrag.core.store import graph_extractions
+
+    policy = CallPolicy(SummarizerSection())
+    run_step(TOY, ITEMS[:1], client=Offline(), store=ExtractionStore(engine), policy=policy)
+    with engine.begin() as conn:   # a row written before replies were redacted
+        conn.execute(update(graph_extractions).values(output=json.dumps({"words": [FAKE_KEY, "x"]})))
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    again = run_step(TOY, ITEMS[:1], client=Offline(), store=ExtractionStore(engine), policy=policy)
+    assert again.report.skipped == 1 and again.outputs == {"a": {"words": ["[REDACTED]", "x"]}}
+
+
+def test_redacted_replaces_secrets_in_the_text_and_the_model_and_keeps_the_counts(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    assert redacted(Reply(f"a {FAKE_KEY}", f"m {FAKE_KEY}", 3, 4)) == Reply("a [REDACTED]", "m [REDACTED]", 3, 4)
+    assert redacted(Reply(f"b {CLIENT_SECRET}", None), [CLIENT_SECRET]) == Reply("b [REDACTED]", None)
+    assert client_secrets(Offline()) == () and client_secrets(Echoing()) == (CLIENT_SECRET,)
+
+
+def test_the_report_line_is_redacted(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    report = StepReport(step="s", title="summaries", run_id="r1", backend="openai", requested_model=f"m-{FAKE_KEY}",
+                        status="done", seen=0, skipped=0, ok=0, error=0, calls=0, started_at="t0", finished_at="t1")
+    assert "(openai/m-[REDACTED])" in report.line() and FAKE_KEY not in report.line()
 
 
 # ------------------------------------------------------------------------------------------ the pieces

@@ -1,5 +1,6 @@
-"""Privacy: no chat text leaves through a proxy, executed notebooks keep no widget state, and the
-kernel's "without encryption" warning (and a KeyboardInterrupt at shutdown) does not reach the terminal.
+"""Privacy: no chat text leaves through a proxy, executed notebooks keep no widget state, the
+kernel's "without encryption" warning (and a KeyboardInterrupt at shutdown) does not reach the terminal, and
+redaction finds a key in every spelling and a credential in every header form while ordinary text stays.
 
 The model clients talk real HTTP to fake servers on 127.0.0.1 (tests/responses_server.py for the Responses
 API, a tiny embeddings endpoint here) while every proxy variable of the environment points at a fake proxy,
@@ -23,6 +24,7 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import EmbeddingSection, SummarizerSection
 from pmrag.represent.embed import OpenAIEmbedder, make_embedder
 from pmrag.represent.llm import CallError
+from pmrag.represent import privacy
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.summarize import make_summarizer
 
@@ -376,3 +378,76 @@ def test_kernel_stderr_filter_drops_only_the_known_noise():
         '  File "/x/kernel.py", line 2, in start\n'
         "MemoryError: out of memory\n"
     )
+
+
+# --------------------------------------------------------------------------------------- redaction
+
+ECHO_KEY = "sk-echo-Zq8Xv2Lm9Pw4/Rt6Ny1Kb3Hd5Jf7Gc0Ua"        # a "/" to escape, as base64-ish keys hold
+
+
+@pytest.mark.parametrize("spelled", [
+    ECHO_KEY,                                                              # as it is
+    "".join(f"%{b:02X}" for b in ECHO_KEY.encode()),                      # percent-encoded, every character
+    "".join(f"%{b:02x}" for b in ECHO_KEY.encode()),                      # ... lower-case hex
+    ECHO_KEY.replace("/", "%2F"),                                          # urllib.parse.quote's
+    "".join(f"\\u{ord(c):04x}" for c in ECHO_KEY),                         # JSON \u escapes
+    ECHO_KEY.replace("/", "\\/"),                                          # JSON's escaped solidus
+    ECHO_KEY[:10] + "\n  " + ECHO_KEY[10:30] + "\t" + ECHO_KEY[30:],      # cut by whitespace
+    ECHO_KEY[:10] + "\\n" + ECHO_KEY[10:],                                 # cut by an escaped line break
+    ECHO_KEY[:10] + "%0A" + ECHO_KEY[10:],                                 # ... escaped for a URL
+    "\u200b".join(ECHO_KEY),                                               # zero-width spaces between all
+    ECHO_KEY[:-5],                                                         # a reply cut short in the key
+    ECHO_KEY[7:25],                                                        # any 16 or more of its characters
+])
+def test_a_secret_is_redacted_in_every_spelling(spelled, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", ECHO_KEY)
+    redacted = privacy.redact(f"before {spelled} after")
+    assert redacted == "before [REDACTED] after"
+    assert privacy.redact(redacted) == redacted                            # idempotent
+
+
+def test_a_secret_the_caller_names_is_redacted_without_the_environment(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert privacy.redact(f"x{ECHO_KEY}y") == f"x{ECHO_KEY}y"
+    assert privacy.redact(f"x{ECHO_KEY}y", [ECHO_KEY]) == "x[REDACTED]y"
+    assert privacy.secrets([ECHO_KEY, ECHO_KEY, "short"]) == (ECHO_KEY,)   # once; a placeholder is no secret
+
+
+def test_a_key_shorter_than_a_secret_is_a_placeholder_and_stays(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "x")                              # what local servers are given
+    assert privacy.secrets() == ()
+    assert privacy.redact("the next example") == "the next example"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Authorization: Bearer abc", "Authorization: [REDACTED]"),
+    ("authorization=Basic dXNlcjpwYXNz; next", "authorization=[REDACTED]; next"),
+    ("Proxy-Authorization: Token t0k3n", "Proxy-Authorization: [REDACTED]"),
+    ('{"Authorization": "Bearer sk-1", "a": 1}', '{"Authorization": "[REDACTED]", "a": 1}'),
+    ("{'x-api-key': 'k1', 'n': 2}", "{'x-api-key': '[REDACTED]', 'n': 2}"),
+    ("api-key: abc | rest", "api-key: [REDACTED] | rest"),
+    ("https://h/v1?api_key=abc&x=1", "https://h/v1?api_key=[REDACTED]&x=1"),
+    ('headers {\\"authorization\\": \\"Bearer zz\\"}', 'headers {\\"authorization\\": \\"[REDACTED]\\"}'),
+    ("sent Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig to it", "sent Bearer [REDACTED] to it"),
+])
+def test_a_credential_header_value_is_redacted_whatever_the_key(text, expected, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert privacy.redact(text) == expected
+    assert privacy.redact(expected) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "the bearer of good news", "Bearer responsibilities", "a basic idea", "the authorization was granted",
+    "山田: 明日の API の話、鍵は後で送るね", "api keys are long", "",
+])
+def test_ordinary_text_is_left_as_it_is(text, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", ECHO_KEY)
+    assert privacy.redact(text) == text
+    assert privacy.redact(None) is None
+
+
+def test_redact_value_reaches_every_string_of_a_nested_value(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", ECHO_KEY)
+    value = {"url": f"http://h/{ECHO_KEY}", ECHO_KEY: [1, (f"a {ECHO_KEY}", None)], "n": 2.5}
+    assert privacy.redact_value(value) == {"url": "http://h/[REDACTED]",
+                                           "[REDACTED]": [1, ("a [REDACTED]", None)], "n": 2.5}

@@ -157,6 +157,32 @@ def _server_label(base_url: str) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+def batch_vectors(response, n: int, server: str) -> np.ndarray:
+    """The ``n`` vectors of an Embeddings API response in input order (float32, n × dimension).
+
+    A response that is not ``n`` embeddings indexed 0..n−1, each a list of numbers of one length, is a one-line
+    :class:`PmragError` naming ``server`` and quoting nothing the server sent but integer indexes: a hostile server
+    may put the API key in any field.
+    """
+    try:
+        data = sorted(response.data, key=lambda item: item.index)
+        indexes = [item.index for item in data]
+    except (AttributeError, TypeError):
+        raise PmragError(f"embedding response from {server} is malformed: 'data' is not a list of indexed "
+                         f"embeddings") from None
+    if indexes != list(range(n)):
+        shown = [index if _is_int(index) else "?" for index in indexes[:10]]
+        raise PmragError(f"embedding response from {server} has indexes {shown}..., expected 0..{n - 1}")
+    try:
+        matrix = np.asarray([item.embedding for item in data], dtype=np.float32)
+    except (AttributeError, TypeError, ValueError):
+        matrix = None
+    if matrix is None or matrix.ndim != 2:
+        raise PmragError(f"embedding response from {server} is malformed: an embedding is not a list of numbers "
+                         f"of the same length as the others")
+    return matrix
+
+
 class OpenAIEmbedder:
     """The official ``openai`` client: ``embeddings.create(model, input=batch, encoding_format="float")``.
 
@@ -165,6 +191,10 @@ class OpenAIEmbedder:
     from ``OPENAI_API_KEY`` only (a placeholder for loopback servers).  No proxy is taken from the
     environment; ``proxy`` is used only for a remote server that ``allow_remote`` permits
     (:func:`pmrag.represent.privacy.http_client`).
+
+    Only the vectors of a response are read (:func:`batch_vectors`); the model it reports is not, and the model id
+    of the cache and the tables comes from the params.  An error's text is redacted
+    (:func:`pmrag.represent.privacy.redact`), so a server that echoes the key cannot bring it into either.
     """
 
     def __init__(self, model: str = DEFAULT_MODELS["openai"], query_model: str | None = None,
@@ -173,6 +203,7 @@ class OpenAIEmbedder:
         url = privacy.resolve_base_url(base_url)
         privacy.require_remote_allowed("the openai embedder", url, allow_remote, setting="allow_remote")
         api_key = privacy.api_key_for(url)
+        self.secrets = privacy.secrets()     # the key it sends, unless that is a loopback server's placeholder
         import openai
 
         self.model = model
@@ -199,13 +230,9 @@ class OpenAIEmbedder:
             except self._openai.OpenAIError as exc:
                 raise PmragError(
                     f"embedding request to {_server_label(self.base_url)} (model {model!r}, {len(batch)} texts) "
-                    f"failed: {privacy.redact(str(exc))}"
+                    f"failed: {privacy.redact(str(exc), self.secrets)}"
                 ) from None
-            data = sorted(response.data, key=lambda item: item.index)
-            if [item.index for item in data] != list(range(len(batch))):
-                raise PmragError(f"embedding response from {_server_label(self.base_url)} has indexes "
-                                 f"{[item.index for item in data][:10]}..., expected 0..{len(batch) - 1}")
-            rows.append(np.asarray([item.embedding for item in data], dtype=np.float32))
+            rows.append(batch_vectors(response, len(batch), _server_label(self.base_url)))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
         return np.ascontiguousarray(np.concatenate(rows, axis=0))

@@ -53,6 +53,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from pmrag.core.params import GraphSection, SummarizerSection
+from pmrag.represent import privacy
 from pmrag.represent.extract import (EXTRACTORS, NAMED_KINDS, PHRASE_KINDS, Embedder, GraphError, Interest,
                                      Memory, MemorySemantics, Term, _check_unique, cluster_phrases)
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
@@ -304,14 +305,17 @@ class OpenAIExtractor:
 
     def provenance(self) -> dict:
         """Backend, label, model, base URL (without any user:password), the graph params, the connection params
-        (never the API key), the four prompt files' SHA-256 and the SDK version: what a stage's key needs."""
+        (never the API key), the four prompt files' SHA-256 and the SDK version: what a stage's key needs;
+        redacted (:func:`pmrag.represent.privacy.redact_value`)."""
         llm = self.llm.model_dump(mode="json", include={
             "model", "timeout_s", "interval_s", "max_input_chars", "max_output_tokens", "failure_policy",
             "max_retries", "backoff_initial_s", "backoff_max_s"})
-        return {"backend": self.backend, "label": self.label(), "model": self.llm.model,
-                "base_url": self.clients[SEMANTIC.name].provenance()["base_url"], **self.params.model_dump(mode="json"),
-                "llm": {**llm, "interest_max_output_tokens": self.clients[INTEREST.name].settings.max_output_tokens},
-                "prompt_sha256": self.prompt_sha256(), "sdk_version": self.sdk_version}
+        return privacy.redact_value({
+            "backend": self.backend, "label": self.label(), "model": self.llm.model,
+            "base_url": self.clients[SEMANTIC.name].provenance()["base_url"], **self.params.model_dump(mode="json"),
+            "llm": {**llm, "interest_max_output_tokens": self.clients[INTEREST.name].settings.max_output_tokens},
+            "prompt_sha256": self.prompt_sha256(), "sdk_version": self.sdk_version},
+            self.clients[SEMANTIC.name].secrets)
 
     def extract(self, memories: Sequence[Memory]) -> list[MemorySemantics]:
         """One semantic call per memory (its raw text, the first ``summarizer.max_input_chars`` characters)."""

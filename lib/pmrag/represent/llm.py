@@ -15,8 +15,14 @@ check of a reply, what one item is called, what its report counts as dropped and
   the SDK's own retries are off (``max_retries=0``) so that every attempt is ours and recorded.  Private by
   default (:mod:`pmrag.represent.privacy`): a server that is not on this machine needs ``allow_remote: true``
   (refused before a client exists); no proxy, ``SSL_CERT_FILE`` or ``.netrc`` is read from the environment, only
-  the params' ``proxy``, and only for a remote server; the key comes from ``OPENAI_API_KEY`` alone and is
-  redacted from every error text.
+  the params' ``proxy``, and only for a remote server; the key comes from ``OPENAI_API_KEY`` alone.
+* **Redaction** (:func:`pmrag.represent.privacy.redact`, the one redaction of pmrag): a server may echo the key or
+  the ``Authorization`` header it was sent, so every reply is redacted as it arrives, before anything is checked,
+  stored, returned or shown: its text and the model it reports (:func:`redacted`, in :func:`call_item`, for
+  whatever client a step runs; :class:`ResponsesClient` redacts its own replies too), every error text, a stored
+  output a rerun resumes from (a row written before redaction existed), the provenance and the report line.  The
+  step's check reads the redacted text, so a key can never become part of a summary, an interest label or a
+  sub-query.  A new step run by :func:`run_step` gets all of it without a line of its own.
 * **Pacing and retries** (:class:`CallPolicy`, the params' ``summarizer`` section): ``interval_s`` before every
   call but the first; a retryable error (429, 5xx, timeout, connection error) retried up to ``max_retries``
   times after a capped exponential backoff (``backoff_initial_s`` doubling up to ``backoff_max_s``: 0.5 s to
@@ -39,6 +45,7 @@ module makes a call.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -132,6 +139,18 @@ class Reply:
     output_tokens: int | None = None
 
 
+def redacted(reply: Reply, secrets: Iterable[str] = ()) -> Reply:
+    """``reply`` with its text and reported model redacted (:func:`pmrag.represent.privacy.redact`: the key of the
+    environment, ``secrets`` and any credential header value)."""
+    return dataclasses.replace(reply, text=privacy.redact(reply.text, secrets),
+                               response_model=privacy.redact(reply.response_model, secrets))
+
+
+def client_secrets(client) -> tuple[str, ...]:
+    """The secrets a client names besides the environment's key (its ``secrets``; none for an offline one)."""
+    return tuple(getattr(client, "secrets", ()))
+
+
 def public_url(url: str) -> str:
     """``url`` without any user:password part, query or fragment (it is stored in provenance)."""
     parts = urlsplit(url)
@@ -142,12 +161,14 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def error_text(exc: BaseException) -> str:
-    """``<type>: <message>`` of a client error, cut to :data:`MAX_ERROR_CHARS`, the API key redacted."""
-    text = f"{type(exc).__name__}: {exc}"
+def error_text(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """``<type>: <message>`` of a client error, redacted (:func:`pmrag.represent.privacy.redact`), then cut to
+    :data:`MAX_ERROR_CHARS`: redacted before the cut, which could leave a piece of a key too short to match (its
+    first ``2 * MAX_ERROR_CHARS`` characters, so that a huge error body costs no time)."""
+    text = privacy.redact(f"{type(exc).__name__}: {exc}"[: 2 * MAX_ERROR_CHARS], secrets)
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + "…"
-    return privacy.redact(text)
+    return text
 
 
 class Client(Protocol):
@@ -157,6 +178,7 @@ class Client(Protocol):
     requested_model: str
     sdk_version: str | None
     calls_api: bool           # False: an offline stand-in, neither paced nor counted as a call
+    # optional: ``secrets``, what the client sends besides the environment's key (redacted from every reply)
 
     def call(self, text: str) -> Reply: ...
 
@@ -173,6 +195,9 @@ class ResponsesClient:
     prompts : the step's system prompt and user template.
     sender : what the remote guard names (``"the openai graph extractor would send chat text to …"``).
     allow_remote, proxy : the study's permission and named proxy (:mod:`pmrag.represent.privacy`).
+
+    ``secrets``: the key it sends (``OPENAI_API_KEY``; none for a loopback server's placeholder), redacted from
+    its replies, errors and provenance.
     """
 
     backend = "openai"
@@ -191,14 +216,16 @@ class ResponsesClient:
         self.requested_model = settings.model
         http_client = privacy.http_client(self.base_url, allow_remote=allow_remote, proxy=proxy,
                                           timeout_s=settings.timeout_s)
+        self.secrets = privacy.secrets()     # the key it sends, unless that is a loopback server's placeholder
         self.client = openai.OpenAI(
             base_url=self.base_url, api_key=privacy.api_key_for(self.base_url), timeout=settings.timeout_s,
             max_retries=0, http_client=http_client,
         )
 
     def provenance(self) -> dict:
-        """The base URL (without any user:password) and both prompts' SHA-256."""
-        return {"base_url": public_url(self.base_url), "prompt_sha256": self.prompts.sha256()}
+        """The base URL (without any user:password) and both prompts' SHA-256, redacted."""
+        return privacy.redact_value({"base_url": public_url(self.base_url), "prompt_sha256": self.prompts.sha256()},
+                                    self.secrets)
 
     def call(self, text: str) -> Reply:
         """One request for ``text`` (the input after the user template); a failure is a :class:`CallError`."""
@@ -211,14 +238,14 @@ class ResponsesClient:
                 max_output_tokens=self.settings.max_output_tokens,
             )
         except openai.RateLimitError as exc:
-            raise CallError(error_text(exc), retryable=True) from exc
+            raise CallError(error_text(exc, self.secrets), retryable=True) from exc
         except openai.APIStatusError as exc:
-            raise CallError(error_text(exc), retryable=exc.status_code >= 500) from exc
+            raise CallError(error_text(exc, self.secrets), retryable=exc.status_code >= 500) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise CallError(error_text(exc), retryable=True) from exc
+            raise CallError(error_text(exc, self.secrets), retryable=True) from exc
         except (openai.APIResponseValidationError, ValueError) as exc:  # includes json.JSONDecodeError
-            raise CallError("malformed response: " + error_text(exc), retryable=False) from exc
-        return self._reply(response)
+            raise CallError("malformed response: " + error_text(exc, self.secrets), retryable=False) from exc
+        return redacted(self._reply(response), self.secrets)
 
     def _reply(self, response) -> Reply:
         from openai.types.responses import Response
@@ -229,11 +256,11 @@ class ResponsesClient:
         try:
             text = response.output_text
         except (AttributeError, TypeError) as exc:
-            raise CallError("malformed response: " + error_text(exc), retryable=False) from exc
+            raise CallError("malformed response: " + error_text(exc, self.secrets), retryable=False) from exc
         if not isinstance(text, str) or not text.strip():
             detail = (f"status={getattr(response, 'status', None)!r}, "
                       f"incomplete_details={getattr(response, 'incomplete_details', None)!r}")
-            raise CallError(privacy.redact(f"empty output_text ({detail})"), retryable=False)
+            raise CallError(privacy.redact(f"empty output_text ({detail})", self.secrets), retryable=False)
         usage = getattr(response, "usage", None)
 
         def tokens(name):
@@ -336,7 +363,7 @@ class StepReport:
     dropped_words: str | None = None
 
     def line(self) -> str:
-        """One line: run, backend/model, status and counts; never a text or a key."""
+        """One line: run, backend/model, status and counts; never a text or a key (redacted)."""
         text = (f"{self.title} run {self.run_id} ({self.backend}/{self.requested_model}): {self.status}; "
                 f"seen {self.seen}, skipped {self.skipped} already ok, ok {self.ok}, error {self.error}, "
                 f"calls {self.calls}")
@@ -344,7 +371,7 @@ class StepReport:
             text += f"; {self.dropped_ids} {self.dropped_words}"
         if self.skipped_mismatched:
             text += f"; {self.skipped_mismatched} skipped rows came from another model or input"
-        return text
+        return privacy.redact(text)
 
 
 @dataclass(frozen=True)
@@ -398,7 +425,9 @@ class Outcome:
 
 
 def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy) -> Outcome:
-    """Call ``client`` for one item and check the reply, retrying as ``policy`` says."""
+    """Call ``client`` for one item and check the reply, retrying as ``policy`` says.  The reply is redacted
+    (:func:`redacted`) before the check reads it, so the output is made from the redacted text."""
+    secrets = client_secrets(client)
     attempts = 0
     while True:
         if client.calls_api:
@@ -407,7 +436,7 @@ def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy)
         reply = output = dropped = error = None
         start = time.perf_counter()
         try:
-            reply = client.call(item.text)
+            reply = redacted(client.call(item.text), secrets)
             checked = step.validate(reply.text, item)
             output, dropped = checked if isinstance(checked, tuple) else (checked, None)
         except CallError as exc:
@@ -435,10 +464,15 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     -------
     StepResult: the outputs by item id and the :class:`StepReport`.  Raises ``step.stopped`` (its ``report``
     set) under ``stop_on_first_error`` when an item fails.
+
+    Nothing it stores, returns or raises holds the API key or a credential header value: replies are redacted
+    before they are checked (:func:`call_item`), errors before they are recorded, stored outputs before they are
+    resumed, the report line as it is written (module docstring, **Redaction**).
     """
     from tqdm.auto import tqdm
 
     run = StepRun(step, run_id or uuid.uuid4().hex, client, policy.settings, _now())
+    secrets = client_secrets(client)
     done = store.begin(run)
     outputs: dict[str, Any] = {}
     counts: Counter[str] = Counter()
@@ -457,14 +491,14 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
                 counts["skipped"] += 1
                 counts["skipped_mismatched"] += found.other_maker or found.input_sha256 != digest
                 counts["dropped"] += found.dropped or 0
-                outputs[item.item_id] = store.output(found.stored)
+                outputs[item.item_id] = store.output(privacy.redact(found.stored, secrets))
                 continue
             outcome = call_item(step, item, client, policy)
             counts["calls"] += outcome.attempts if client.calls_api else 0
             counts["ok" if outcome.error is None else "error"] += 1
             counts["dropped"] += outcome.dropped or 0
             call = Call(item.item_id, len(item.text), digest, outcome,
-                        None if outcome.error is None else privacy.redact(str(outcome.error)))
+                        None if outcome.error is None else privacy.redact(str(outcome.error), secrets))
             store.record(run, call, counts)   # committed before the next call
             bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
             if outcome.error is None:
@@ -620,7 +654,8 @@ class SummaryStore:
         with self.engine.begin() as conn:
             conn.execute(insert(summary_runs), [{
                 "run_id": run.run_id, "backend": client.backend,
-                "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False)),
+                "params": privacy.redact(json.dumps(run_params, sort_keys=True, ensure_ascii=False),
+                                         client_secrets(client)),
                 "sdk_version": client.sdk_version, "started_at": run.started_at, "finished_at": None,
                 "n_ok": 0, "n_error": 0, "status": "running",
             }])

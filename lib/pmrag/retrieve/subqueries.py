@@ -55,6 +55,7 @@ from sqlalchemy import Engine
 from pmrag.core.errors import PmragError
 from pmrag.core.params import DecompositionSection, EmbeddingSection, SummarizerSection
 from pmrag.core.text import one_line
+from pmrag.represent import privacy
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
                                  StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
 
@@ -237,7 +238,7 @@ def llm_decomposition(question_ids: Sequence[str], texts: Sequence[str], *, max_
     provenance = {"backend": "openai", "model": llm.model, "base_url": client.provenance()["base_url"],
                   "max_subqueries": int(max_subqueries), "llm": settings, "prompt_sha256": prompt.sha256(),
                   "sdk_version": client.sdk_version, "calls": result.report.line()}
-    return LLMDecomposition(subqueries, result.report, provenance)
+    return LLMDecomposition(subqueries, result.report, privacy.redact_value(provenance, client.secrets))
 
 
 # --------------------------------------------------------------------------------------------- the stage
