@@ -22,7 +22,7 @@ from pmrag.core.text import one_line
 def _study(args) -> int:
     from pmrag.study.runner import run_study
 
-    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs)
+    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
     executed = len(run.notebook_seconds)
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
           f"in {run.notebooks[0].parent}")
@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--fresh", action="store_true",
                        help="recompute every stage (the content-addressed embedding cache is kept)")
     study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: cores + 1, at most 4)")
+    study.add_argument("--force", action="store_true",
+                       help="write into a run folder that holds files pmrag did not write (refused otherwise: its "
+                            "README.md, environment.json, qrels.trec... would be replaced)")
     study.set_defaults(func=_study)
 
     status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")

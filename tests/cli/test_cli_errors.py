@@ -180,10 +180,14 @@ def test_store_error_never_quotes_parameters(tmp_path):
 
 @pytest.mark.integration
 def test_a_studys_store_that_is_not_a_database_is_one_line(tmp_path):
+    """A run folder of pmrag's (marked) whose store was overwritten; an unmarked folder holding such a file is
+    not pmrag's at all (tests/reliability/test_run_folder.py)."""
+    from pmrag.study.runfolder import claim_run_folder
+
     params = tmp_path / "p.yaml"
     chat = private_chat(tmp_path)
     params.write_text(f"run: r\noutputs_dir: out\ncache_dir: cache\ndataset: {{inputs: [{chat.name}]}}\n", encoding="utf-8")
-    (tmp_path / "out" / "r").mkdir(parents=True)
+    claim_run_folder(tmp_path / "out" / "r")
     (tmp_path / "out" / "r" / "study.sqlite").write_bytes(os.urandom(4096))
     result = pmrag(tmp_path, "status", "p.yaml")
     assert result.returncode == 2, result.stderr

@@ -5,8 +5,10 @@ as cached / stale (why) / missing, computing nothing.
 A run holds an exclusive lock on ``outputs/<run>/.lock`` from start to end: a second ``pmrag study`` on the same
 run folder is refused at once with one line naming the first one's pid (:class:`RunInUse`) instead of both
 writing the same stage results and notebooks.  The operating system drops the lock when the process ends,
-however it ends, so a leftover lock file never blocks a later run.  Ctrl-C stops the notebooks being executed
-(their kernels are interrupted, then shut down) before the interrupt reaches the command line.
+however it ends, so a leftover lock file never blocks a later run.  Before the lock, the run folder is claimed
+(:func:`~pmrag.study.runfolder.claim_run_folder`): a folder holding files pmrag did not write is refused unless
+forced.  Ctrl-C stops the notebooks being executed (their kernels are interrupted, then shut down) before the
+interrupt reaches the command line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
 from pmrag.core.names import StageKey
 from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_value
+from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
 LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``
@@ -84,20 +87,23 @@ def default_jobs() -> int:
 
 
 def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: int | None = None,
-              kernel_name: str = "python3") -> StudyRun:
+              kernel_name: str = "python3", force: bool = False) -> StudyRun:
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
     A notebook is current while its file, the params, the package's code and every stage are unchanged; it is
     then not executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
     cell that failed; the partly executed notebook is kept under ``outputs/<run>/notebooks/`` for inspection.
-    Raises :class:`RunInUse` when another run holds the run folder.
+    Raises :class:`RunInUse` when another run holds the run folder, and
+    :class:`~pmrag.study.runfolder.ForeignRunFolder`, with nothing written, when the run folder holds files pmrag
+    did not write (unless ``force``: ``pmrag study --force``).
     """
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
     if not notebooks:
         raise PmragError(f"{params.path}: key 'notebooks_dir': no numbered notebooks (NN_name.ipynb) in {params.notebooks_dir}")
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    claim_run_folder(params.run_dir, force=force)
     with run_folder_lock(params.run_dir):
         return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name)
 
@@ -331,11 +337,14 @@ def _say(progress: bool, text: str) -> None:
 
 def draw_graph(params, out: Path | None = None) -> list[Path]:
     """Draw the study's computation stages and what each reads (``pmrag graph``) into ``out`` (default
-    ``<run>/stage_graph``) as SVG and PNG, computing nothing; returns the two paths."""
+    ``<run>/stage_graph``, the run folder claimed as for a study) as SVG and PNG, computing nothing; returns the
+    two paths."""
     from pmrag.present.stage_graph import GRAPH_FILE, draw_stage_graph
     from pmrag.study.pipeline import build_stages
 
     params = load_params(params) if not hasattr(params, "run_dir") else params
+    if out is None:
+        claim_run_folder(params.run_dir, how_to_force="draw the graph elsewhere with --out")
     stages = build_stages(params)
     edges = [(need, stage.key) for stage in stages for need in stage.needs]
     title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; every numbered notebook follows all of "
@@ -344,12 +353,19 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
 
 
 def status_lines(params_path) -> list[str]:
-    """``pmrag status``: one line per stage (name, state, reason), computing nothing."""
+    """``pmrag status``: one line per stage (name, state, reason), computing nothing and creating nothing: a run
+    folder holding files pmrag did not write is refused, one without a store has every stage missing."""
+    from pmrag.study.engine import StageStatus
     from pmrag.study.facade import Study
+    from pmrag.study.pipeline import build_stages
 
     params = load_params(params_path)
-    study = Study(params, numbered_notebooks(params.notebooks_dir))
-    rows = study.status()
+    notebooks = numbered_notebooks(params.notebooks_dir)
+    check_run_folder(params.run_dir)
+    if (params.run_dir / STORE_FILE).exists():
+        rows = Study(params, notebooks, claim=False).status()
+    else:
+        rows = [StageStatus(str(stage.key), "missing", "never computed") for stage in build_stages(params, notebooks)]
     width = max(len(r.name) for r in rows)
     counts = defaultdict(int)
     lines = []
@@ -357,4 +373,4 @@ def status_lines(params_path) -> list[str]:
         counts[row.state] += 1
         lines.append(f"{row.name:<{width}}  {row.state:<10}  {row.reason}".rstrip())
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-    return [f"run {study.params.run} ({study.run_dir}): {summary}", *lines]
+    return [f"run {params.run} ({params.run_dir}): {summary}", *lines]
