@@ -269,6 +269,19 @@ def test_a_missing_notebooks_dir_is_one_line_for_study_and_no_notebook_stage_for
     assert "ingest" in stages and "failures" in stages and not any(s.startswith("notebook:") for s in stages)
 
 
+@pytest.mark.integration
+def test_impossible_demo_sizes_are_one_line_naming_the_key_and_the_minimum(tmp_path):
+    (tmp_path / "p.yaml").write_text("run: r\ndataset: {synthetic: {enabled: true, n_messages: 600, n_questions: 30}}\n",
+                                     encoding="utf-8")
+    for command in ("status", "study"):
+        result = pmrag(tmp_path, command, "p.yaml")
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"pmrag {command}: error: p.yaml: key 'dataset.synthetic.n_messages': too few for 30 questions: the demo "
+            "needs at least 1193 messages (the ones its questions plant, plus 100 per source), got 600"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 
 def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tuple[str, str, float]:
