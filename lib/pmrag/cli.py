@@ -71,8 +71,14 @@ def _ingest(args) -> int:
 
 
 def _demo(args) -> int:
-    from pmrag.demo import generate_corpus
+    from pmrag.demo import generate_corpus, max_questions, min_messages
 
+    if not 1 <= args.n_questions <= max_questions():
+        raise PmragError(f"--n-questions: from 1 to {max_questions()}, the distinct questions the demo defines, "
+                         f"got {args.n_questions}")
+    if args.n_messages < min_messages(args.n_questions, args.seed):
+        raise PmragError(f"--n-messages: too few for {args.n_questions} questions: the demo needs at least "
+                         f"{min_messages(args.n_questions, args.seed)} messages, got {args.n_messages}")
     manifest = generate_corpus(Path(args.out_dir), seed=args.seed, n_messages=args.n_messages, n_questions=args.n_questions)
     print(f"wrote {manifest['n_messages']} messages in {len(manifest['files'])} sources and "
           f"{manifest['n_questions']} questions to {args.out_dir}")

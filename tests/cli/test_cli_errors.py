@@ -282,6 +282,19 @@ def test_impossible_demo_sizes_are_one_line_naming_the_key_and_the_minimum(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(("sizes", "expected"), [
+    (("--n-messages", "600", "--n-questions", "30"), "--n-messages: too few for 30 questions: the demo needs at least "
+                                                     "1193 messages, got 600"),
+    (("--n-questions", "115"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 115"),
+    (("--n-questions", "0"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 0"),
+])
+def test_impossible_demo_sizes_on_the_command_line_are_one_line(tmp_path, sizes, expected):
+    result = pmrag(tmp_path, "demo", "corpus", *sizes)
+    assert result.returncode == 2 and result.stderr.splitlines() == [f"pmrag demo: error: {expected}"]
+    assert not (tmp_path / "corpus").exists()
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 
 def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tuple[str, str, float]:
