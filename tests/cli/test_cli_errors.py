@@ -295,6 +295,22 @@ def test_impossible_demo_sizes_on_the_command_line_are_one_line(tmp_path, sizes,
     assert not (tmp_path / "corpus").exists()
 
 
+@pytest.mark.integration
+def test_a_study_without_questions_says_so_in_one_line(tmp_path):
+    chat = private_chat(tmp_path)
+    (tmp_path / "nbs").mkdir()
+    sleeping_notebook(tmp_path / "nbs" / "01_never.ipynb", tmp_path / "never-started")
+    (tmp_path / "p.yaml").write_text(f"run: r\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: nbs\n"
+                                     f"dataset: {{inputs: [{chat.name}]}}\n", encoding="utf-8")
+    result = pmrag(tmp_path, "study", "--quiet", "p.yaml")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pmrag study: error: {tmp_path / 'p.yaml'}: the study has no questions to evaluate; give them in a questions "
+        "file (key 'dataset.questions'), with a LoCoMo file among 'dataset.inputs', or use the demo's "
+        "('dataset.synthetic.enabled: true')"]
+    assert SECRET_TEXT not in result.stderr + result.stdout and not (tmp_path / "never-started").exists()
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 
 def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tuple[str, str, float]:
