@@ -327,8 +327,8 @@ def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tu
     return out, err, time.monotonic() - signalled
 
 
-def start(cwd: Path, *args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+def start(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ if env is None else env, PYTHONIOENCODING="utf-8")
     env.pop("PMRAG_TRACEBACK", None)
     return subprocess.Popen([sys.executable, "-m", "pmrag", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env, start_new_session=True)
@@ -425,3 +425,37 @@ def test_ctrl_c_during_study_stops_the_notebooks_with_one_line(tiny_built, n_not
     executed = nbformat.read(tiny_built / "out" / "tiny" / "notebooks" / "01_sleep.ipynb", as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert [e.ename for e in errors] == ["KeyboardInterrupt"]   # the cell was interrupted, the copy kept
+
+
+SLOW_KERNEL_START = """\
+import os, pathlib, sys, time
+if "ipykernel_launcher" in " ".join(sys.orig_argv):   # a notebook's kernel, still importing site
+    pathlib.Path(os.environ["PMRAG_TEST_KERNEL_STARTING"] + f".{os.getpid()}").write_text(str(os.getsid(0)))
+    time.sleep(20)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+@pytest.mark.parametrize("n_notebooks, jobs", [(1, 1), (2, 2)])
+def test_ctrl_c_while_kernels_start_is_one_line(tiny_built, tmp_path, n_notebooks, jobs):
+    """Kernels still starting (a ``sitecustomize`` holds them in Python's site import) when Ctrl-C arrives: they
+    are stopped there ("Fatal Python error: init_import_site" on their stderr, "Kernel died before replying to
+    kernel_info" from papermill), and the user sees only the one line.  (``pmrag study`` runs in a session of its
+    own here, as a terminal's foreground job: its session ID is its pid.)"""
+    for old in (tiny_built / "nbs").glob("*"):
+        old.unlink()
+    for i in range(n_notebooks):
+        sleeping_notebook(tiny_built / "nbs" / f"0{i + 1}_sleep.ipynb", tmp_path / f"started-{i}")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_KERNEL_START, encoding="utf-8")
+    starting = tmp_path / "kernel-starting"
+    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_KERNEL_STARTING=str(starting))
+    process = start(tiny_built, "study", "--quiet", "--jobs", str(jobs), "p.yaml", env=env)
+    out, err, seconds = interrupt_when(process, lambda: len(list(tmp_path.glob("kernel-starting.*"))) == n_notebooks)
+    assert process.returncode == 130, err
+    assert err.splitlines() == [f"pmrag study: {INTERRUPTED}"]
+    assert seconds < 15 and not any(tmp_path.glob("started-*"))   # stopped in start-up, no cell ran
+    sessions = {path.read_text() for path in tmp_path.glob("kernel-starting.*")}
+    assert str(process.pid) not in sessions   # each kernel in a session of its own: the terminal's Ctrl-C misses it

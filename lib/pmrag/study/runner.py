@@ -7,8 +7,8 @@ run folder is refused at once with one line naming the first one's pid (:class:`
 writing the same stage results and notebooks.  The operating system drops the lock when the process ends,
 however it ends, so a leftover lock file never blocks a later run.  Before the lock, the run folder is claimed
 (:func:`~pmrag.study.runfolder.claim_run_folder`): a folder holding files pmrag did not write is refused unless
-forced.  Ctrl-C stops the notebooks being executed (their kernels are interrupted, then shut down) before the
-interrupt reaches the command line.
+forced.  Ctrl-C stops the notebooks being executed (no new kernel starts, running ones are interrupted, then shut
+down, and what they say while stopping is not shown) before the interrupt reaches the command line.
 """
 
 from __future__ import annotations
@@ -133,14 +133,15 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
         if nb not in stale:
             _say(progress, f"[cached] {nb.name}")
     failures = {}
+    stop = threading.Event()   # set on Ctrl-C: no kernel starts after it (pmrag.study.notebooks.execute_notebook)
     if jobs == 1 or len(stale) <= 1:
         for number, notebook in enumerate(stale, start=1):
             _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
-            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress)
+            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress, stop)
             if not _record(study, run, notebook, result, failures):
                 break
     else:
-        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures)
+        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures, stop)
     if failures:
         first = min(failures, key=lambda nb: notebooks.index(nb))
         error, target = failures[first]
@@ -155,20 +156,22 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     return run
 
 
-def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool) -> dict:
-    """:func:`~pmrag.study.stages.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
+def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool,
+                           stop: threading.Event) -> dict:
+    """:func:`~pmrag.study.notebooks.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
     kernel is interrupted and shut down cleanly (:func:`_stop_notebooks`), not torn down in the middle of a cell."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name, progress=progress)
+        future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name,
+                             progress=progress, stop=stop)
         try:
             return future.result()
         except KeyboardInterrupt:
-            _stop_notebooks([future])
+            _stop_notebooks([future], stop)
             raise
 
 
 def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, params_path: Path, jobs: int,
-                     kernel_name: str, progress: bool, failures: dict) -> None:
+                     kernel_name: str, progress: bool, failures: dict, stop: threading.Event) -> None:
     """Execute ``stale`` notebooks ``jobs`` at a time; on the first failure the ones not started are cancelled.
 
     Threads suffice: each notebook runs in its own kernel process, the thread only drives it.  On Ctrl-C the
@@ -176,7 +179,7 @@ def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, par
     driving a kernel would otherwise keep the process alive until its notebook ended.
     """
     pool = ThreadPoolExecutor(max_workers=jobs)
-    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name): nb
+    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name, stop=stop): nb
                for nb in stale}
     try:
         _say(progress, f"[notebooks] executing {len(stale)}, {jobs} at a time")
@@ -190,14 +193,15 @@ def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, par
             else:
                 _say(progress, f"[done] {notebook.name} ({run.notebook_seconds[notebook.name]:.1f} s)")
     except KeyboardInterrupt:
-        _stop_notebooks(list(futures))
+        _stop_notebooks(list(futures), stop)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _stop_notebooks(futures: list[Future], grace_s: float = KERNEL_STOP_GRACE_S) -> None:
-    """After Ctrl-C: cancel the notebooks not started and stop the running ones.
+def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float = KERNEL_STOP_GRACE_S) -> None:
+    """After Ctrl-C: cancel the notebooks not started, set ``stop`` (no kernel starts from now on, and what the
+    running ones write to stderr is not shown) and stop the running ones.
 
     Kernels run in sessions of their own, so the terminal's SIGINT never reaches them: each running kernel
     gets SIGINT here (its cell raises KeyboardInterrupt, papermill records the error in the executed copy and
@@ -207,6 +211,7 @@ def _stop_notebooks(futures: list[Future], grace_s: float = KERNEL_STOP_GRACE_S)
     """
     for future in futures:
         future.cancel()
+    stop.set()
     with _sigint_ignored():
         running = [f for f in futures if not f.done()]
         signalled: dict[int, float] = {}
