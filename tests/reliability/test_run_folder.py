@@ -200,7 +200,9 @@ def test_a_marker_is_never_rewritten(tmp_path):
     assert check_run_folder(run_dir) == "marked"
 
 
-def test_runs_claiming_one_new_folder_at_once_all_succeed(tmp_path):
+@pytest.mark.parametrize("round_", range(40))
+def test_runs_claiming_one_new_folder_at_once_all_succeed(tmp_path, round_):
+    """A claim that sees the folder between another's creating it and its marker must not take it for foreign."""
     run_dir = tmp_path / "out" / "r"
     errors, start = [], threading.Barrier(8)
 

@@ -40,16 +40,19 @@ class ForeignRunFolder(PmragError):
 def run_folder_kind(run_dir: Path) -> str:
     """What ``run_dir`` is, reading only: ``missing``, ``empty``, ``marked`` (it carries :data:`MARKER_FILE`),
     ``old`` (no marker, but a ``study.sqlite`` stamped by pmrag) or ``foreign``.  A path that exists and is
-    not a folder is a :class:`ForeignRunFolder`."""
+    not a folder is a :class:`ForeignRunFolder`.  The marker is the first file pmrag writes in a run folder, so
+    a folder holding files but no marker, seen in one listing, is never one that a pmrag starting at the same
+    moment is making."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         return "missing"
     if not run_dir.is_dir():
         raise ForeignRunFolder(f"{run_dir}: the run folder's path is a file, not a folder; set another 'run' or "
                                "'outputs_dir' in the params")
-    if (run_dir / MARKER_FILE).exists():
+    names = {entry.name for entry in run_dir.iterdir()}   # one listing: a marker written meanwhile is in it or not
+    if MARKER_FILE in names:
         return "marked"
-    if next(run_dir.iterdir(), None) is None:
+    if not names:
         return "empty"
     return "old" if stamped_store(run_dir / STORE_FILE) else "foreign"
 
