@@ -23,7 +23,7 @@ from pmrag.core.text import one_line
 def _study(args) -> int:
     from pmrag.study.runner import run_study
 
-    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs)
+    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
     executed = len(run.notebook_seconds)
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
           f"in {run.notebooks[0].parent}")
@@ -96,8 +96,14 @@ def _ingest_all(args, engine, options) -> None:
 
 
 def _demo(args) -> int:
-    from pmrag.demo import generate_corpus
+    from pmrag.demo import generate_corpus, max_questions, min_messages
 
+    if not 1 <= args.n_questions <= max_questions():
+        raise PmragError(f"--n-questions: from 1 to {max_questions()}, the distinct questions the demo defines, "
+                         f"got {args.n_questions}")
+    if args.n_messages < min_messages(args.n_questions, args.seed):
+        raise PmragError(f"--n-messages: too few for {args.n_questions} questions: the demo needs at least "
+                         f"{min_messages(args.n_questions, args.seed)} messages, got {args.n_messages}")
     manifest = generate_corpus(Path(args.out_dir), seed=args.seed, n_messages=args.n_messages, n_questions=args.n_questions)
     print(f"wrote {manifest['n_messages']} messages in {len(manifest['files'])} sources and "
           f"{manifest['n_questions']} questions to {args.out_dir}")
@@ -116,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--fresh", action="store_true",
                        help="recompute every stage (the content-addressed embedding cache is kept)")
     study.add_argument("--jobs", type=int, default=None, help="notebooks executed at once (default: cores + 1, at most 4)")
+    study.add_argument("--force", action="store_true",
+                       help="write into a run folder that holds files pmrag did not write (refused otherwise: its "
+                            "README.md, environment.json, qrels.trec... would be replaced)")
     study.set_defaults(func=_study)
 
     status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")

@@ -180,10 +180,14 @@ def test_store_error_never_quotes_parameters(tmp_path):
 
 @pytest.mark.integration
 def test_a_studys_store_that_is_not_a_database_is_one_line(tmp_path):
+    """A run folder of pmrag's (marked) whose store was overwritten; an unmarked folder holding such a file is
+    not pmrag's at all (tests/reliability/test_run_folder.py)."""
+    from pmrag.study.runfolder import claim_run_folder
+
     params = tmp_path / "p.yaml"
     chat = private_chat(tmp_path)
     params.write_text(f"run: r\noutputs_dir: out\ncache_dir: cache\ndataset: {{inputs: [{chat.name}]}}\n", encoding="utf-8")
-    (tmp_path / "out" / "r").mkdir(parents=True)
+    claim_run_folder(tmp_path / "out" / "r")
     (tmp_path / "out" / "r" / "study.sqlite").write_bytes(os.urandom(4096))
     result = pmrag(tmp_path, "status", "p.yaml")
     assert result.returncode == 2, result.stderr
@@ -265,6 +269,48 @@ def test_a_missing_notebooks_dir_is_one_line_for_study_and_no_notebook_stage_for
     assert "ingest" in stages and "failures" in stages and not any(s.startswith("notebook:") for s in stages)
 
 
+@pytest.mark.integration
+def test_impossible_demo_sizes_are_one_line_naming_the_key_and_the_minimum(tmp_path):
+    (tmp_path / "p.yaml").write_text("run: r\ndataset: {synthetic: {enabled: true, n_messages: 600, n_questions: 30}}\n",
+                                     encoding="utf-8")
+    for command in ("status", "study"):
+        result = pmrag(tmp_path, command, "p.yaml")
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"pmrag {command}: error: p.yaml: key 'dataset.synthetic.n_messages': too few for 30 questions: the demo "
+            "needs at least 1193 messages (the ones its questions plant, plus 100 per source), got 600"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("sizes", "expected"), [
+    (("--n-messages", "600", "--n-questions", "30"), "--n-messages: too few for 30 questions: the demo needs at least "
+                                                     "1193 messages, got 600"),
+    (("--n-questions", "115"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 115"),
+    (("--n-questions", "0"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 0"),
+])
+def test_impossible_demo_sizes_on_the_command_line_are_one_line(tmp_path, sizes, expected):
+    result = pmrag(tmp_path, "demo", "corpus", *sizes)
+    assert result.returncode == 2 and result.stderr.splitlines() == [f"pmrag demo: error: {expected}"]
+    assert not (tmp_path / "corpus").exists()
+
+
+@pytest.mark.integration
+def test_a_study_without_questions_says_so_in_one_line(tmp_path):
+    chat = private_chat(tmp_path)
+    (tmp_path / "nbs").mkdir()
+    sleeping_notebook(tmp_path / "nbs" / "01_never.ipynb", tmp_path / "never-started")
+    (tmp_path / "p.yaml").write_text(f"run: r\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: nbs\n"
+                                     f"dataset: {{inputs: [{chat.name}]}}\n", encoding="utf-8")
+    result = pmrag(tmp_path, "study", "--quiet", "p.yaml")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pmrag study: error: {tmp_path / 'p.yaml'}: the study has no questions to evaluate; give them in a questions "
+        "file (key 'dataset.questions'), with a LoCoMo file among 'dataset.inputs', or use the demo's "
+        "('dataset.synthetic.enabled: true')"]
+    assert SECRET_TEXT not in result.stderr + result.stdout and not (tmp_path / "never-started").exists()
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 
 def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tuple[str, str, float]:
@@ -281,8 +327,8 @@ def interrupt_when(process: subprocess.Popen, ready, timeout: float = 180) -> tu
     return out, err, time.monotonic() - signalled
 
 
-def start(cwd: Path, *args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+def start(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ if env is None else env, PYTHONIOENCODING="utf-8")
     env.pop("PMRAG_TRACEBACK", None)
     return subprocess.Popen([sys.executable, "-m", "pmrag", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env, start_new_session=True)
@@ -379,3 +425,37 @@ def test_ctrl_c_during_study_stops_the_notebooks_with_one_line(tiny_built, n_not
     executed = nbformat.read(tiny_built / "out" / "tiny" / "notebooks" / "01_sleep.ipynb", as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert [e.ename for e in errors] == ["KeyboardInterrupt"]   # the cell was interrupted, the copy kept
+
+
+SLOW_KERNEL_START = """\
+import os, pathlib, sys, time
+if "ipykernel_launcher" in " ".join(sys.orig_argv):   # a notebook's kernel, still importing site
+    pathlib.Path(os.environ["PMRAG_TEST_KERNEL_STARTING"] + f".{os.getpid()}").write_text(str(os.getsid(0)))
+    time.sleep(20)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+@pytest.mark.parametrize("n_notebooks, jobs", [(1, 1), (2, 2)])
+def test_ctrl_c_while_kernels_start_is_one_line(tiny_built, tmp_path, n_notebooks, jobs):
+    """Kernels still starting (a ``sitecustomize`` holds them in Python's site import) when Ctrl-C arrives: they
+    are stopped there ("Fatal Python error: init_import_site" on their stderr, "Kernel died before replying to
+    kernel_info" from papermill), and the user sees only the one line.  (``pmrag study`` runs in a session of its
+    own here, as a terminal's foreground job: its session ID is its pid.)"""
+    for old in (tiny_built / "nbs").glob("*"):
+        old.unlink()
+    for i in range(n_notebooks):
+        sleeping_notebook(tiny_built / "nbs" / f"0{i + 1}_sleep.ipynb", tmp_path / f"started-{i}")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_KERNEL_START, encoding="utf-8")
+    starting = tmp_path / "kernel-starting"
+    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_KERNEL_STARTING=str(starting))
+    process = start(tiny_built, "study", "--quiet", "--jobs", str(jobs), "p.yaml", env=env)
+    out, err, seconds = interrupt_when(process, lambda: len(list(tmp_path.glob("kernel-starting.*"))) == n_notebooks)
+    assert process.returncode == 130, err
+    assert err.splitlines() == [f"pmrag study: {INTERRUPTED}"]
+    assert seconds < 15 and not any(tmp_path.glob("started-*"))   # stopped in start-up, no cell ran
+    sessions = {path.read_text() for path in tmp_path.glob("kernel-starting.*")}
+    assert str(process.pid) not in sessions   # each kernel in a session of its own: the terminal's Ctrl-C misses it

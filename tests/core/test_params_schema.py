@@ -192,6 +192,39 @@ def test_missing_input_file_and_bad_run_name(tmp_path):
     assert message.startswith(str(path)) and "key 'run'" in message and "'a b'" in message
 
 
+# ------------------------------------------------------------------------------------ the demo's sizes
+
+@pytest.mark.parametrize(("n_questions", "minimum"), [(30, 1193), (100, 1544)])
+def test_too_few_synthetic_messages_name_the_key_and_the_minimum(tmp_path, n_questions, minimum):
+    synthetic = f"run: x\ndataset: {{synthetic: {{enabled: true, n_questions: {n_questions}, n_messages: %d}}}}\n"
+    path = write(tmp_path, synthetic % 600)
+    assert error_of(path) == (f"{path}: key 'dataset.synthetic.n_messages': too few for {n_questions} questions: the "
+                              f"demo needs at least {minimum} messages (the ones its questions plant, plus 100 per "
+                              "source), got 600")
+    assert f"at least {minimum} " in error_of(write(tmp_path, synthetic % (minimum - 1)))
+    assert load_params(write(tmp_path, synthetic % minimum)).dataset.synthetic.n_messages == minimum
+
+
+def test_more_synthetic_questions_than_the_demo_defines_name_the_key(tmp_path):
+    from pmrag.demo import max_questions
+
+    path = write(tmp_path, f"run: x\ndataset: {{synthetic: {{enabled: true, n_questions: {max_questions() + 1}}}}}\n")
+    message = error_of(path)
+    assert "key 'dataset.synthetic.n_questions'" in message and f"less than or equal to {max_questions()}" in message
+    assert load_params(write(tmp_path, MINIMAL.replace("enabled: true", f"enabled: true, n_questions: {max_questions()}")))
+
+
+def test_the_schema_states_the_demo_generators_limits():
+    from pmrag.core.params import SYNTHETIC_MAX_QUESTIONS, SyntheticSection
+    from pmrag.demo import max_questions, min_messages
+
+    assert SYNTHETIC_MAX_QUESTIONS == max_questions()
+    fields = SyntheticSection.model_fields
+    assert f"at most {max_questions()}," in fields["n_questions"].description
+    assert f": {min_messages(100)} for 100 questions, {min_messages(30)} for 30" in fields["n_messages"].description
+    assert SyntheticSection(n_messages=10).n_messages == 10   # without the loader's context only the schema's bounds
+
+
 # ------------------------------------------------------------------------------------ the β grid
 
 def test_fine_beta_grid_gives_distinct_names():

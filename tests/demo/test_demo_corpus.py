@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pmrag.demo import generate_corpus, max_questions, planted_episodes, type_counts
+from pmrag.demo import generate_corpus, max_questions, min_messages, planted_episodes, type_counts
 from pmrag.demo.vocab import BACKCHANNELS, EVIDENCE_POOLS
 
 SEED = 20240410
@@ -158,6 +158,15 @@ def test_too_few_messages_or_too_many_questions_are_refused(tmp_path):
         generate_corpus(tmp_path, n_messages=500)
     with pytest.raises(ValueError):
         generate_corpus(tmp_path, n_questions=max_questions() + 1)
+
+
+@pytest.mark.parametrize("n_questions", [1, 30])
+def test_min_messages_is_the_fewest_the_generator_accepts(tmp_path, n_questions):
+    minimum = min_messages(n_questions, SEED)
+    assert generate_corpus(tmp_path / "ok", n_messages=minimum, n_questions=n_questions)["n_messages"] == minimum
+    with pytest.raises(ValueError, match=f"need at least {minimum}$"):
+        generate_corpus(tmp_path / "short", n_messages=minimum - 1, n_questions=n_questions)
+    assert min_messages(n_questions, SEED + 1) == minimum   # the catalogue, not the seed, sets it
 
 
 # ----------------------------------------------------------------------------- questions

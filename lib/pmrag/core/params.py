@@ -55,11 +55,36 @@ class Section(BaseModel):
 
 # --------------------------------------------------------------------------------------------- dataset
 
+SYNTHETIC_MAX_QUESTIONS = 114   # pmrag.demo.max_questions(): the distinct questions the demo defines (a test keeps them equal)
+
+
 class SyntheticSection(Section):
+    """The embedded demo's sizes.  Its generator's limits: at most :data:`SYNTHETIC_MAX_QUESTIONS` questions, and
+    at least the messages those questions plant plus 100 per source (:func:`pmrag.demo.min_messages`, which the
+    loader passes in the validation context as ``synthetic_min_messages``; without it that bound is not checked
+    here and the generator refuses)."""
+
     enabled: bool = key(False, "generate the embedded demo corpus into the run folder and ingest it like user data")
     seed: int = key(20240410, "seed of the demo generator")
-    n_messages: int = key(12000, "messages the demo generates (met exactly)", ge=1)
-    n_questions: int = key(100, "questions the demo generates (the paper's 34/49/17 type mix)", ge=1)
+    n_questions: int = key(100, "questions the demo generates (the paper's 34/49/17 type mix); at most "
+                                f"{SYNTHETIC_MAX_QUESTIONS}, the distinct questions the demo defines",
+                           ge=1, le=SYNTHETIC_MAX_QUESTIONS)
+    n_messages: int = key(12000, "messages the demo generates (met exactly); at least the messages its questions "
+                                 "plant plus 100 per source: 1544 for 100 questions, 1193 for 30",
+                          ge=1)
+
+    @field_validator("n_messages")
+    @classmethod
+    def _holds_the_questions(cls, value: int, info: ValidationInfo) -> int:
+        minimum_for = (info.context or {}).get("synthetic_min_messages")
+        n_questions, seed = info.data.get("n_questions"), info.data.get("seed")
+        if minimum_for is None or n_questions is None or seed is None:   # no context, or those keys are wrong
+            return value
+        minimum = minimum_for(n_questions, seed)
+        if value < minimum:
+            raise ValueError(f"too few for {n_questions} questions: the demo needs at least {minimum} messages (the "
+                             f"ones its questions plant, plus 100 per source), got {value}")
+        return value
 
 
 class DatasetSection(Section):

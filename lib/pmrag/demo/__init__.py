@@ -23,16 +23,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from pmrag.demo.episodes import capacity, max_questions, type_counts
-from pmrag.demo.generator import generate, planted_episodes
+from pmrag.demo.generator import generate, min_messages, planted_episodes
 
-__all__ = ["generate_corpus", "planted_episodes", "type_counts", "capacity", "max_questions"]
+__all__ = ["generate_corpus", "planted_episodes", "type_counts", "capacity", "max_questions", "min_messages"]
 
 
 def generate_corpus(out_dir: Path, *, seed: int = 20240410, n_messages: int = 12000, n_questions: int = 100) -> dict:
     """Write the synthetic corpus into ``out_dir`` and return its manifest.
 
     Same arguments give byte-identical files.  ``n_messages`` is the exact total over all source
-    files (at least the planted messages plus 100 per source; ``ValueError`` otherwise).
+    files (at least :func:`min_messages` of ``n_questions``: the planted messages plus 100 per source;
+    ``ValueError`` otherwise).
     ``n_questions`` keeps the paper's type proportions by largest-remainder rounding and may be at
     most :func:`max_questions` (``ValueError`` otherwise).
     """

@@ -538,6 +538,22 @@ def planted_episodes(seed: int, n_questions: int) -> list[Episode]:
     return build_episodes(random.Random(_sub_seeds(seed)["episodes"]), n_questions)
 
 
+def min_messages(n_questions: int, seed: int = 20240410) -> int:
+    """The fewest messages a corpus of ``n_questions`` questions can have (smaller is a ``ValueError`` in
+    :func:`generate`): the messages its questions plant (evidence and decoys) plus
+    :data:`MIN_FILLER_PER_SOURCE` for each source.  ``n_questions`` may be at most
+    :func:`~pmrag.demo.episodes.max_questions`."""
+    return _minimum_messages(_planted_per_source(_scenes_by_source(planted_episodes(seed, n_questions))))
+
+
+def _planted_per_source(scenes: dict[str, list[Scene]]) -> dict[str, int]:
+    return {name: sum(len(s.lines) for s in lst) for name, lst in scenes.items()}
+
+
+def _minimum_messages(planted: dict[str, int]) -> int:
+    return sum(planted.values()) + MIN_FILLER_PER_SOURCE * len(SOURCES)
+
+
 def _scenes_by_source(episodes: list[Episode]) -> dict[str, list[Scene]]:
     """Every planted and decoy scene, grouped by source (sources in :data:`SOURCES` order)."""
     scenes: dict[str, list[Scene]] = {spec.name: [] for spec in SOURCES}
@@ -578,8 +594,8 @@ def generate(out_dir: Path, seed: int, n_messages: int, n_questions: int) -> dic
     seeds = _sub_seeds(seed)
     episodes = planted_episodes(seed, n_questions)
     scenes = _scenes_by_source(episodes)
-    planted = {name: sum(len(s.lines) for s in lst) for name, lst in scenes.items()}
-    minimum = sum(planted.values()) + MIN_FILLER_PER_SOURCE * len(SOURCES)
+    planted = _planted_per_source(scenes)
+    minimum = _minimum_messages(planted)
     if n_messages < minimum:
         raise ValueError(f"n_messages={n_messages} is too small for {n_questions} questions; need at least {minimum}")
     fillers = _largest_remainder(n_messages - sum(planted.values()), [spec.weight for spec in SOURCES])

@@ -33,14 +33,30 @@ class EvaluationSet:
 
 def evaluation_set(questions: pd.DataFrame, qrels: pd.DataFrame, dataset: DatasetSection, analysis: AnalysisSection,
                    params_path: Path | None = None) -> EvaluationSet:
-    """The questions with primary gold whose type the params keep, and their qrels; ``analysis.aggregate_type``
-    must name one of their types (``params_path`` names the params file in errors)."""
+    """The questions with primary gold whose type the params keep, and their qrels; there must be some (with
+    the reason when there are none), and ``analysis.aggregate_type`` must name one of their types
+    (``params_path`` names the params file in errors)."""
+    check_questions_given(questions, params_path)
     excluded = excluded_types(questions["type"], dataset, params_path)
     evaluable = primary_gold_questions(qrels)
     kept = questions[questions["question_id"].isin(evaluable) & ~questions["type"].isin(excluded)].reset_index(drop=True)
+    if kept.empty:
+        n_left_out = int(questions["type"].isin(excluded).sum())
+        raise PmragError(f"{params_path or 'params'}: none of the study's {len(questions)} questions can be evaluated: "
+                         f"{len(questions) - n_left_out} without a chunk holding their primary evidence (relevance 2), "
+                         f"{n_left_out} of types left out (dataset.include_types / exclude_types)")
     check_analysis_types(kept["type"], analysis, params_path)
     kept_qrels = qrels[qrels["question_id"].isin(kept["question_id"])].reset_index(drop=True)
     return EvaluationSet(kept, kept_qrels, len(questions), excluded)
+
+
+def check_questions_given(questions: pd.DataFrame, params_path: Path | None) -> None:
+    """A study needs questions.  Only ingest knows whether it has some (a LoCoMo input file brings its own),
+    so this is checked on the ingested questions, not when the params are loaded."""
+    if questions.empty:
+        raise PmragError(f"{params_path or 'params'}: the study has no questions to evaluate; give them in a "
+                         "questions file (key 'dataset.questions'), with a LoCoMo file among 'dataset.inputs', or "
+                         "use the demo's ('dataset.synthetic.enabled: true')")
 
 
 def excluded_types(types: pd.Series, dataset: DatasetSection, params_path: Path | None) -> tuple[str, ...]:

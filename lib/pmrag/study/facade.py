@@ -26,10 +26,12 @@ from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
 from pmrag.study.params import load_params
 from pmrag.study.pipeline import build_stages, file_label
+from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
 
 
 STAND_IN_COLUMN = "summarizer"
 PUBLIC_FORMATS = frozenset({"locomo"})   # ingest formats of public benchmarks (chat text may be shown)
+FACADE_FORCE = "pass force=True to Study.from_params to write into it anyway"
 
 
 def _yaml(value) -> str:
@@ -39,6 +41,10 @@ def _yaml(value) -> str:
 class Study:
     """A study run: ``Study.from_params("params/demo.yaml")``.
 
+    Its run folder (``outputs_dir/run``) is created and marked as pmrag's, or taken over when an older pmrag made
+    it; a folder that holds someone else's files is refused unless ``force=True`` (:mod:`pmrag.study.runfolder`).
+    ``claim=False`` (``pmrag status``) writes no mark: the folder is only checked.
+
     Stage results: :meth:`get` (any stage by name) and one accessor per stage (:meth:`ingest_report`,
     :meth:`chunks`, :meth:`evaluation`, :meth:`summaries`, :meth:`representations`, :meth:`vectors`,
     :meth:`query_vectors`, :meth:`ranked`, :meth:`metrics`, :meth:`sweep`, :meth:`hybrids`,
@@ -46,11 +52,15 @@ class Study:
     :meth:`questions`, :meth:`qrels`, :meth:`rejections`.
     """
 
-    def __init__(self, params: StudyParams, notebooks: Sequence[Path] = ()):
+    def __init__(self, params: StudyParams, notebooks: Sequence[Path] = (), *, force: bool = False,
+                 claim: bool = True):
         self.params = params
         self.run_dir = params.run_dir
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.store = store.open_store(self.run_dir / "study.sqlite")
+        if claim:   # the run folder is pmrag's, or refused before anything is written (pmrag.study.runfolder)
+            claim_run_folder(self.run_dir, force=force, how_to_force=FACADE_FORCE)
+        else:
+            check_run_folder(self.run_dir)
+        self.store = store.open_store(self.run_dir / STORE_FILE)
         stages = build_stages(params, list(notebooks))
         self.computed_stages = tuple(str(stage.key) for stage in stages if stage.key.name != "notebook")
         runtime = Runtime(self.store, self.run_dir, Path(params.cache_dir), Path(params.notebooks_dir), params.path,
@@ -58,9 +68,17 @@ class Study:
         self.engine = Engine(stages, runtime, file_label(params))
 
     @classmethod
-    def from_params(cls, path, notebooks: Sequence[Path] = ()) -> Study:
-        """The study of a params file; ``notebooks`` adds a stage per notebook (the runner's executed copies)."""
-        return cls(load_params(path), notebooks)
+    def from_params(cls, path, notebooks: Sequence[Path] = (), *, force: bool = False) -> Study:
+        """The study of a params file; ``notebooks`` adds a stage per notebook (the runner's executed copies).
+
+        Parameters
+        ----------
+        path : the params YAML file.
+        notebooks : numbered notebooks, each made a stage (``pmrag study`` executes them).
+        force : write into a run folder that holds files pmrag did not write (refused otherwise, with
+            :class:`~pmrag.study.runfolder.ForeignRunFolder`, before anything is written there).
+        """
+        return cls(load_params(path), notebooks, force=force)
 
     # -- the engine ----------------------------------------------------------------------------------
     def get(self, stage: StageKey | str):

@@ -158,11 +158,20 @@ def import_plugins(raw: dict, base: Path, origin: str) -> tuple[str, ...]:
 
 
 def component_context() -> dict:
-    """What the schema checks retriever names against: the registered methods and their variants."""
+    """What the schema checks against beyond its own declarations: the registered retriever methods and their
+    variants, and the demo generator's fewest messages for a question count (``dataset.synthetic.n_messages``)."""
     from pmrag.retrieve.registry import RETRIEVERS
 
     return {"methods": set(RETRIEVERS.names()),
-            "variants": {name: set(RETRIEVERS.get(name).variants()) for name in RETRIEVERS.names()}}
+            "variants": {name: set(RETRIEVERS.get(name).variants()) for name in RETRIEVERS.names()},
+            "synthetic_min_messages": demo_min_messages}
+
+
+def demo_min_messages(n_questions: int, seed: int) -> int:
+    """:func:`pmrag.demo.min_messages`, the demo imported only when a params file sets its sizes (0.1 s)."""
+    from pmrag.demo import min_messages
+
+    return min_messages(n_questions, seed)
 
 
 def one_line(error: ValidationError, origin: str, within: tuple[str, ...] = ()) -> str:

@@ -5,8 +5,10 @@ as cached / stale (why) / missing, computing nothing.
 A run holds an exclusive lock on ``outputs/<run>/.lock`` from start to end: a second ``pmrag study`` on the same
 run folder is refused at once with one line naming the first one's pid (:class:`RunInUse`) instead of both
 writing the same stage results and notebooks.  The operating system drops the lock when the process ends,
-however it ends, so a leftover lock file never blocks a later run.  Ctrl-C stops the notebooks being executed
-(their kernels are interrupted, then shut down) before the interrupt reaches the command line.
+however it ends, so a leftover lock file never blocks a later run.  Before the lock, the run folder is claimed
+(:func:`~pmrag.study.runfolder.claim_run_folder`): a folder holding files pmrag did not write is refused unless
+forced.  Ctrl-C stops the notebooks being executed (no new kernel starts, running ones are interrupted, then shut
+down, and what they say while stopping is not shown) before the interrupt reaches the command line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
 from pmrag.core.names import StageKey
 from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_value
+from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
 LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``
@@ -84,20 +87,23 @@ def default_jobs() -> int:
 
 
 def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: int | None = None,
-              kernel_name: str = "python3") -> StudyRun:
+              kernel_name: str = "python3", force: bool = False) -> StudyRun:
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
     A notebook is current while its file, the params, the package's code and every stage are unchanged; it is
     then not executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
     cell that failed; the partly executed notebook is kept under ``outputs/<run>/notebooks/`` for inspection.
-    Raises :class:`RunInUse` when another run holds the run folder.
+    Raises :class:`RunInUse` when another run holds the run folder, and
+    :class:`~pmrag.study.runfolder.ForeignRunFolder`, with nothing written, when the run folder holds files pmrag
+    did not write (unless ``force``: ``pmrag study --force``).
     """
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
     if not notebooks:
         raise PmragError(f"{params.path}: key 'notebooks_dir': no numbered notebooks (NN_name.ipynb) in {params.notebooks_dir}")
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    claim_run_folder(params.run_dir, force=force)
     with run_folder_lock(params.run_dir):
         return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name)
 
@@ -127,14 +133,15 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
         if nb not in stale:
             _say(progress, f"[cached] {nb.name}")
     failures = {}
+    stop = threading.Event()   # set on Ctrl-C: no kernel starts after it (pmrag.study.notebooks.execute_notebook)
     if jobs == 1 or len(stale) <= 1:
         for number, notebook in enumerate(stale, start=1):
             _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
-            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress)
+            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress, stop)
             if not _record(study, run, notebook, result, failures):
                 break
     else:
-        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures)
+        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures, stop)
     if failures:
         first = min(failures, key=lambda nb: notebooks.index(nb))
         error, target = failures[first]
@@ -149,20 +156,22 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     return run
 
 
-def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool) -> dict:
-    """:func:`~pmrag.study.stages.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
+def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool,
+                           stop: threading.Event) -> dict:
+    """:func:`~pmrag.study.notebooks.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
     kernel is interrupted and shut down cleanly (:func:`_stop_notebooks`), not torn down in the middle of a cell."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name, progress=progress)
+        future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name,
+                             progress=progress, stop=stop)
         try:
             return future.result()
         except KeyboardInterrupt:
-            _stop_notebooks([future])
+            _stop_notebooks([future], stop)
             raise
 
 
 def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, params_path: Path, jobs: int,
-                     kernel_name: str, progress: bool, failures: dict) -> None:
+                     kernel_name: str, progress: bool, failures: dict, stop: threading.Event) -> None:
     """Execute ``stale`` notebooks ``jobs`` at a time; on the first failure the ones not started are cancelled.
 
     Threads suffice: each notebook runs in its own kernel process, the thread only drives it.  On Ctrl-C the
@@ -170,7 +179,7 @@ def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, par
     driving a kernel would otherwise keep the process alive until its notebook ended.
     """
     pool = ThreadPoolExecutor(max_workers=jobs)
-    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name): nb
+    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name, stop=stop): nb
                for nb in stale}
     try:
         _say(progress, f"[notebooks] executing {len(stale)}, {jobs} at a time")
@@ -184,14 +193,15 @@ def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, par
             else:
                 _say(progress, f"[done] {notebook.name} ({run.notebook_seconds[notebook.name]:.1f} s)")
     except KeyboardInterrupt:
-        _stop_notebooks(list(futures))
+        _stop_notebooks(list(futures), stop)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _stop_notebooks(futures: list[Future], grace_s: float = KERNEL_STOP_GRACE_S) -> None:
-    """After Ctrl-C: cancel the notebooks not started and stop the running ones.
+def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float = KERNEL_STOP_GRACE_S) -> None:
+    """After Ctrl-C: cancel the notebooks not started, set ``stop`` (no kernel starts from now on, and what the
+    running ones write to stderr is not shown) and stop the running ones.
 
     Kernels run in sessions of their own, so the terminal's SIGINT never reaches them: each running kernel
     gets SIGINT here (its cell raises KeyboardInterrupt, papermill records the error in the executed copy and
@@ -201,6 +211,7 @@ def _stop_notebooks(futures: list[Future], grace_s: float = KERNEL_STOP_GRACE_S)
     """
     for future in futures:
         future.cancel()
+    stop.set()
     with _sigint_ignored():
         running = [f for f in futures if not f.done()]
         signalled: dict[int, float] = {}
@@ -333,11 +344,14 @@ def _say(progress: bool, text: str) -> None:
 
 def draw_graph(params, out: Path | None = None) -> list[Path]:
     """Draw the study's computation stages and what each reads (``pmrag graph``) into ``out`` (default
-    ``<run>/stage_graph``) as SVG and PNG, computing nothing; returns the two paths."""
+    ``<run>/stage_graph``, the run folder claimed as for a study) as SVG and PNG, computing nothing; returns the
+    two paths."""
     from pmrag.present.stage_graph import GRAPH_FILE, draw_stage_graph
     from pmrag.study.pipeline import build_stages
 
     params = load_params(params) if not hasattr(params, "run_dir") else params
+    if out is None:
+        claim_run_folder(params.run_dir, how_to_force="draw the graph elsewhere with --out")
     stages = build_stages(params)
     edges = [(need, stage.key) for stage in stages for need in stage.needs]
     title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; every numbered notebook follows all of "
@@ -346,12 +360,19 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
 
 
 def status_lines(params_path) -> list[str]:
-    """``pmrag status``: one line per stage (name, state, reason), computing nothing."""
+    """``pmrag status``: one line per stage (name, state, reason), computing nothing and creating nothing: a run
+    folder holding files pmrag did not write is refused, one without a store has every stage missing."""
+    from pmrag.study.engine import StageStatus
     from pmrag.study.facade import Study
+    from pmrag.study.pipeline import build_stages
 
     params = load_params(params_path)
-    study = Study(params, numbered_notebooks(params.notebooks_dir))
-    rows = study.status()
+    notebooks = numbered_notebooks(params.notebooks_dir)
+    check_run_folder(params.run_dir)
+    if (params.run_dir / STORE_FILE).exists():
+        rows = Study(params, notebooks, claim=False).status()
+    else:
+        rows = [StageStatus(str(stage.key), "missing", "never computed") for stage in build_stages(params, notebooks)]
     width = max(len(r.name) for r in rows)
     counts = defaultdict(int)
     lines = []
@@ -359,4 +380,4 @@ def status_lines(params_path) -> list[str]:
         counts[row.state] += 1
         lines.append(f"{row.name:<{width}}  {row.state:<10}  {row.reason}".rstrip())
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-    return [f"run {study.params.run} ({study.run_dir}): {summary}", *lines]
+    return [f"run {params.run} ({params.run_dir}): {summary}", *lines]
