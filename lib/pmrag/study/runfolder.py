@@ -8,7 +8,7 @@ location either).  A folder is taken as pmrag's when it
 
 * carries the marker (whatever the marker holds, unless it says a newer format: a marker being written by a
   second ``pmrag study`` starting at the same moment is still empty);
-* is missing or empty (it is created and marked);
+* is missing or empty, or holds only pmrag's lock file (it is created and marked);
 * holds a ``study.sqlite`` stamped with pmrag's SQLite application ID (:data:`pmrag.core.store.APPLICATION_ID`):
   a run folder made before the marker existed (it is marked).
 
@@ -26,6 +26,7 @@ from pmrag.core.errors import PmragError
 from pmrag.core.store import APPLICATION_ID
 
 MARKER_FILE = ".pmrag-run"
+LOCK_FILE = ".lock"            # held by the running ``pmrag study`` (pmrag.study.runner.run_folder_lock)
 RUN_FOLDER_FORMAT = 1          # bump when a run folder's layout changes in a way an older pmrag cannot read
 STORE_FILE = "study.sqlite"    # the study's store, in its run folder
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -52,7 +53,7 @@ def run_folder_kind(run_dir: Path) -> str:
     names = {entry.name for entry in run_dir.iterdir()}   # one listing: a marker written meanwhile is in it or not
     if MARKER_FILE in names:
         return "marked"
-    if not names:
+    if not names - {LOCK_FILE}:
         return "empty"
     return "old" if stamped_store(run_dir / STORE_FILE) else "foreign"
 

@@ -31,10 +31,9 @@ from pmrag.core.errors import PmragError
 from pmrag.study.params import load_params
 from pmrag.core.names import StageKey
 from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_value
-from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
+from pmrag.study.runfolder import LOCK_FILE, STORE_FILE, check_run_folder, claim_run_folder
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
-LOCK_FILE = ".lock"                 # in the run folder: held by the running ``pmrag study``
 KERNEL_STOP_GRACE_S = 10.0          # after Ctrl-C: how long interrupted kernels get to stop before being killed
 KERNEL_RESIGNAL_S = 3.0             # after Ctrl-C: SIGINT again to a kernel still running this long after the last
 
