@@ -8,6 +8,10 @@ tests can check exactly what the client sent.
 A hostile server echoes the credentials it was sent: in an ok reply's text and model, and in an error's message,
 the placeholders of :func:`echo` are replaced by the request's ``Authorization`` header in several forms.
 
+``POST /v1/embeddings`` answers like the Embeddings API with ``server.embedding(text)`` for each input text
+(default :func:`default_embedding`, a unit vector of 8 numbers); a test replaces it to send what a broken
+server would (NaN is written as JSON's common ``NaN`` extension, which the client's parser reads).
+
     with ResponsesServer() as server:
         server.script(Reply.status(429), Reply.ok("要約"))
         client = openai.OpenAI(base_url=server.base_url, api_key="x")
@@ -83,6 +87,21 @@ def default_text(input_text: str) -> str:
     return f"要約: {len(input_text)}文字の入力。" + input_text[-40:].replace("\n", " ")
 
 
+def default_embedding(text: str, dim: int = 8) -> list[float]:
+    """A deterministic unit vector for ``text`` (from its SHA-256)."""
+    import hashlib
+    import math
+
+    raw = [b - 127.5 for b in hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:dim]]
+    norm = math.sqrt(sum(x * x for x in raw))
+    return [x / norm for x in raw]
+
+
+def embeddings_json(vectors: list, model: str) -> dict:
+    return {"object": "list", "model": model, "usage": {"prompt_tokens": len(vectors), "total_tokens": len(vectors)},
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+
 def response_json(text: str, model: str, input_text: str) -> dict:
     n_in, n_out = max(1, len(input_text) // 2), max(1, len(text))
     return {
@@ -110,6 +129,7 @@ class ResponsesServer:
         self.route = route                # request JSON body -> Reply or None, asked once the script is exhausted
         self.requests: list[Recorded] = []
         self._script: deque[Reply] = deque()
+        self.embedding = default_embedding   # text -> the vector /embeddings answers for it
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -127,6 +147,9 @@ class ResponsesServer:
 
     def response_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/responses")]
+
+    def embedding_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
 
     def start(self) -> "ResponsesServer":
         self._thread.start()
@@ -178,6 +201,12 @@ class ResponsesServer:
                     body = None
                 with server._lock:
                     server.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
+                if self.path.endswith("/embeddings"):
+                    texts = (body or {}).get("input") or []
+                    texts = [texts] if isinstance(texts, str) else texts
+                    vectors = [server.embedding(text) for text in texts]
+                    self._send(200, json.dumps(embeddings_json(vectors, (body or {}).get("model", ""))).encode())
+                    return
                 if not self.path.endswith("/responses"):
                     self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                     return

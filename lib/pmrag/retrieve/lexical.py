@@ -150,16 +150,39 @@ class TokenCache(SqliteCache):
 
     ``key -> (config, tokens)``; tokens are stored joined by ``"\\n"`` (no token holds a newline: the keys are
     lines, and empty tokens are dropped).  A key never changes meaning, so entries are never
-    invalidated.
+    invalidated.  An entry that is not UTF-8 text, holds an empty token or is filed under another configuration
+    is refused (:meth:`get_many`): a miss, tokenized again and stored again.
     """
 
     table = "tokens"
     columns = "config TEXT NOT NULL, tokens TEXT NOT NULL"
     wal = True
+    what = "token cache"
+    holds = "tokenizer outputs, keyed by tokenizer configuration and text"
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, list[str]]:
-        """The cached token lists among ``keys`` (missing keys are absent from the result)."""
-        return {key: joined.split("\n") if joined else [] for key, joined in self._rows(keys, "tokens")}
+    def get_many(self, keys: Sequence[str], config: str | None = None) -> dict[str, list[str]]:
+        """The cached token lists among ``keys`` that pass the checks (missing and refused keys are absent).
+
+        An entry must be filed under ``config`` (when given) and its tokens must be UTF-8 text whose tokens,
+        split at ``"\\n"``, are all non-empty (the empty text is the empty list).  Text is decoded here rather
+        than by SQLite, which would fail the whole lookup, quoting the text, on one undecodable entry.
+        """
+        want = None if config is None else config.encode("utf-8")
+        found = {}
+        for key, row_config, kind, raw in self._rows(keys, "CAST(config AS BLOB), typeof(tokens), CAST(tokens AS BLOB)"):
+            if want is not None and row_config != want:
+                self.refuse("filed under another configuration")
+                continue
+            try:
+                joined = raw.decode("utf-8") if kind == "text" else None
+            except UnicodeDecodeError:
+                joined = None
+            tokens = None if joined is None else joined.split("\n") if joined else []
+            if tokens is None or "" in tokens:
+                self.refuse("not a list of tokens")
+                continue
+            found[key] = tokens
+        return found
 
     def put_many(self, config: str, entries: Mapping[str, Sequence[str]]) -> None:
         """Store each key's token list (one transaction)."""
@@ -222,7 +245,7 @@ class SudachiTokenizer:
         text_keys = [token_cache_key(f"{config}|{WHOLE_TEXT}", t) for t in texts]
         cache = TokenCache(self.cache_path) if self.cache_path is not None else None
         try:
-            found = cache.get_many(text_keys) if cache is not None else {}
+            found = cache.get_many(text_keys, config) if cache is not None else {}
             missing = {k: t for k, t in zip(text_keys, texts) if k not in found}
             if missing:
                 fresh = dict(zip(missing, self._by_lines(list(missing.values()), config, cache)))
@@ -238,7 +261,7 @@ class SudachiTokenizer:
         """Each text's tokens as its lines' tokens, the lines from the cache or analysed (and stored)."""
         pieces_of = [sudachi_lines(t) for t in texts]
         keys = {p: token_cache_key(config, p) for pieces in pieces_of for p in pieces}
-        found = cache.get_many(list(keys.values())) if cache is not None else {}
+        found = cache.get_many(list(keys.values()), config) if cache is not None else {}
         missing = [p for p, k in keys.items() if k not in found]
         if missing:
             fresh = {keys[p]: tokens for p, tokens in zip(missing, self._tokenize_pieces(missing))}
