@@ -46,9 +46,9 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 6            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+SCHEMA_VERSION = 7            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
                               # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions;
-                              # 6: revisions)
+                              # 6: revisions; 7: the gold-annotation tables)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -235,6 +235,84 @@ graph_extractions = Table(                               # the JSON LLM steps' c
     Column("attempts", Integer, nullable=False),
     Column("run_id", String, nullable=False),
     Column("created_at", String, nullable=False),
+)
+
+# ------------------------------------------------------------------ gold annotation (000 §4.2–4.3, pmrag.annotate)
+# Candidate questions are proposed (a model) or typed (the researcher), with evidence hints; hints are matched to
+# messages; a pool of candidate chunks is made per question (TREC-style: the top-depth chunks of several
+# retrievers, plus the chunks holding matched messages); annotators grade pooled chunks 0/1/2.  Nothing here is
+# ingested data: these tables never raise the ``ingested`` revision.
+
+question_candidates = Table(                             # one row per proposed or typed question
+    "question_candidates", metadata,
+    Column("candidate_id", String, primary_key=True),    # stable: a hash of origin and text (pmrag.annotate)
+    Column("text", Text, nullable=False),                # as proposed or typed
+    Column("type", String, nullable=False),              # named_entity | contextual | aggregate, or the dataset's
+    Column("origin", String, nullable=False),            # model | typed
+    Column("model", String),                             # origin model: the model the response reports
+    Column("prompt_sha256", String(64)),                 # origin model: the prompt files' hash
+    Column("batch", String),                             # origin model: the message batch's id; typed: the file
+    Column("status", String, nullable=False),            # proposed | accepted | edited | dropped
+    Column("edited_text", Text),                         # status edited: the text graded and exported
+    Column("reason", Text),                              # status dropped: why
+    Column("created_at", String, nullable=False),
+)
+
+candidate_hints = Table(                                 # a candidate's evidence hints (time, speaker, excerpt)
+    "candidate_hints", metadata,
+    Column("candidate_id", String, primary_key=True),
+    Column("hint", Integer, primary_key=True),           # 0, 1, ... within the candidate
+    Column("time_from", DateTime),                       # a time, or a range's start (naive local time)
+    Column("time_to", DateTime),                         # a range's end; NULL: time_from alone (with a tolerance)
+    Column("speaker", Text),
+    Column("excerpt", Text),
+)
+
+hint_matches = Table(                                    # what each hint matched, and how
+    "hint_matches", metadata,
+    Column("candidate_id", String, primary_key=True),
+    Column("hint", Integer, primary_key=True),
+    Column("message_id", String(16), primary_key=True),
+    Column("how", String, nullable=False),               # text | time_speaker | excerpt_search
+    Column("score", Float),                              # excerpt_search: the BM25 score; else NULL
+)
+
+pool = Table(                                            # candidate chunks per question, in blind grading order
+    "pool", metadata,
+    Column("pool", String, primary_key=True),            # the pool's name (several pools can share a store)
+    Column("question_id", String, primary_key=True),     # a question id or an accepted candidate's id
+    Column("chunk_id", String(16), primary_key=True),
+    Column("position", Integer, nullable=False),         # blind order: a seeded shuffle, 0-based per question
+    Column("origins", Text, nullable=False),             # JSON list: {"retriever": r, "rank": k} | {"hint": i}
+)
+
+judgments = Table(                                       # one annotator's grade of one pooled chunk
+    "judgments", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("chunk_id", String(16), primary_key=True),
+    Column("annotator", String, primary_key=True),
+    Column("relevance", Integer, nullable=False),        # 0 | 1 | 2 (the paper's grades)
+    Column("note", Text),
+    Column("pool", String),                              # the pool it was graded from
+    Column("judged_at", String, nullable=False),
+)
+
+question_drops = Table(                                  # an annotator's "drop this question", with the reason
+    "question_drops", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("annotator", String, primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("dropped_at", String, nullable=False),
+)
+
+adjudications = Table(                                   # the grade settled where annotators disagreed
+    "adjudications", metadata,
+    Column("question_id", String, primary_key=True),
+    Column("chunk_id", String(16), primary_key=True),
+    Column("relevance", Integer, nullable=False),
+    Column("adjudicator", String, nullable=False),
+    Column("note", Text),
+    Column("judged_at", String, nullable=False),
 )
 
 stages = Table(                                          # one row per study stage: its key and manifest

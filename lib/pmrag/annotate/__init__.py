@@ -1,0 +1,17 @@
+"""Gold for a new history (000 §4.2–4.3): question candidates, pooled candidate chunks, grades, agreement.
+
+The paper's gold came from a pipeline: a model proposed candidate questions with candidate evidence (time,
+speaker, excerpt); the excerpts were matched to messages and, through ``line_chunk_messages``, to chunks; one
+researcher graded the candidate rows 0/1/2; questions without primary gold were dropped.  This package is that
+pipeline, with what §8 lists as missing: pools of known depth, several annotators and their agreement, and a
+measure of how incomplete gold moves the numbers.
+
+The data live in the store (:mod:`pmrag.core.store`, the gold-annotation tables), never in widget state:
+
+* ``question_candidates`` / ``candidate_hints``: questions proposed by a model or typed by the researcher, each
+  with its origin and status (proposed, accepted, edited, dropped with a reason) and its evidence hints;
+* ``hint_matches``: the messages each hint matched, and how (text, time + speaker, excerpt search);
+* ``pool``: per question the chunks to grade, in a seeded blind order, with each chunk's origins (which retriever
+  at which rank, or which hint) — :mod:`pmrag.annotate.pool`;
+* ``judgments`` / ``question_drops`` / ``adjudications``: grades per annotator, dropped questions, settled grades.
+"""
