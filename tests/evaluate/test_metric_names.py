@@ -25,7 +25,8 @@ from pmrag.evaluate.set_metrics import SET_METRICS
 
 
 @pytest.mark.parametrize("text", ["recall@5", "mrr@10", "ndcg@20", "recall@200", "group_recall@5", "group_mrr@10",
-                                  "group_ndcg@5", "set_precision", "set_recall", "set_f1"])
+                                  "group_ndcg@5", "message_recall@5", "message_recall@20", "set_precision",
+                                  "set_recall", "set_f1"])
 def test_names_round_trip(text):
     metric = parse_metric(text)
     assert str(metric) == text
@@ -56,7 +57,8 @@ def test_labels_are_the_papers_spelling():
 
 
 @pytest.mark.parametrize("text, names", [
-    ("map@5", "map"), ("recall", "cut-off"), ("recall@0", "cut-off"), ("recall@x", "recall@x"),
+    ("map@5", "map"), ("recall", "cut-off"), ("message_recall", "cut-off"), ("message_mrr@5", "message_mrr"),
+    ("recall@0", "cut-off"), ("recall@x", "recall@x"),
     ("set_f1@5", "no cut-off"), ("Recall@5", "Recall@5"), ("recall@5 ", "recall@5 "), ("", "''"),
     ("recall@-1", "recall@-1"), ("ndcg@5@5", "ndcg@5@5"), (5, "5"), (None, "None"),
 ])

@@ -190,6 +190,13 @@ def test_selection_aware_statistics_on_english_data(built_locomo):
     assert set(statistics.held_out_fusions) == {"rrf", "combmnz"}
     assert len(statistics.comparisons) == study.per_question()["retriever"].nunique() - 1
     # LoCoMo's 10-turn windows overlap by 2 turns: evidence there makes two gold chunks one group
-    groups = group_table(study.per_question(), statistics.group_rows, statistics.groups)
+    groups = group_table(study.per_question(), statistics.group_rows, statistics.groups, statistics.message_rows,
+                         statistics.evidence_messages)
     assert (groups["groups"] <= groups["gold chunks"]).all()
+    # message-level recall of every method the group level scores, each evaluated question once
+    assert set(statistics.message_rows["retriever"]) == set(statistics.group_rows["retriever"])
+    assert (statistics.message_rows.groupby("retriever").size() == study.evaluation().questions.shape[0]).all()
+    evidence = study.question_evidence()
+    evaluated = evidence["question_id"].isin(study.evaluation().questions["question_id"])
+    assert groups["evidence messages"].iloc[0] == ((evidence["relevance"] == 2) & evaluated).sum()
     assert set(groups["retriever"]) == set(statistics.group_rows["retriever"]) & set(study.per_question()["retriever"])

@@ -542,7 +542,9 @@ class StatisticsSection(Section):
         "sampling uncertainty)")
     evidence_groups: Literal["same_set", "share_any"] = key(
         "same_set", "gold chunks of a question form one evidence group when they hold the same set of its primary "
-        "evidence messages (same_set, the overlapping windows of one exchange), or when they share any (share_any)")
+        "evidence messages (same_set, the overlapping windows of one exchange: exact duplicates only), or when they "
+        "share any (share_any: a chain of windows counts as found when one is); message_recall@k, reported beside "
+        "them, counts each primary-evidence message once whatever this rule")
     alpha: Number = key(0.05, "level of the permutation tests and of the Holm / Benjamini–Hochberg decisions", gt=0, lt=1)
     power: Number = key(0.8, "the power at which the detectable difference in Recall@5 is computed", gt=0, lt=1)
     study_sizes: Cutoffs = key((25, 50, 100, 200, 400), "question counts of the power curve", min_length=1)

@@ -14,6 +14,13 @@ puts m in d}.
 * ``rule="share_any"`` (offered besides): the connected components of "E(q, d) ∩ E(q, d′) ≠ ∅", so a chain
   of windows sliding over a run of evidence messages is one group.  Never finer than ``same_set``.
 
+Known limits of both rules.  ``same_set`` merges only exact duplicates: a window holding {m1, m2, m3} and one
+holding {m3} stay two groups, so m3 is still counted in both.  ``share_any`` credits a whole chain when one link
+is found: for evidence {m1, m2} in windows A = {m1}, B = {m1, m2}, C = {m2} (one group), retrieving A alone
+scores group recall 1.0 though m2 was never retrieved.  Neither counts each piece of evidence once;
+message-level recall (:mod:`pmrag.evaluate.message_recall`: the share of primary-evidence messages held by some
+retrieved chunk) does, and notebook 09 reports it beside these.
+
 Groups are numbered 0, 1, … within a question in the order of their smallest chunk id.  Groups partition
 G2(q), the primary gold of :mod:`pmrag.evaluate.metrics`; a relevance-2 chunk with E(q, d) = ∅ (qrels that do
 not come from this evidence) is an error.  Relevance-1 chunks (supporting evidence only) are *not* grouped:
@@ -68,8 +75,9 @@ def evidence_groups(qrels: Qrels | pd.DataFrame, question_evidence: pd.DataFrame
     qrels : ``question_id, chunk_id, relevance`` ∈ {0, 1, 2}; its relevance-2 rows are grouped.
     question_evidence : ``question_id, message_id, relevance`` (2 = primary evidence).
     chunk_messages : ``chunk_id, position, message_id``.
-    rule : ``"same_set"`` (same set of primary-evidence messages) or ``"share_any"`` (connected components
-        of sharing at least one); see the module docstring.
+    rule : ``"same_set"`` (same set of primary-evidence messages: merges exact duplicates only) or
+        ``"share_any"`` (connected components of sharing at least one: a chain counts as found when one link is);
+        see the module docstring, and :mod:`pmrag.evaluate.message_recall` for each message counted once.
 
     Returns
     -------

@@ -1,8 +1,9 @@
 """Metric names: one type, one parser and one written form (ranx's ``<metric>@<k>`` strings).
 
 A metric at a cut-off is written ``<name>@<k>``: the paper's ``recall@5``, ``mrr@5``, ``ndcg@5`` (eq. 3–6,
-:mod:`pmrag.evaluate.metrics`) at any k, and the same three on evidence groups, ``group_recall@5`` …
-(:mod:`pmrag.evaluate.groups`).  A metric of a retrieved set has no cut-off and is written by its name alone:
+:mod:`pmrag.evaluate.metrics`) at any k, the same three on evidence groups, ``group_recall@5`` …
+(:mod:`pmrag.evaluate.groups`), and recall counting each primary-evidence message once, ``message_recall@5``
+(:mod:`pmrag.evaluate.message_recall`).  A metric of a retrieved set has no cut-off and is written by its name alone:
 ``set_precision``, ``set_recall``, ``set_f1`` (:mod:`pmrag.evaluate.set_metrics`).  :func:`parse_metric` is the
 only function that takes a written name apart, and ``str(metric)`` writes it back, so the column names of every
 saved table and notebook output are the strings they were.
@@ -23,8 +24,9 @@ from pmrag.core.text import shown
 
 RANK_METRICS = ("recall", "mrr", "ndcg")                      # eq. 3–6, at a cut-off k
 GROUP_METRICS = ("group_recall", "group_mrr", "group_ndcg")   # the same three on evidence groups, at k
+MESSAGE_METRICS = ("message_recall",)                         # each primary-evidence message once, at k
 SET_METRICS = ("set_precision", "set_recall", "set_f1")       # of a retrieved set, no cut-off
-_AT_K = RANK_METRICS + GROUP_METRICS
+_AT_K = RANK_METRICS + GROUP_METRICS + MESSAGE_METRICS
 KNOWN = _AT_K + SET_METRICS
 _LABELS = {"recall": "Recall", "mrr": "MRR", "ndcg": "nDCG"}   # the paper's spelling in its tables
 _WRITTEN = re.compile(r"(?P<name>[a-z_0-9]+)(?:@(?P<k>[0-9]+))?")

@@ -40,6 +40,8 @@ class SelectionStatistics:
     needed: int | None
     sentence: str          # "with your n questions, differences below … are noise"
     bootstrap_fusions: dict  # the selection bootstrap within each other fusion of hybrid.fusions
+    message_rows: pd.DataFrame       # message-level Recall@k of every method (pmrag.evaluate.message_recall)
+    evidence_messages: pd.DataFrame  # per question: its primary-evidence messages and how many lie in no chunk
 
 
 def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame],
@@ -53,9 +55,10 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     selected hybrid; ``rankings``: every single retriever's; ``hybrids``: each pairing's selected configuration,
     ``selected`` the overall one; ``reference``: the paper's Table 5 reference retriever (the power pilot's second
     method); ``qrels`` and ``types`` of the evaluable questions; ``question_evidence`` and ``chunk_messages`` give
-    the evidence groups.
+    the evidence groups and message-level recall.
     """
     from pmrag.evaluate import groups as eg
+    from pmrag.evaluate import message_recall as em
     from pmrag.evaluate import power as ep
     from pmrag.evaluate.metric_names import RECALL5
     from pmrag.evaluate.multiplicity import comparisons_table
@@ -83,6 +86,10 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         fused[str(hybrid)] = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
     group_rows = pd.concat([eg.per_question_group_rows(ranking, name, judgments, None, types, ks)
                             for name, ranking in fused.items()], ignore_index=True)
+    # message-level recall of the same rankings: each primary-evidence message once, whichever chunk holds it
+    evidence = em.evidence_judgments(question_evidence, chunk_messages, questions=types.index)
+    message_rows = pd.concat([em.per_question_message_rows(ranking, name, evidence, types, ks)
+                              for name, ranking in fused.items()], ignore_index=True)
 
     per_question = per_question.drop_duplicates(["retriever", "question_id"])
     comparisons = comparisons_table(per_question, str(selected), RECALL5, B=bootstrap.n_resamples,
@@ -104,4 +111,5 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         held_out_of(names), held_out_of(fixed), {fusion: held_out_of(names, fusion) for fusion in others},
         selection_bootstrap(swept, pairings=names, **resamples), selection_bootstrap(swept, pairings=fixed, **resamples),
         groups, group_rows, comparisons, power, pilot, observed, needed, sentence,
-        {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others})
+        {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others},
+        message_rows=message_rows, evidence_messages=em.evidence_counts(evidence))

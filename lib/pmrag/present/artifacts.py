@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pmrag.evaluate.metric_names import GROUP_METRICS, NDCG5, PAPER_COLUMNS, RECALL5, SET_METRICS, TABLE_METRICS, at_k
+from pmrag.evaluate.metric_names import (GROUP_METRICS, MESSAGE_METRICS, NDCG5, PAPER_COLUMNS, RECALL5, SET_METRICS,
+                                        TABLE_METRICS, at_k)
 
 _GROUP_RECALL5, _, _GROUP_NDCG5 = map(str, at_k(5, GROUP_METRICS))
+(_MESSAGE_RECALL5,) = map(str, at_k(5, MESSAGE_METRICS))
 _LABELS = tuple(m.label for m in TABLE_METRICS)   # Recall@5, MRR@5, nDCG@5
 
 @dataclass(frozen=True)
@@ -225,9 +227,11 @@ class T:
                                  "How often each configuration was chosen on the training folds",
                                  ("fusion", "bm25", "vector", "beta", "times", "share"))
     evidence_groups = TableSpec("evidence_groups", "09_selection_and_power",
-                                "Chunk-level and evidence-group Recall@5 and nDCG@5 of every method",
+                                "Recall@5 of every method by chunk (each gold window), by evidence group and by "
+                                "message (each primary-evidence message once), with nDCG@5 by chunk and by group",
                                 ("retriever", str(RECALL5), str(NDCG5), _GROUP_RECALL5, _GROUP_NDCG5,
-                                 f"Δ {RECALL5}", "gold chunks", "groups"))
+                                 f"Δ {RECALL5}", "gold chunks", "groups", _MESSAGE_RECALL5, f"Δ {_MESSAGE_RECALL5}",
+                                 "evidence messages", "in no chunk"))
     comparisons_adjusted = TableSpec("comparisons_adjusted", "09_selection_and_power",
                                      "Every method − the selected hybrid: percentile CI, permutation test, Holm and BH",
                                      ("method", "reference", "metric", "delta", "ci_low", "ci_high", "ci_excludes_zero",

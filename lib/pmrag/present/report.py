@@ -64,7 +64,22 @@ def headline(run_dir) -> list[str]:
         worst = failures[failures["Question type"] != "Overall"]
         lines.append(f"- {failed} of the best hybrid: {overall[failed]} of {overall['Questions']} ({overall['Failure rate']}); by type: "
                      + ", ".join(f"{t} {f}/{n}" for t, f, n in zip(worst["Question type"], worst[failed], worst["Questions"])))
+    lines += evidence_levels(run_dir)
     return lines
+
+
+def evidence_levels(run_dir: Path) -> list[str]:
+    """The evidence-counting headline line: the selected hybrid's Recall@5 by chunk, by evidence group and by message,
+    each with what it counts (notebook 09's ``evidence_groups`` table; the hybrid is Table 5's first method)."""
+    from pmrag.present.statistics import evidence_reading
+
+    table, differences = _read(run_dir, T.evidence_groups), _read(run_dir, T.table5_differences)
+    if table is None or differences is None or differences.empty:
+        return []
+    selected = differences["method_a"].iloc[0]
+    if selected not in set(table["retriever"]):
+        return []
+    return [f"- Evidence counted three ways (notebook 09): {evidence_reading(table, selected)}"]
 
 
 def selection_aware(run_dir: Path) -> list[str]:

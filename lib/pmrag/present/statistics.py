@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from pmrag.evaluate.metric_names import GROUP_METRICS, PAPER_COLUMNS, RECALL5, at_k
+from pmrag.evaluate.metric_names import GROUP_METRICS, MESSAGE_METRICS, PAPER_COLUMNS, RECALL5, at_k
 
 METRICS = PAPER_COLUMNS   # recall@5, mrr@5, ndcg@5
 
@@ -54,18 +54,60 @@ def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: 
             f"[{row['selection_aware_low']:.3f}, {row['selection_aware_high']:.3f}], selection uncertainty included.")
 
 
-def group_table(chunk_rows: pd.DataFrame, group_rows: pd.DataFrame, groups: pd.DataFrame, k: int = 5) -> pd.DataFrame:
-    """Per method: chunk-level and group-level Recall@k and nDCG@k (macro), in the chunk rows' method order, and
-    how many primary-gold chunks and evidence groups the questions have (the same for every method)."""
+def group_table(chunk_rows: pd.DataFrame, group_rows: pd.DataFrame, groups: pd.DataFrame, message_rows: pd.DataFrame,
+                evidence_messages: pd.DataFrame, k: int = 5) -> pd.DataFrame:
+    """Per method, in the chunk rows' method order, Recall@k at three levels (macro over questions):
+
+    * ``recall@k`` (and ``ndcg@k``), the paper's chunk level: the share of primary-gold chunks found, so evidence in
+      overlapping windows counts once per window (§4.3);
+    * ``group_recall@k`` (and ``group_ndcg@k``): the share of evidence groups found (``statistics.evidence_groups``:
+      ``same_set`` merges only windows holding exactly the same evidence, ``share_any`` credits a whole chain of
+      windows when one is found; :mod:`pmrag.evaluate.groups`); ``Δ recall@k`` is group − chunk;
+    * ``message_recall@k``: the share of primary-evidence messages held by some retrieved chunk, each message once,
+      those in no chunk never found (:mod:`pmrag.evaluate.message_recall`); ``Δ message_recall@k`` is message −
+      chunk;
+
+    then what each level counts over all questions (the same for every method): ``gold chunks``, ``groups``,
+    ``evidence messages`` and of them ``in no chunk``."""
     recall, _, ndcg = map(str, at_k(k))
     group_recall, _, group_ndcg = map(str, at_k(k, GROUP_METRICS))
+    (message_recall,) = map(str, at_k(k, MESSAGE_METRICS))
     chunk = chunk_rows.groupby("retriever", sort=False)[[recall, ndcg]].mean()
     group = group_rows.groupby("retriever", sort=False)[[group_recall, group_ndcg]].mean()
     table = chunk.join(group, how="inner").reset_index()
     table[f"Δ {recall}"] = table[group_recall] - table[recall]
     table["gold chunks"] = len(groups)
     table["groups"] = groups[["question_id", "group"]].drop_duplicates().shape[0]
-    return table
+    message = message_rows.groupby("retriever", sort=False)[message_recall].mean()
+    table = table.join(message, on="retriever", how="inner")
+    table[f"Δ {message_recall}"] = table[message_recall] - table[recall]
+    table["evidence messages"] = int(evidence_messages["evidence_messages"].sum())
+    table["in no chunk"] = int(evidence_messages["in_no_chunk"].sum())
+    return table.reset_index(drop=True)
+
+
+def evidence_reading(table: pd.DataFrame, method: str, k: int = 5) -> str:
+    """The plain reading of :func:`group_table` (or the table it saved): ``method``'s Recall@k at each level with
+    what the level counts, then how far message-level and group-level recall move from chunk-level over all
+    methods."""
+    recall, group_recall, message_recall = (str(metric) for metric in
+                                            (at_k(k)[0], at_k(k, GROUP_METRICS)[0], at_k(k, MESSAGE_METRICS)[0]))
+    rows = table.set_index("retriever")
+    if method not in rows.index:
+        raise ValueError(f"the evidence table has no row for method {method!r}")
+    row = rows.loc[method]
+    unreachable = int(row["in no chunk"])
+    lost = (f"{unreachable} of them lie in no chunk and count as never found" if unreachable
+            else "every one lies in some chunk")
+    by_message, by_group = rows[message_recall] - rows[recall], rows[group_recall] - rows[recall]
+    return (f"{method}: Recall@{k} is {row[recall]:.3f} by chunk (the paper's: primary-gold chunks found, "
+            f"{int(row['gold chunks'])} in all; evidence in two overlapping windows counts twice, several evidence "
+            f"messages in one window once), {row[group_recall]:.3f} by evidence group (groups of those chunks found, "
+            f"{int(row['groups'])} in all, merged by the statistics.evidence_groups rule) and "
+            f"{row[message_recall]:.3f} by message (primary-evidence messages held by a retrieved chunk, each once, "
+            f"{int(row['evidence messages'])} in all; {lost}). Over the {len(rows)} methods, message − chunk ranges "
+            f"from {by_message.min():+.3f} to {by_message.max():+.3f}, group − chunk from {by_group.min():+.3f} to "
+            f"{by_group.max():+.3f}.")
 
 
 def selection_figure(table: pd.DataFrame):
