@@ -10,7 +10,8 @@ the cell into a heading, ``0 0`` restarts the kernel).  Of the ways to get them,
   leaves typed characters to clean up.
 
 The pad listens on ``window`` in the capture phase, so it sees a key before any JupyterLab shortcut, and only
-while the pad itself has the focus (click it, or it takes the focus when first shown): a key of ``watched`` is then
+while the pad itself has the focus (click it; it also takes the focus when first shown and when Python
+calls ``focus()``): a key of ``watched`` is then
 stopped there and sent to Python as one ``{"key": …}`` message; any other key, and every key while the focus is
 elsewhere (the note box, another cell), goes on as usual.
 """
@@ -41,6 +42,7 @@ function render({ model, el }) {
   };
   for (const type of ["keydown", "keypress", "keyup"]) window.addEventListener(type, onKey, true);
   pad.addEventListener("click", () => pad.focus());
+  model.on("msg:custom", (message) => { if (message && message.focus) pad.focus(); });
   el.appendChild(pad);
   if (model.get("autofocus")) setTimeout(() => pad.focus(), 0);
   return () => { for (const type of ["keydown", "keypress", "keyup"]) window.removeEventListener(type, onKey, true); };
@@ -80,6 +82,10 @@ def keypad_class() -> type:
             key = content.get("key") if isinstance(content, dict) else None
             if isinstance(key, str) and key in self.watched:
                 self._on_key(key)
+
+        def focus(self) -> None:
+            """Give the pad the keyboard focus in every view of it (e.g. once the annotator is chosen)."""
+            self.send({"focus": True})
 
         def press(self, key: str) -> None:
             """What the browser does for a key press on the focused pad (for tests and scripted use)."""

@@ -131,6 +131,7 @@ class GradingWidget:
             self.status.value = render_message(f"Pool {self.reader.pool!r} holds no question to grade.")
             self._set_enabled(False)
             return
+        self.keys.focus()
         where = resume_point(self.engine, self.annotator_id, self.reader.pool)
         if where is None:
             self.open(self.reader.question_ids[0], 0)
