@@ -4,16 +4,16 @@ A Jupyter widget never sees key presses: JupyterLab's notebook takes them as its
 the cell into a heading, ``0 0`` restarts the kernel).  Of the ways to get them, this takes anywidget
 (maintained, on PyPI and conda-forge, no build step: the front-end is the ES module below):
 
-* ipyevents listens only while the mouse is over the widget and takes *every* key there, so typing a note
-  under the pointer would grade; its key listener is on ``document``, after JupyterLab's own;
+* ipyevents takes keys only while the mouse pointer is over the widget, and then every key, so typing a note
+  under the pointer would grade;
 * a ``Text`` box observed per keystroke drops or merges keys typed faster than the kernel's round trip and
   leaves typed characters to clean up.
 
 The pad listens on ``window`` in the capture phase, so it sees a key before any JupyterLab shortcut, and only
-while the pad itself has the focus (click it; it also takes the focus when first shown and when Python
-calls ``focus()``): a key of ``watched`` is then
-stopped there and sent to Python as one ``{"key": …}`` message; any other key, and every key while the focus is
-elsewhere (the note box, another cell), goes on as usual.
+while the pad itself has the focus (click it; it also takes the focus when first shown and when Python calls
+``focus()``): a key of ``watched`` is then stopped there and sent to Python as one ``{"key": …}`` message; any
+other key, and every key while the focus is elsewhere (the note box, another cell), goes on as usual.  The
+browser test checks both: graded by keys, the notebook's cell is still a code cell.
 """
 
 from __future__ import annotations
