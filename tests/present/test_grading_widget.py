@@ -205,3 +205,16 @@ def test_a_saved_notebook_shows_a_hint_not_widget_reprs(grading):
     engine, _ = grading
     bundle = GradingWidget(engine, POOL, "ann")._repr_mimebundle_()
     assert bundle["text/plain"].startswith("Grading widget:")
+
+
+def test_grading_is_blind_no_retriever_or_rank_of_the_pool_reaches_a_view(grading):
+    engine, _ = grading
+    origins = store.read_table(engine, "pool")["origins"]
+    assert origins.str.contains("raw_text_bm25").all()       # the fixture's pool names a retriever and ranks
+    widget = GradingWidget(engine, POOL, "ann")
+    for question in ("q1", "q2", "q10"):
+        widget.question.value = question
+        for _ in range(4):
+            views = widget.header.value + widget.candidate.value + widget.status.value
+            assert "raw_text_bm25" not in views and "rank" not in views and "retriever" not in views
+            press(widget, "n")
