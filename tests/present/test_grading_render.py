@@ -42,6 +42,18 @@ def test_the_strip_has_one_cell_per_candidate_tinted_by_grade_with_the_current_o
                      ("cell g0", "3: 0 · not relevant"), ("cell g1", "4: 1 · supporting")]
 
 
+def test_a_long_strip_shows_the_page_of_cells_holding_the_current_candidate():
+    grades = [2] * 450 + [None] * 450
+    html = render_strip(grades, current=450, max_cells=160)
+    titles = re.findall(r'title="(\d+):', html)
+    assert titles == [str(n) for n in range(321, 481)]
+    assert "candidates 321–480 of 900" in html
+    assert re.findall(r'<span class="cell current" title="(\d+):', html) == ["451"]
+    last = render_strip(grades, current=899, max_cells=160)
+    assert "candidates 801–900 of 900" in last and len(re.findall("title=", last)) == 100
+    assert "candidates" not in render_strip([None] * 160, current=3, max_cells=160)
+
+
 def test_the_question_header_shows_number_type_text_progress_and_drop():
     html = render_question(question(), current=0)
     assert "question 2 of 5: q7 <small>[named_entity]</small>" in html

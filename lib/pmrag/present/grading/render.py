@@ -16,6 +16,7 @@ from pmrag.annotate.judgments import Progress
 from pmrag.present.grading.data import CandidateView, Line, QuestionView
 
 GRADE_LABELS = {0: "0 · not relevant", 1: "1 · supporting", 2: "2 · relevant (answers)"}
+STRIP_CELLS = 160
 KEYS_HELP = "keys: 0 / 1 / 2 grade · n / p next / previous · u undo"
 _STYLE = ("<style>.pmrag-grade{font-size:13px;max-width:100%}"
           ".pmrag-grade h4{margin:2px 0}.pmrag-grade p{margin:3px 0}"
@@ -25,6 +26,7 @@ _STYLE = ("<style>.pmrag-grade{font-size:13px;max-width:100%}"
           ".pmrag-grade .cell{display:inline-block;width:9px;height:9px;border:1px solid #bbb;background:#fff}"
           ".pmrag-grade .cell.g0{background:#9aa0a6}.pmrag-grade .cell.g1{background:#fbbc04}"
           ".pmrag-grade .cell.g2{background:#34a853}.pmrag-grade .cell.current{outline:2px solid #1a73e8}"
+          ".pmrag-grade .strip .page{font-size:11px;color:#555;margin-right:6px}"
           ".pmrag-grade .meta{color:#333}.pmrag-grade .grade{font-weight:bold}"
           ".pmrag-grade .grade.g2{color:#137333}.pmrag-grade .grade.g1{color:#b06000}"
           ".pmrag-grade .grade.g0{color:#5f6368}.pmrag-grade .grade.none{color:#a50e0e}"
@@ -80,14 +82,20 @@ def render_progress(question: QuestionView) -> str:
             f'({100 * overall.share_graded:.0f}%)</p>')
 
 
-def render_strip(grades: Sequence[int | None], current: int | None) -> str:
+def render_strip(grades: Sequence[int | None], current: int | None, max_cells: int = STRIP_CELLS) -> str:
     """One small cell per candidate, in position order, tinted by grade (grey 0, amber 1, green 2, white
-    ungraded), the current one outlined; each cell's ``title`` says its number and grade."""
+    ungraded), the current one outlined; each cell's ``title`` says its number and grade.  A question of more
+    than ``max_cells`` candidates shows the page of ``max_cells`` that holds the current one, captioned
+    ``candidates 401–560 of 900``, so the strip stays two rows high on a laptop screen."""
+    start = 0 if current is None or len(grades) <= max_cells else (current // max_cells) * max_cells
+    shown = grades[start:start + max_cells]
     cells = []
-    for index, grade in enumerate(grades):
+    for index, grade in enumerate(shown, start=start):
         css = "cell" + (f" g{grade}" if grade is not None else "") + (" current" if index == current else "")
         cells.append(f'<span class="{css}" title="{index + 1}: {html.escape(grade_text(grade))}"></span>')
-    return f'<div class="strip" aria-label="grades by candidate">{"".join(cells)}</div>'
+    caption = (f'<span class="page">candidates {start + 1}–{start + len(shown)} of {len(grades)}</span>'
+               if len(shown) < len(grades) else "")
+    return f'<div class="strip" aria-label="grades by candidate">{caption}{"".join(cells)}</div>'
 
 
 def render_question(question: QuestionView, current: int | None = None) -> str:
