@@ -1,5 +1,6 @@
 """Grades per annotator in the store: upsert with validation, undo, drops, progress and the resume point."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -55,7 +56,7 @@ def test_undo_refuses_when_the_grade_changed_since(grading):
     assert J.grade_of(engine, "q1", at["q1", 0], "ann").relevance == 1
 
 
-@pytest.mark.parametrize("relevance", [3, -1, 1.5, True, None, "high"])
+@pytest.mark.parametrize("relevance", [3, -1, 1.5, 2.0, True, None, "high", np.int64(5)])
 def test_a_relevance_outside_0_to_2_is_refused_and_nothing_written(grading, relevance):
     engine, at = grading
     with pytest.raises(J.JudgmentError) as error:
@@ -64,9 +65,11 @@ def test_a_relevance_outside_0_to_2_is_refused_and_nothing_written(grading, rele
     assert store.read_table(engine, "judgments").empty
 
 
-def test_a_relevance_typed_as_a_digit_is_accepted(grading):
+def test_a_relevance_typed_as_a_digit_or_read_from_a_frame_is_accepted(grading):
     engine, at = grading
     assert J.record_grade(engine, "q1", at["q1", 0], "ann", "2", pool=POOL).after.relevance == 2
+    stored = J.record_grade(engine, "q1", at["q1", 1], "ann", np.int64(1), pool=POOL).after.relevance
+    assert stored == 1 and type(stored) is int
 
 
 def test_a_chunk_outside_the_questions_pool_is_refused(grading):

@@ -18,6 +18,7 @@ grade or when they dropped it; :func:`resume_point` is the first ungraded positi
 from __future__ import annotations
 
 import re
+from numbers import Integral
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -92,10 +93,11 @@ def check_annotator(annotator) -> str:
 
 
 def check_relevance(relevance) -> int:
-    """``relevance`` as an int of :data:`RELEVANCE_GRADES` (``"2"`` is accepted, ``True`` or ``1.5`` are not)."""
+    """``relevance`` as an int of :data:`RELEVANCE_GRADES` (``"2"`` and NumPy integers are accepted, ``True``,
+    ``2.0`` or ``1.5`` are not)."""
     if isinstance(relevance, str) and relevance.strip().isdigit():
         relevance = int(relevance.strip())
-    if isinstance(relevance, bool) or not isinstance(relevance, int) or relevance not in RELEVANCE_GRADES:
+    if isinstance(relevance, bool) or not isinstance(relevance, Integral) or relevance not in RELEVANCE_GRADES:
         raise JudgmentError(f"relevance must be 0, 1 or 2, got {relevance!r}")
     return int(relevance)
 
