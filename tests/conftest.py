@@ -126,3 +126,65 @@ def prompt_sha(path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_text(encoding="utf-8").rstrip().encode("utf-8")).hexdigest()
+
+
+GRADING_POOL = "p1"
+
+
+def make_grading_store(path):
+    """A small store to grade: 24 messages of one chat (two sessions) chunked in windows of 4 (stride 3), two
+    questions (``q1``, ``q2``) and an edited candidate question (``q10``), and pool ``p1`` written directly:
+    q1 → 4 chunks, q2 → 3, q10 → 2, in a shuffled ``position`` order.  q1 has an evidence hint (excerpt
+    "tennis court") matched to message 5.  Returns ``(engine, pool rows as a DataFrame)``."""
+    import json
+    from datetime import datetime, timedelta
+
+    import pandas as pd
+
+    from pmrag.chunking import store as chunk_store
+    from pmrag.core import store
+    from pmrag.core.params import ChunkingSection
+    from pmrag.core.records import MessageRecord, SourceBatch
+    from pmrag.ingest import store as ingest_store
+
+    engine = store.open_store(path)
+    start = datetime(2024, 5, 1, 9, 0)
+    texts = ["good morning", "morning! plans today?", "thinking of tennis", "which court?",
+             "the one by the station", "meet at the tennis court at 3", "ok see you", "bring water",
+             "sure", "running late", "5 minutes", "here now"]
+    records = []
+    for i in range(24):
+        day = i // 12
+        at = start + timedelta(days=day, minutes=10 * (i % 12))
+        records.append(MessageRecord(source="chat", source_order=i, occurred_at=at, sender=("Aki", "Ben")[i % 2],
+                                     type="text", text=f"{texts[i % 12]} <{i}>"))
+    batch = SourceBatch(path="chat.json", format="line-json", records_read=len(records))
+    batch.messages = records
+    ingest_store.store_batch(engine, batch, "sha-chat")
+    chunk_store.rebuild_chunks(engine, ChunkingSection(window_size=4, stride=3))
+    chunks = store.read_table(engine, "chunks", order_by=["start_at", "chunk_index"])
+    links = store.read_table(engine, "chunk_messages")
+    messages = store.read_table(engine, "messages")
+    hinted = messages.loc[messages["source_order"] == 5, "message_id"].iloc[0]
+    ids = list(chunks["chunk_id"])
+    with engine.begin() as conn:
+        conn.execute(store.questions.insert(), [
+            {"question_id": "q1", "text": "Where did Aki and Ben meet to play tennis?", "type": "named_entity"},
+            {"question_id": "q2", "text": "Who was running late?", "type": "contextual"}])
+        conn.execute(store.question_candidates.insert(), [
+            {"candidate_id": "q10", "text": "How often did they meet?", "type": "aggregate", "origin": "typed",
+             "status": "edited", "edited_text": "How many times did they meet in May?",
+             "created_at": "2026-12-01T00:00:00+00:00"}])
+        conn.execute(store.candidate_hints.insert(), [{"candidate_id": "q1", "hint": 0, "excerpt": "tennis court"}])
+        conn.execute(store.hint_matches.insert(), [{"candidate_id": "q1", "hint": 0, "message_id": hinted,
+                                                    "how": "text"}])
+        holding = links.loc[links["message_id"] == hinted, "chunk_id"].tolist()
+        pooled = {"q1": [holding[0], *[c for c in ids if c not in holding][:3]], "q2": ids[3:6], "q10": ids[1:3]}
+        rows = []
+        for question, chosen in pooled.items():
+            order = [2, 0, 3, 1][:len(chosen)] if len(chosen) == 4 else list(reversed(range(len(chosen))))
+            for chunk, position in zip(chosen, order):
+                rows.append({"pool": GRADING_POOL, "question_id": question, "chunk_id": chunk, "position": position,
+                             "origins": json.dumps([{"retriever": "raw_text_bm25", "rank": position + 1}])})
+        conn.execute(store.pool.insert(), rows)
+    return engine, pd.DataFrame(rows)
