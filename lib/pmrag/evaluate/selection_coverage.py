@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from pmrag.core.names import PAPER_FUSION
 from pmrag.core.params import BootstrapSection
@@ -108,26 +109,18 @@ def selection_coverage(sweep: pd.DataFrame, n_datasets: int = 400, n_resamples: 
     shape = (len(METRICS), len(INTERVALS), d_count)
     low, high, estimate, truth = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape)
     chosen = np.empty(d_count, dtype=np.int64)
-    for d, questions in enumerate(datasets):
-        values = population[:, questions, :]                                       # (3, n, C)
-        counts = _counts(rng.integers(0, n, size=(b_count, n)), n)
-        c = _in_sample_choice(values)
-        drawn = resampled_selection(values, counts)
-        apparent = values[:, :, c].mean(axis=1)
-        conditional = np.percentile(counts @ values[:, :, c].T / n, percentiles(params), axis=0)  # (2, 3)
-        reference = np.percentile(counts @ values[:, :, fixed].T / n, percentiles(params), axis=0)
-        kept = drawn.n_out > 0
-        loo = np.nanmean(drawn.per_question, axis=1) if kept.any() else np.full(len(METRICS), np.nan)
-        mixed = 0.368 * drawn.apparent + 0.632 * drawn.oob
-        bounds = [conditional, conditional - drawn.optimism, _percentiles(drawn.oob, kept, params),
-                  _percentiles(mixed, kept, params), reference]
-        points = [apparent, apparent - drawn.optimism, loo, 0.368 * apparent + 0.632 * loo,
-                  values[:, :, fixed].mean(axis=1)]
-        for i, (bound, point) in enumerate(zip(bounds, points)):
-            low[:, i, d], high[:, i, d] = bound
-            estimate[:, i, d] = point
-            truth[:, i, d] = truth_of[:, fixed] if INTERVALS[i] == "fixed configuration" else truth_of[:, c]
-        chosen[d] = c
+    # one BLAS thread: D small (B, n) @ (n, C) products, each too small for OpenBLAS's threads to pay for waking
+    # them; on the loaded 2-core reference machine two threads took several times as long (threadpoolctl: a
+    # dependency of scikit-learn)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for d, questions in enumerate(datasets):
+            values = population[:, questions, :]                                   # (3, n, C)
+            counts = _counts(rng.integers(0, n, size=(b_count, n)), n)
+            chosen[d] = c = _in_sample_choice(values)
+            for i, (bound, point) in enumerate(_intervals(values, counts, c, fixed, params)):
+                low[:, i, d], high[:, i, d] = bound
+                estimate[:, i, d] = point
+                truth[:, i, d] = truth_of[:, fixed] if INTERVALS[i] == "fixed configuration" else truth_of[:, c]
 
     exists = ~np.isnan(low)
     covered = exists & (low <= truth) & (truth <= high)
@@ -144,6 +137,24 @@ def selection_coverage(sweep: pd.DataFrame, n_datasets: int = 400, n_resamples: 
     per_dataset = pd.concat([pd.DataFrame({"dataset": np.arange(d_count)}), configs.chosen(chosen),
                              pd.DataFrame({f"true {m}": truth_of[i, chosen] for i, m in enumerate(METRICS)})], axis=1)
     return SelectionCoverage(table, per_dataset, d_count, b_count, n, big_n, params.seed, params.confidence)
+
+
+def _intervals(values: np.ndarray, counts: np.ndarray, c: int, fixed: int, params: BootstrapSection) -> list:
+    """Per :data:`INTERVALS`: ``((2, 3) bounds, (3,) point estimate)`` on one study's ``(3, n, C)`` values, its
+    in-sample choice ``c``, the population's choice ``fixed`` and its ``(B, n)`` resample counts."""
+    n = values.shape[1]
+    drawn = resampled_selection(values, counts)
+    apparent = values[:, :, c].mean(axis=1)
+    conditional = np.percentile(counts @ values[:, :, c].T / n, percentiles(params), axis=0)
+    reference = np.percentile(counts @ values[:, :, fixed].T / n, percentiles(params), axis=0)
+    kept = drawn.n_out > 0
+    loo = np.nanmean(drawn.per_question, axis=1) if kept.any() else np.full(len(METRICS), np.nan)
+    mixed = 0.368 * drawn.apparent + 0.632 * drawn.oob
+    return [(conditional, apparent),
+            (conditional - drawn.optimism, apparent - drawn.optimism),
+            (_percentiles(drawn.oob, kept, params), loo),
+            (_percentiles(mixed, kept, params), 0.368 * apparent + 0.632 * loo),
+            (reference, values[:, :, fixed].mean(axis=1))]
 
 
 def _in_sample_choice(values: np.ndarray) -> int:
