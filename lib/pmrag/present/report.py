@@ -80,11 +80,11 @@ def selection_aware(run_dir: Path) -> list[str]:
         return []
     row = paper.iloc[0]
     coverage = _read(run_dir, T.selection_coverage)
-    covered = "" if coverage is None else coverage[(coverage["metric"] == str(RECALL5))
-                                                   & (coverage["interval"] == "bias_corrected")]
-    covered = ("" if len(covered) == 0 else
-               f", covering the selected configuration's true value in {covered['coverage'].iloc[0]:.0%} of "
-               f"{int(covered['datasets'].iloc[0])} studies drawn from this one")
+    corrected = pd.DataFrame() if coverage is None else coverage[(coverage["metric"] == str(RECALL5))
+                                                               & (coverage["interval"] == "bias_corrected")]
+    covered = ("" if corrected.empty else
+               f", covering the selected configuration's true value in {corrected['coverage'].iloc[0]:.0%} of "
+               f"{int(corrected['datasets'].iloc[0])} studies drawn from this one")
     seeds = ("" if row["out_of_fold_min"] == row["out_of_fold_max"] else
              f", {row['out_of_fold_min']:.3f}–{row['out_of_fold_max']:.3f} over partition seeds")
     bootstrap = format_ci(row["bootstrap_estimate"], row["bootstrap_low"], row["bootstrap_high"])
