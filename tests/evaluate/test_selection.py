@@ -295,3 +295,90 @@ def test_invalid_arguments_are_named():
         selection_bootstrap(sweep, fusion="rrf")
     with pytest.raises(ValueError, match="confidence"):
         selection_bootstrap(sweep, confidence=95)
+
+
+def test_optimism_and_bias_corrected_interval_equal_a_direct_loop():
+    n, b = 12, 30
+    sweep = dyadic_sweep(n, 13, levels=(0.0, 0.25, 0.5, 0.75, 1.0))
+    result = selection_bootstrap(sweep, n_resamples=b, seed=4)
+    questions = np.array([f"q{i:02d}" for i in range(n)])
+    by_question = {q: rows for q, rows in sweep.groupby("question_id", sort=False)}
+    indexed = sweep.set_index(["bm25", "vector", "beta", "question_id"])
+    best = paper_choice(sweep)
+    best_rows = np.array([[indexed.loc[(*best, q), metric] for q in questions] for metric in METRICS])
+    differences, samples, conditional = [], [], []
+    for draw in resample_indices(n, BootstrapSection(n_resamples=b, seed=4)):
+        chosen = paper_choice(pd.concat([by_question[q] for q in questions[draw]], ignore_index=True))
+        scored = np.array([[indexed.loc[(*chosen, q), metric] for q in questions] for metric in METRICS])
+        differences.append(scored[:, draw].mean(axis=1) - scored.mean(axis=1))   # A_b − S_b
+        samples.append(scored.mean(axis=1))
+        conditional.append(best_rows[:, draw].mean(axis=1))
+    optimism = np.mean(differences, axis=0)
+    low, high = np.percentile(np.array(conditional), [2.5, 97.5], axis=0)
+    in_sample = best_rows.mean(axis=1)
+    summary = result.summary
+    np.testing.assert_allclose(summary["optimism"], optimism, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["corrected"], in_sample - optimism, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["corrected_low"], low - optimism, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["corrected_high"], high - optimism, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(result.per_resample[[f"sample {m}" for m in METRICS]].to_numpy(), np.array(samples),
+                               rtol=0, atol=1e-12)
+    assert (summary["corrected_high"] - summary["corrected_low"]).to_numpy() == pytest.approx(
+        (summary["conditional_high"] - summary["conditional_low"]).to_numpy(), abs=1e-12)
+
+
+def test_the_optimism_is_zero_without_a_choice_and_positive_on_noise():
+    sweep, winner = dominant_sweep(30, 2)
+    boot = selection_bootstrap(sweep, n_resamples=200, seed=3)
+    rows = winner.loc[[f"q{i:02d}" for i in range(30)], list(METRICS)].to_numpy()
+    draws = resample_indices(30, BootstrapSection(n_resamples=200, seed=3))
+    # always the same choice: ô is the resample means' Monte Carlo drift from the sample mean, nothing more
+    drift = rows[draws].mean(axis=1).mean(axis=0) - rows.mean(axis=0)
+    np.testing.assert_allclose(boot.summary["optimism"], drift, rtol=0, atol=1e-12)
+    assert np.abs(drift).max() < 0.01
+    np.testing.assert_allclose(boot.summary["corrected"], rows.mean(axis=0) - drift, rtol=0, atol=1e-12)
+    rng = np.random.default_rng(7)
+    n = 60
+    noise = pd.concat([pd.DataFrame({"bm25": f"b{p}", "vector": f"v{p}", "beta": beta,
+                                     "question_id": [f"q{i:02d}" for i in range(n)],
+                                     "recall@5": rng.binomial(1, 0.5, n).astype(float), "mrr@5": rng.random(n),
+                                     "ndcg@5": rng.random(n)})
+                       for p in range(5) for beta in np.linspace(0, 1, 8)], ignore_index=True)
+    recall = selection_bootstrap(noise, n_resamples=400, seed=1).summary.iloc[0]
+    assert recall["optimism"] > 0.03                  # the best of 40 fair coins flatters itself
+    assert abs(recall["corrected"] - 0.5) < abs(recall["in_sample"] - 0.5)
+
+
+def test_partition_seeds_average_held_out_selection_run_per_seed():
+    sweep = dyadic_sweep(20, 9, levels=(0.0, 0.25, 0.5, 0.75, 1.0))
+    types = pd.Series(["a", "b"] * 10, index=[f"q{i:02d}" for i in range(20)])
+    pooled = held_out_selection(sweep, types, n_splits=4, n_repeats=2, seed=5, n_seeds=3)
+    singles = [held_out_selection(sweep, types, n_splits=4, n_repeats=2, seed=s) for s in (5, 6, 7)]
+    macros = np.array([single.summary["out_of_fold"].to_numpy() for single in singles])        # (seeds, 3)
+    summary = pooled.summary
+    np.testing.assert_allclose(summary["out_of_fold"], macros.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["gap"], summary["in_sample"] - macros.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["out_of_fold_min"], macros.min(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["out_of_fold_max"], macros.max(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(summary["out_of_fold_sd"], macros.std(axis=0, ddof=1), rtol=0, atol=1e-12)
+    assert list(pooled.per_seed["seed"]) == [5, 6, 7] and pooled.n_seeds == 3 and pooled.seed == 5
+    np.testing.assert_allclose(pooled.per_seed[list(METRICS)].to_numpy(), macros, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pooled.per_question[list(METRICS)].to_numpy(),
+                               np.mean([single.per_question[list(METRICS)].to_numpy() for single in singles], axis=0),
+                               rtol=0, atol=1e-12)
+    folds = pd.concat([single.per_fold for single in singles], ignore_index=True)
+    pd.testing.assert_frame_equal(pooled.per_fold, folds)
+    assert pooled.chosen["times"].sum() == 3 * 4 * 2
+    assert len(set(macros[:, 0])) > 1                 # the seeds' partitions do differ
+
+
+def test_one_partition_seed_has_no_spread():
+    sweep = dyadic_sweep(20, 9)
+    types = pd.Series(["a", "b"] * 10, index=[f"q{i:02d}" for i in range(20)])
+    result = held_out_selection(sweep, types, n_splits=4, n_repeats=2, seed=2)
+    assert result.n_seeds == 1 and list(result.per_seed["seed"]) == [2] and set(result.per_fold["seed"]) == {2}
+    np.testing.assert_array_equal(result.summary["out_of_fold_min"], result.summary["out_of_fold"])
+    np.testing.assert_array_equal(result.summary["out_of_fold_max"], result.summary["out_of_fold"])
+    assert result.summary["out_of_fold_sd"].isna().all()
+    with pytest.raises(ValueError, match="n_seeds"):
+        held_out_selection(sweep, types, n_seeds=0)

@@ -192,8 +192,18 @@ def test_run_readme_lists_outputs_with_headline_numbers(study, results):
     study.save_table(T.selection_summary, selection)
     readme = report.write_run_readme(study.run_dir, "Tiny").read_text(encoding="utf-8")
     paper = selection[(selection["metric"] == "recall@5")].iloc[0]
-    assert (f"Selection-aware: the same selection scored out of fold {paper['out_of_fold']:.3f}" in readme
-            and "selection uncertainty included" in readme)
+    corrected = f"{paper['bias_corrected']:.3f} [{paper['bias_corrected_low']:.3f}, {paper['bias_corrected_high']:.3f}]"
+    bound = f"{paper['bootstrap_estimate']:.3f} [{paper['bootstrap_low']:.3f}, {paper['bootstrap_high']:.3f}]"
+    assert f"Selection-aware: the in-sample best less the selection's optimism {corrected}" in readme
+    assert f"the same selection scored out of fold {paper['out_of_fold']:.3f}" in readme
+    assert f"out-of-bag bootstrap {bound} (a conservative bound)" in readme
+    assert "selection uncertainty included" not in readme and "studies drawn from this one" not in readme
+    coverage = study.statistics().coverage.table
+    study.save_table(T.selection_coverage, coverage)
+    readme = report.write_run_readme(study.run_dir, "Tiny").read_text(encoding="utf-8")
+    covered = coverage[(coverage["metric"] == "recall@5") & (coverage["interval"] == "bias_corrected")].iloc[0]
+    assert (f"covering the selected configuration's true value in {covered['coverage']:.0%} of "
+            f"{int(covered['datasets'])} studies drawn from this one") in readme
     overall = found.table7.set_index("Question type").loc["Overall"]
     assert f"{overall['Top-5 failures']} of {overall['Questions']}" in readme
 

@@ -534,12 +534,19 @@ class StatisticsSection(Section):
                            "questions (stratified by type); the hybrid's pairing and β are chosen on k − 1 folds", ge=2)
     n_repeats: int = key(10, "repeats of the k-fold, each with its own shuffle", ge=1)
     seed: int = key(0, "random_state of scikit-learn's RepeatedStratifiedKFold", ge=0)
+    n_seeds: int = key(10, "partition seeds of the k-fold (seed, seed + 1, …): the out-of-fold numbers are their mean, "
+                           "reported with the min, max and sd across seeds (one seed's number owes much to its folds)",
+                       ge=1)
     selection_bootstrap: Literal["oob", ".632"] = key(
         "oob", "the bootstrap that repeats the selection inside every resample (bootstrap.n_resamples, seed): the "
-        "chosen configuration scored on the out-of-bag questions (oob: a conservative interval, each value resting on "
+        "chosen configuration scored on the out-of-bag questions (oob: a conservative bound, each value resting on "
         "about 37 % of the questions), or Efron's .632 mix of that and its score on the resample (.632: a better point "
         "estimate, but its percentile interval is narrow because the two parts are anti-correlated: it understates "
-        "sampling uncertainty)")
+        "sampling uncertainty); the headline bias-corrected estimate (the same resamples' optimism) is either's")
+    coverage_datasets: int = key(
+        400, "coverage check of the selected hybrid's intervals: studies of n questions drawn from this study's own "
+        "questions, each running the selection and every interval (0: no check); coverage ± sqrt(p(1 − p)/this)", ge=0)
+    coverage_resamples: int = key(500, "bootstrap resamples inside each simulated study of the coverage check", ge=1)
     evidence_groups: Literal["same_set", "share_any"] = key(
         "same_set", "gold chunks of a question form one evidence group when they hold the same set of its primary "
         "evidence messages (same_set, the overlapping windows of one exchange: exact duplicates only), or when they "

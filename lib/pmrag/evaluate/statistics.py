@@ -19,12 +19,16 @@ from pmrag.core.params import BootstrapSection, StatisticsSection
 @dataclass(frozen=True)
 class SelectionStatistics:
     """The hybrid's selection evaluated out of sample (``held_out``: repeated stratified k-fold over every pairing,
-    None with fewer than two questions; ``held_out_beta``: the β of the selected pairing alone;
+    None with fewer than two questions, averaged over ``statistics.n_seeds`` partition seeds; ``held_out_beta``: the
+    β of the selected pairing alone, that pairing chosen on all questions (so conditional on it);
     ``held_out_fusions``: each other fusion's sweep), the bootstrap that repeats the selection (``bootstrap``,
     ``bootstrap_beta``, ``bootstrap_fusions``), evidence-group metrics of every method beside the chunk-level ones
     (``groups``, ``group_rows``), every method against the selected hybrid with permutation tests and Holm / BH
     decisions (``comparisons``), and the power curve of the paper's Table 5 comparison (``power``, ``pilot``: its two
-    methods, ``needed``: the questions that detect the observed difference, ``sentence``: the plain reading)."""
+    methods, ``needed``: the questions that detect the observed difference, ``sentence``: the plain reading), and
+    ``coverage``: how often the paper's selection's intervals (conditional, bias-corrected, out-of-bag, .632) cover
+    the selected configuration's true value on datasets drawn from these questions
+    (:class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`; None when ``statistics.coverage_datasets`` is 0)."""
 
     held_out: object
     held_out_beta: object
@@ -42,6 +46,7 @@ class SelectionStatistics:
     bootstrap_fusions: dict  # the selection bootstrap within each other fusion of hybrid.fusions
     message_rows: pd.DataFrame       # message-level Recall@k of every method (pmrag.evaluate.message_recall)
     evidence_messages: pd.DataFrame  # per question: its primary-evidence messages and how many lie in no chunk
+    coverage: object         # the paper's selection's intervals checked on datasets drawn from these questions
 
 
 def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame],
@@ -63,13 +68,14 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     from pmrag.evaluate.metric_names import RECALL5
     from pmrag.evaluate.multiplicity import comparisons_table
     from pmrag.evaluate.selection import held_out_selection, selection_bootstrap
+    from pmrag.evaluate.selection_coverage import selection_coverage
     from pmrag.retrieve.fusion import minmax_fuse
 
     names = [(str(a), str(b)) for a, b in pairings]
     fixed = (str(selected.first), str(selected.second))
     # a study with fewer questions than folds gets one fold per question; with one question there is no held-out part
     n_splits = min(section.n_splits, int(types.size))
-    folds = dict(n_splits=n_splits, n_repeats=section.n_repeats, seed=section.seed)
+    folds = dict(n_splits=n_splits, n_repeats=section.n_repeats, seed=section.seed, n_seeds=section.n_seeds)
     resamples = dict(n_resamples=bootstrap.n_resamples, seed=bootstrap.seed, confidence=bootstrap.confidence,
                      kind=section.selection_bootstrap)
 
@@ -112,4 +118,6 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         selection_bootstrap(swept, pairings=names, **resamples), selection_bootstrap(swept, pairings=fixed, **resamples),
         groups, group_rows, comparisons, power, pilot, observed, needed, sentence,
         {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others},
-        message_rows=message_rows, evidence_messages=em.evidence_counts(evidence))
+        message_rows=message_rows, evidence_messages=em.evidence_counts(evidence),
+        coverage=selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
+                                    bootstrap.confidence, pairings=names) if section.coverage_datasets else None)

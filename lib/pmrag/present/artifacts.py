@@ -219,10 +219,17 @@ class T:
 
     # 09_selection_and_power (§8.1, §9.1): selection-aware numbers beside the paper's conditional ones
     selection_summary = TableSpec("selection_summary", "09_selection_and_power",
-                                  "The selected hybrid in sample, out of fold and with the selection in the bootstrap",
-                                  ("procedure", "metric", "in_sample", "out_of_fold", "winners_curse",
-                                   "conditional_low", "conditional_high", "selection_aware", "selection_aware_low",
-                                   "selection_aware_high"))
+                                  "The selected hybrid in sample (conditional), bias-corrected, out of fold and with "
+                                  "the selection in the bootstrap (out of bag: a conservative bound)",
+                                  ("procedure", "metric", "in_sample", "conditional_low", "conditional_high",
+                                   "optimism", "bias_corrected", "bias_corrected_low", "bias_corrected_high",
+                                   "out_of_fold", "out_of_fold_min", "out_of_fold_max", "out_of_fold_sd",
+                                   "winners_curse", "bootstrap_kind", "bootstrap_estimate", "bootstrap_low",
+                                   "bootstrap_high"))
+    selection_coverage = TableSpec("selection_coverage", "09_selection_and_power",
+                                   "How often the selected hybrid's intervals cover its true value in studies drawn "
+                                   "from this one",
+                                   ("metric", "interval", "coverage", "mc_se", "mean_width", "mean_error", "datasets"))
     selection_chosen = TableSpec("selection_chosen", "09_selection_and_power",
                                  "How often each configuration was chosen on the training folds",
                                  ("fusion", "bm25", "vector", "beta", "times", "share"))
@@ -270,7 +277,8 @@ class F:
     figure_beyond_ablation = FigureSpec("figure_beyond_ablation", "08_beyond_retrieval",
                                         "embedding_text's parts − the paper's best flat retriever, by type")
     figure_selection = FigureSpec("figure_selection", "09_selection_and_power",
-                                  "The selected hybrid: conditional, out-of-fold and selection-aware Recall@5")
+                                  "The selected hybrid: conditional, bias-corrected, out-of-fold and out-of-bag "
+                                  "Recall@5")
     figure_power = FigureSpec("figure_power", "09_selection_and_power",
                               "Detectable difference in Recall@5 against the number of questions")
     figure_graph_subgraph = FigureSpec("figure_graph_subgraph", "07_memory_graph",

@@ -83,8 +83,10 @@ def evidence_levels(run_dir: Path) -> list[str]:
 
 
 def selection_aware(run_dir: Path) -> list[str]:
-    """The selection-aware headline line: the paper's selection scored out of fold and with the selection repeated in
-    the bootstrap (notebook 09's ``selection_summary``), beside the conditional number above it."""
+    """The selection-aware headline line (notebook 09's ``selection_summary``, and ``selection_coverage`` when
+    saved): the in-sample best less the selection's bootstrap optimism with its interval and, when measured, how
+    often such intervals cover in studies drawn from this one; the same selection scored out of fold (mean and
+    range over the partition seeds); the out-of-bag bootstrap as a conservative bound."""
     selection = _read(run_dir, T.selection_summary)
     if selection is None:
         return []
@@ -92,10 +94,22 @@ def selection_aware(run_dir: Path) -> list[str]:
     if paper.empty:
         return []
     row = paper.iloc[0]
-    return [f"- Selection-aware: the same selection scored out of fold {row['out_of_fold']:.3f} (winner's curse "
-            f"{row['winners_curse']:+.3f}); repeated in every bootstrap resample "
-            f"{format_ci(row['selection_aware'], row['selection_aware_low'], row['selection_aware_high'])} "
-            "(selection uncertainty included; notebook 09)"]
+    coverage = _read(run_dir, T.selection_coverage)
+    corrected = pd.DataFrame() if coverage is None else coverage[(coverage["metric"] == str(RECALL5))
+                                                               & (coverage["interval"] == "bias_corrected")]
+    covered = ("" if corrected.empty else
+               f", covering the selected configuration's true value in {corrected['coverage'].iloc[0]:.0%} of "
+               f"{int(corrected['datasets'].iloc[0])} studies drawn from this one")
+    seeds = ("" if row["out_of_fold_min"] == row["out_of_fold_max"] else
+             f", {row['out_of_fold_min']:.3f}–{row['out_of_fold_max']:.3f} over partition seeds")
+    bootstrap = format_ci(row["bootstrap_estimate"], row["bootstrap_low"], row["bootstrap_high"])
+    bound = (f"; out-of-bag bootstrap {bootstrap} (a conservative bound)"
+             if str(row["bootstrap_kind"]).startswith("out-of-bag") else "")
+    return [f"- Selection-aware: the in-sample best less the selection's optimism "
+            f"{format_ci(row['bias_corrected'], row['bias_corrected_low'], row['bias_corrected_high'])} "
+            f"(the conditional interval shifted by the bootstrap optimism {row['optimism']:+.3f}{covered}); the same "
+            f"selection scored out of fold {row['out_of_fold']:.3f}{seeds} (winner's curse {row['winners_curse']:+.3f})"
+            f"{bound}; notebook 09"]
 
 
 def losses(run_dir: Path) -> list[str]:

@@ -7,22 +7,32 @@ The inputs are the ``statistics`` stage's results (:class:`pmrag.study.stages.Se
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from pmrag.evaluate.metric_names import GROUP_METRICS, MESSAGE_METRICS, PAPER_COLUMNS, RECALL5, at_k
 
 METRICS = PAPER_COLUMNS   # recall@5, mrr@5, ndcg@5
+PAPER_PROCEDURE = "pairing and β (the paper's selection)"
+BETA_PROCEDURE = "β of the pairing chosen on all questions (conditional on that pairing)"
+BOOTSTRAP_KIND = {"oob": "out-of-bag percentiles: a conservative bound",
+                  ".632": ".632 percentiles: too narrow (understates sampling uncertainty)"}
 
 
 def selection_table(statistics) -> pd.DataFrame:
-    """One row per (procedure, metric): the in-sample best (the paper's conditional number and interval), the
-    out-of-fold score of the selection procedure and the gap (winner's curse), and the selection bootstrap's
-    estimate and interval.  Procedures: the paper's (every pairing × β), β of the selected pairing alone, and the
-    selection within each other fusion of ``hybrid.fusions``."""
+    """One row per (procedure, metric): the in-sample best with the paper's conditional interval (the configuration
+    held fixed), the bias-corrected estimate and interval (the in-sample best and its interval less the bootstrap
+    optimism: the selection-aware headline), the out-of-fold score of the selection procedure (mean over the
+    partition seeds, with their min, max and sd) and the gap (winner's curse), and the selection bootstrap's
+    estimate and interval of ``statistics.selection_bootstrap`` (``bootstrap_kind`` names it: the out-of-bag one is
+    a conservative bound).  Procedures: the paper's (every pairing × β), β alone with the pairing chosen on all
+    questions (its numbers are conditional on that pairing), and the selection within each other fusion of
+    ``hybrid.fusions``."""
     rows = []
-    procedures = [("pairing and β (the paper's selection)", statistics.held_out, statistics.bootstrap),
-                  ("β of the selected pairing", statistics.held_out_beta, statistics.bootstrap_beta)]
+    procedures = [(PAPER_PROCEDURE, statistics.held_out, statistics.bootstrap),
+                  (BETA_PROCEDURE, statistics.held_out_beta, statistics.bootstrap_beta)]
     procedures += [(f"pairing and β, {fusion} fusion", held_out, statistics.bootstrap_fusions.get(fusion))
                    for fusion, held_out in statistics.held_out_fusions.items()]
     for label, held_out, boot in procedures:
@@ -31,27 +41,93 @@ def selection_table(statistics) -> pd.DataFrame:
         folds = held_out.summary.set_index("metric")
         resampled = boot.summary.set_index("metric") if boot is not None else None
         for metric in METRICS:
-            row = {"procedure": label, "metric": metric, "in_sample": folds.at[metric, "in_sample"],
-                   "out_of_fold": folds.at[metric, "out_of_fold"], "winners_curse": folds.at[metric, "gap"]}
+            row = {"procedure": label, "metric": metric, "in_sample": folds.at[metric, "in_sample"]}
             if resampled is not None:
                 row.update({"conditional_low": resampled.at[metric, "conditional_low"],
                             "conditional_high": resampled.at[metric, "conditional_high"],
-                            "selection_aware": resampled.at[metric, "estimate"],
-                            "selection_aware_low": resampled.at[metric, "ci_low"],
-                            "selection_aware_high": resampled.at[metric, "ci_high"]})
+                            "optimism": resampled.at[metric, "optimism"],
+                            "bias_corrected": resampled.at[metric, "corrected"],
+                            "bias_corrected_low": resampled.at[metric, "corrected_low"],
+                            "bias_corrected_high": resampled.at[metric, "corrected_high"]})
+            row.update({"out_of_fold": folds.at[metric, "out_of_fold"],
+                        "out_of_fold_min": folds.at[metric, "out_of_fold_min"],
+                        "out_of_fold_max": folds.at[metric, "out_of_fold_max"],
+                        "out_of_fold_sd": folds.at[metric, "out_of_fold_sd"],
+                        "winners_curse": folds.at[metric, "gap"]})
+            if resampled is not None:
+                row.update({"bootstrap_kind": BOOTSTRAP_KIND[boot.kind],
+                            "bootstrap_estimate": resampled.at[metric, "estimate"],
+                            "bootstrap_low": resampled.at[metric, "ci_low"],
+                            "bootstrap_high": resampled.at[metric, "ci_high"]})
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: int) -> str:
-    """The headline sentence of the paper's selection, conditional and selection-aware, in Recall@5."""
-    row = table[(table["procedure"].str.startswith("pairing and β (the paper")) & (table["metric"] == str(RECALL5))].iloc[0]
-    return (f"The selected hybrid's Recall@5 is {row['in_sample']:.3f} [{row['conditional_low']:.3f}, "
-            f"{row['conditional_high']:.3f}] conditional on selecting it on these questions (the paper's reading); "
-            f"chosen on {n_splits - 1} of {n_splits} folds and scored on the other ({n_repeats} repeats) the procedure "
-            f"reaches {row['out_of_fold']:.3f} (winner's curse {row['winners_curse']:+.3f}); with the selection "
-            f"repeated in every bootstrap resample ({kind}) it is {row['selection_aware']:.3f} "
-            f"[{row['selection_aware_low']:.3f}, {row['selection_aware_high']:.3f}], selection uncertainty included.")
+def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: int,
+                      coverage: pd.DataFrame | None = None, n_seeds: int | None = None) -> str:
+    """The headline sentences of the paper's selection in Recall@5, each saying what its interval conditions on:
+    the conditional interval (the configuration fixed), the bias-corrected one (the selection's optimism removed;
+    with ``coverage``, the table of :func:`~pmrag.evaluate.selection_coverage.selection_coverage`, how often such
+    intervals covered in this dataset's own simulation), the out-of-fold score (with the range over partition seeds
+    when they differ; ``n_seeds`` counts them), the selection bootstrap of ``kind`` (the out-of-bag interval: a
+    conservative bound) and the β of the pairing chosen on all questions (conditional on that pairing)."""
+    recall = table[table["metric"] == str(RECALL5)].set_index("procedure")
+    row = recall.loc[PAPER_PROCEDURE]
+    cells, datasets = _coverage_cells(coverage)
+
+    def covered(interval: str, template: str) -> str:
+        return template.format(cells[interval]) if interval in cells else ""
+
+    sentences = [
+        f"The selected hybrid's Recall@5 is {row['in_sample']:.3f} [{row['conditional_low']:.3f}, "
+        f"{row['conditional_high']:.3f}] in sample, an interval that holds the configuration fixed as if it had not "
+        f"been chosen on these questions (the paper's reading{covered('conditional', '; coverage {}')}).",
+        f"With the selection's optimism removed (bootstrap optimism {row['optimism']:+.3f}, Efron 1983) it is "
+        f"{row['bias_corrected']:.3f} [{row['bias_corrected_low']:.3f}, {row['bias_corrected_high']:.3f}], the "
+        f"selection-aware estimate of the chosen configuration's true Recall@5"
+        + covered("bias_corrected", f": in {datasets} studies drawn from these questions such intervals covered it "
+                                    "{} of the time")
+        + covered("fixed configuration", " (a configuration fixed in advance: {})") + ".",
+        f"Chosen on {n_splits - 1} of {n_splits} folds and scored on the other ({n_repeats} repeats"
+        + (f", mean of {f'{n_seeds} ' if n_seeds else ''}partition seeds, {row['out_of_fold_min']:.3f}–"
+           f"{row['out_of_fold_max']:.3f}" if row["out_of_fold_min"] < row["out_of_fold_max"] else "")
+        + f") the procedure reaches {row['out_of_fold']:.3f} (winner's curse {row['winners_curse']:+.3f}).",
+    ]
+    bootstrap = f"{row['bootstrap_estimate']:.3f} [{row['bootstrap_low']:.3f}, {row['bootstrap_high']:.3f}]"
+    if kind == "oob":
+        sentences.append(f"Scored out of bag with the selection repeated in every resample it is {bootstrap}: a "
+                         f"conservative bound{covered(kind, ' (coverage {})')}, wide because each of its values rests "
+                         "on about 37% of the questions, not because of the selection.")
+    else:
+        sentences.append(f"The .632 bootstrap with the selection repeated in every resample gives {bootstrap}; its "
+                         f"interval is too narrow{covered(kind, ' (coverage {})')}: the in-bag and out-of-bag parts "
+                         "of a resample are anti-correlated.")
+    if BETA_PROCEDURE in recall.index:
+        beta = recall.loc[BETA_PROCEDURE]
+        sentences.append(f"With the pairing chosen on all questions and only β chosen on the folds it is "
+                         f"{beta['out_of_fold']:.3f} out of fold: conditional on that pairing, so it still leaks the "
+                         "pairing's choice on these questions.")
+    return " ".join(sentences)
+
+
+def coverage_reading(coverage) -> str:
+    """What :func:`~pmrag.evaluate.selection_coverage.selection_coverage` measured (a
+    :class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`), in one sentence."""
+    return (f"{coverage.n_datasets} studies of {coverage.n_questions} questions drawn with replacement from this "
+            f"study's {coverage.population}, each running the paper's selection and its intervals "
+            f"({coverage.n_resamples} resamples, {coverage.confidence:.0%}): how often each interval covered the "
+            "selected configuration's true value (its mean over this study's questions), ± its Monte Carlo standard "
+            "error, its mean width, and its point estimate's mean error.")
+
+
+def _coverage_cells(coverage: pd.DataFrame | None) -> tuple[dict[str, str], int]:
+    """Recall@5 coverage of each interval kind as ``93.5% ± 1.2%``, and the number of simulated studies."""
+    if coverage is None:
+        return {}, 0
+    rows = coverage[coverage["metric"] == str(RECALL5)]
+    cells = {r.interval: f"{r.coverage:.1%} ± {r.mc_se:.1%}" for r in rows.itertuples(index=False)
+             if r.datasets > 0}
+    return cells, int(rows["datasets"].max()) if len(rows) else 0
 
 
 def group_table(chunk_rows: pd.DataFrame, group_rows: pd.DataFrame, groups: pd.DataFrame, message_rows: pd.DataFrame,
@@ -111,28 +187,34 @@ def evidence_reading(table: pd.DataFrame, method: str, k: int = 5) -> str:
 
 
 def selection_figure(table: pd.DataFrame):
-    """Recall@5 of each selection procedure: in sample (with the conditional interval), out of fold, and the
-    selection-aware bootstrap estimate (with its interval)."""
+    """Recall@5 of each selection procedure: in sample (with the conditional interval), bias-corrected (with its
+    interval: the selection-aware headline), out of fold (the range over partition seeds) and the selection
+    bootstrap (with its interval: for the out-of-bag kind a conservative bound)."""
     rows = table[table["metric"] == str(RECALL5)].reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(8, 0.8 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(9, 1.1 * len(rows) + 2.2))
     y = range(len(rows))
-    for offset, column, low, high, label in ((-0.2, "in_sample", "conditional_low", "conditional_high",
-                                              "in sample (conditional CI)"),
-                                             (0.0, "out_of_fold", None, None, "out of fold"),
-                                             (0.2, "selection_aware", "selection_aware_low", "selection_aware_high",
-                                              "selection-aware bootstrap")):
+    oob = "bootstrap_kind" in rows and str(rows["bootstrap_kind"].iloc[0]) == BOOTSTRAP_KIND["oob"]
+    for offset, column, low, high, label in ((-0.3, "in_sample", "conditional_low", "conditional_high",
+                                              "in sample (conditional: configuration fixed)"),
+                                             (-0.1, "bias_corrected", "bias_corrected_low", "bias_corrected_high",
+                                              "bias-corrected (optimism removed)"),
+                                             (0.1, "out_of_fold", "out_of_fold_min", "out_of_fold_max",
+                                              "out of fold (range over partition seeds)"),
+                                             (0.3, "bootstrap_estimate", "bootstrap_low", "bootstrap_high",
+                                              "out of bag (a conservative bound)" if oob else
+                                              ".632 bootstrap (too narrow)")):
         if column not in rows:
             continue
         values = rows[column]
         err = None
-        if low and low in rows:
+        if low in rows:
             err = [values - rows[low], rows[high] - values]
         ax.errorbar(values, [i + offset for i in y], xerr=err, fmt="o", capsize=3, label=label)
-    ax.set_yticks(list(y), rows["procedure"])
+    ax.set_yticks(list(y), [textwrap.fill(label, 30) for label in rows["procedure"]])
     ax.invert_yaxis()
     ax.set_xlabel("Recall@5")
-    ax.set_title("The selected hybrid: conditional, out-of-fold and selection-aware")
-    ax.legend(fontsize="small")
+    ax.set_title("The selected hybrid: conditional, bias-corrected, out of fold, out of bag")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     fig.tight_layout()
     return fig
 
