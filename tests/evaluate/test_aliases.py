@@ -90,3 +90,10 @@ def test_alias_lists_and_errors():
     for bad in (0, 2.0, True):
         with pytest.raises(ValueError, match="k must be a positive integer"):
             alias_groups({"x": {"q": ["c1"]}}, bad)
+    frame = pd.DataFrame({"question_id": ["q1", "q1", "q2"], "chunk_id": ["c1", "c2", "c1"], "rank": [1, 1, 1]})
+    with pytest.raises(ValueError, match="the ranking of 'y' has rank 1 twice for question 'q1'"):
+        alias_groups({"x": {"q1": ["c1"]}, "y": frame}, 5)
+    with pytest.raises(ValueError, match="ranks must be integers ≥ 1"):
+        alias_groups({"y": frame.assign(rank=[0, 1, 2])}, 5)
+    with pytest.raises(ValueError, match="lacks column"):
+        alias_groups({"y": frame.drop(columns="rank")}, 5)

@@ -11,8 +11,9 @@ comparisons happen to rest on the same numbers (:func:`pmrag.evaluate.multiplici
 
 Layout (:func:`alias_groups`).  Every ranked chunk id is coded once over all methods; method i's top k of question q
 fills row i, columns q·k … q·k + k − 1 of an integer matrix, −1 where the list has no chunk at that rank (a list
-shorter than k, a question the method does not rank).  Aliases are the methods with equal rows, found by
-``numpy.unique(..., axis=0)``: an exact comparison of every cell, so there is no hash collision to rule out.
+shorter than k, a question the method does not rank).  Aliases are the methods with equal rows, found by keying a
+dictionary on each row's bytes: Python compares equal-hash keys in full, so two methods are grouped only when every
+cell is equal (a hash collision cannot merge different rankings).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pmrag.core.frames import RunLike
+from pmrag.core.frames import RunLike, require_columns
 from pmrag.evaluate.runs import Run
 
 
@@ -47,16 +48,21 @@ def alias_groups(rankings: Mapping[str, RunLike], k: int, questions: Sequence[st
     questions = pd.Index(list(questions))
     chunks = pd.Index(pd.unique(pd.concat([top["chunk_id"] for top in tops], ignore_index=True)))
     slots = np.full((len(methods), len(questions) * int(k)), -1, dtype=np.int64)
+    cells = []
     for i, top in enumerate(tops):
         row = questions.get_indexer(top["question_id"])
         kept = row >= 0
-        slots[i, row[kept] * int(k) + top["rank"].to_numpy()[kept] - 1] = chunks.get_indexer(top["chunk_id"][kept])
-    _, inverse = np.unique(slots, axis=0, return_inverse=True)
-    group = inverse.reshape(-1)
-    first = {}
-    for i, g in enumerate(group):
-        first.setdefault(g, i)
-    return pd.DataFrame({"method": methods, "representative": [methods[first[g]] for g in group]})
+        cell = row[kept] * int(k) + top["rank"].to_numpy()[kept] - 1
+        slots[i, cell] = chunks.get_indexer(top["chunk_id"][kept])
+        cells.append(i * slots.shape[1] + cell)
+    cells = np.concatenate(cells)
+    if (filled := np.bincount(cells, minlength=slots.size)).max(initial=0) > 1:
+        method, cell = divmod(int(np.argmax(filled > 1)), slots.shape[1])
+        raise ValueError(f"the ranking of {methods[method]!r} has rank {cell % int(k) + 1} twice for question "
+                         f"{questions[cell // int(k)]!r}")
+    first = {}                  # a row's bytes → the first method with that row (equal bytes: equal rows)
+    representative = [methods[first.setdefault(row.tobytes(), i)] for i, row in enumerate(slots)]
+    return pd.DataFrame({"method": methods, "representative": representative})
 
 
 def alias_lists(aliases: pd.DataFrame) -> pd.DataFrame:
@@ -70,5 +76,11 @@ def alias_lists(aliases: pd.DataFrame) -> pd.DataFrame:
 
 
 def _top(ranking: RunLike, k: int) -> pd.DataFrame:
-    frame = Run.of(ranking).frame
-    return frame[frame["rank"] <= k].reset_index(drop=True)
+    """Ranks 1 … k.  A frame (a study's rankings, validated when made) is only checked for what the layout relies
+    on: integer ranks ≥ 1 here, each rank once per question in :func:`alias_groups`."""
+    if not isinstance(ranking, pd.DataFrame):
+        return _top(Run.of(ranking).frame, k)
+    require_columns(ranking, ["question_id", "chunk_id", "rank"], "ranking")
+    if not pd.api.types.is_integer_dtype(ranking["rank"]) or (len(ranking) and ranking["rank"].min() < 1):
+        raise ValueError("ranking ranks must be integers ≥ 1")
+    return ranking.loc[ranking["rank"] <= k, ["question_id", "chunk_id", "rank"]].reset_index(drop=True)
