@@ -229,11 +229,14 @@ class T:
                                 ("retriever", str(RECALL5), str(NDCG5), _GROUP_RECALL5, _GROUP_NDCG5,
                                  f"Δ {RECALL5}", "gold chunks", "groups"))
     comparisons_adjusted = TableSpec("comparisons_adjusted", "09_selection_and_power",
-                                     "Every method − the selected hybrid: percentile CI, permutation test, Holm and BH",
-                                     ("method", "reference", "metric", "delta", "ci_low", "ci_high", "ci_excludes_zero",
-                                      "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh"))
+                                     "The declared comparisons and every other method − the selected hybrid: percentile "
+                                     "CI, permutation test, Holm and BH within each family, detectable difference",
+                                     ("family", "method", "reference", "aliases", "metric", "delta", "ci_low", "ci_high",
+                                      "ci_excludes_zero", "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh",
+                                      "selected_in_sample", "same_differences_as", "detectable_difference",
+                                      "significance_threshold", "alpha", "power"))
     power_curve = TableSpec("power_curve", "09_selection_and_power",
-                            "Smallest paired difference in Recall@5 detected with the set power, by question count",
+                            "Smallest true paired difference in Recall@5 detected with the set power, by question count",
                             ("n_questions", "detectable_difference"))
 
 
