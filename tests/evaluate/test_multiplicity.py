@@ -1,5 +1,5 @@
 """Many comparisons: Holm against a brute-force loop, BH against scipy, the sign-flip test against
-scipy's exact permutation test, and the comparisons table."""
+scipy's exact permutation test, the comparisons table, and its declared and exploratory families."""
 
 import itertools
 
@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 from pmrag.core.params import BootstrapSection
-from pmrag.evaluate.multiplicity import (benjamini_hochberg, comparisons_table, holm, sign_flip_test, sign_flips,
-                                         uses_exact)
+from pmrag.evaluate.multiplicity import (benjamini_hochberg, comparisons_table, family_table, holm, sign_flip_test,
+                                         sign_flips, uses_exact)
+from pmrag.evaluate.power import detectable_difference
 from pmrag.evaluate.reliability import paired_differences
 
 
@@ -183,3 +184,96 @@ def test_exact_enumeration_covers_every_sign_vector_once():
     assert signs.shape == (16, 4)
     assert set(map(tuple, signs)) == set(itertools.product([-1.0, 1.0], repeat=4))
     assert (signs[0] == 1).all()
+
+
+# ------------------------------------------------------------------------------ declared and exploratory families
+
+def family_input(n=60, seed=0):
+    """m0 the reference; m1…m6 other methods; ``copy`` has m2's values (an alias when its ranking is m2's too)."""
+    table = per_question_long(n_methods=7, n=n, seed=seed)
+    copy = table[table["retriever"] == "m2"].assign(retriever="copy")
+    twin = table[table["retriever"] == "m3"].assign(retriever="m3_again")     # m3's values under another name
+    return pd.concat([table, copy, twin], ignore_index=True)
+
+
+def family(per_question, **kwargs):
+    arguments = dict(reference="m0", declared=[("m0", "m1"), ("m4", "m5")], B=2000, seed=7, alpha=0.05, power=0.8,
+                     aliases=pd.DataFrame({"method": ["m2", "copy"], "representative": ["m2", "m2"]}),
+                     selected_in_sample=["m0"])
+    return family_table(per_question, **{**arguments, **kwargs})
+
+
+def test_families_are_declared_pairs_then_one_row_per_alias_group():
+    per_question = family_input()
+    table = family(per_question)
+    assert list(table.columns) == ["family", "method", "reference", "aliases", "metric", "delta", "ci_low", "ci_high",
+                                   "ci_excludes_zero", "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh",
+                                   "selected_in_sample", "same_differences_as", "detectable_difference",
+                                   "significance_threshold", "alpha", "power"]
+    assert list(zip(table["family"], table["method"], table["reference"])) == [
+        ("declared", "m0", "m1"), ("declared", "m4", "m5"),
+        # m1 − m0 is declared (as m0 − m1); copy is m2's alias; the rest against the reference
+        ("exploratory", "m2", "m0"), ("exploratory", "m3", "m0"), ("exploratory", "m4", "m0"),
+        ("exploratory", "m5", "m0"), ("exploratory", "m6", "m0"), ("exploratory", "m3_again", "m0")]
+    assert list(table["aliases"]) == ["", "", "copy", "", "", "", "", ""]
+    wide = per_question.pivot(index="question_id", columns="retriever", values="recall@5")
+    for row in table.itertuples():
+        d = (wide[row.method] - wide[row.reference]).to_numpy()
+        assert row.delta == pytest.approx(d.mean(), abs=1e-12)                 # Δ = method − reference, as declared
+        assert row.p_permutation == sign_flip_test(d, n_resamples=2000, seed=7)
+    assert list(table["selected_in_sample"]) == [True, False, True, True, True, True, True, True]
+    assert table.loc[table["method"] == "m3_again", "same_differences_as"].item() == "m3 − m0"
+    assert (table.loc[table["method"] != "m3_again", "same_differences_as"] == "").all()
+    assert (table["alpha"] == 0.05).all() and (table["power"] == 0.8).all()
+    # the same differences with the other sign are the same evidence
+    flipped = family(per_question, declared=[("m0", "m3")])
+    assert flipped.loc[flipped["method"] == "m3_again", "same_differences_as"].item() == "m0 − m3"
+    assert "m3" not in set(flipped.loc[flipped["family"] == "exploratory", "method"])
+
+
+def test_holm_and_bh_are_applied_within_each_family():
+    table = family(family_input(n=80, seed=3))
+    for name in ("declared", "exploratory"):
+        rows = table[table["family"] == name]
+        expected_adjusted, expected_reject = brute_holm(list(rows["p_permutation"]), 0.05)
+        np.testing.assert_allclose(rows["p_holm"], expected_adjusted, rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(rows["reject_holm"], expected_reject)
+        np.testing.assert_allclose(rows["p_bh"], stats.false_discovery_control(rows["p_permutation"], method="bh"),
+                                   rtol=1e-12, atol=0)
+    everything = holm(table["p_permutation"])[0]       # one family of all rows would adjust more
+    assert (table["p_holm"].to_numpy() <= everything + 1e-15).all()
+
+
+def test_power_columns_are_each_rows_own():
+    per_question = family_input()
+    table = family(per_question)
+    wide = per_question.pivot(index="question_id", columns="retriever", values="recall@5")
+    for row in table.itertuples():
+        d = (wide[row.method] - wide[row.reference]).to_numpy()
+        oriented = d if d.mean() >= 0 else -d
+        assert row.detectable_difference == detectable_difference(oriented, len(d), 0.8, 0.05, 2000, 7)
+        assert row.significance_threshold == pytest.approx(
+            stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)), rel=1e-12)
+    assert table["detectable_difference"].nunique() > 3          # pair-specific, not one number
+
+
+def test_no_declared_family_and_no_aliases_is_the_comparisons_table():
+    per_question = per_question_long()
+    table = family_table(per_question, "m0", B=2000, seed=7)
+    plain = comparisons_table(per_question, "m0", B=2000, seed=7)
+    assert (table["family"] == "exploratory").all()
+    pd.testing.assert_frame_equal(table[plain.columns], plain)
+
+
+def test_the_references_aliases_are_not_compared_and_bad_pairs_are_named():
+    per_question = family_input()
+    aliases = pd.DataFrame({"method": ["m0", "copy", "m2"], "representative": ["m0", "m0", "m0"]})
+    table = family(per_question, aliases=aliases, declared=[])
+    assert not {"copy", "m2"} & set(table["method"])
+    with pytest.raises(ValueError, match="declared comparison .*unknown: 'zz'"):
+        family(per_question, declared=[("m0", "zz")])
+    with pytest.raises(ValueError, match="reference 'zz'"):
+        family(per_question, reference="zz")
+    alone = per_question[per_question["retriever"].isin(["m0", "copy"])]
+    with pytest.raises(ValueError, match="nothing to compare"):
+        family(alone, declared=[], aliases=pd.DataFrame({"method": ["m0", "copy"], "representative": ["m0", "m0"]}))

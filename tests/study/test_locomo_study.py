@@ -188,7 +188,14 @@ def test_selection_aware_statistics_on_english_data(built_locomo):
     assert paper["conditional_low"].iloc[0] <= in_sample <= paper["conditional_high"].iloc[0]
     # the other fusions of hybrid.fusions get their own held-out selection
     assert set(statistics.held_out_fusions) == {"rrf", "combmnz"}
-    assert len(statistics.comparisons) == study.per_question()["retriever"].nunique() - 1
+    # every method but the selected hybrid is compared once, or named as the alias of one that is
+    comparisons, aliases = statistics.comparisons, statistics.aliases
+    aliased = set(aliases.loc[aliases["method"] != aliases["representative"], "method"])
+    compared = [m for m, r in zip(comparisons["method"], comparisons["reference"]) if m != str(selected)] + \
+               [r for m, r in zip(comparisons["method"], comparisons["reference"]) if m == str(selected)]
+    assert len(compared) == len(set(compared)) and not set(compared) & aliased
+    assert set(compared) | aliased | {str(selected)} == set(study.per_question()["retriever"])
+    assert len(statistics.comparisons) == study.per_question()["retriever"].nunique() - 1 - len(aliased)
     # LoCoMo's 10-turn windows overlap by 2 turns: evidence there makes two gold chunks one group
     groups = group_table(study.per_question(), statistics.group_rows, statistics.groups, statistics.message_rows,
                          statistics.evidence_messages)

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from pmrag.core.names import FUSIONS, HybridId, RetrieverId
+from pmrag.core.names import FUSIONS, HybridId, RetrieverId, parse_method
 from pmrag.core.text import shown
 
 Number = int | float
@@ -250,6 +250,24 @@ class EmbeddingSection(Section):
 
 
 # --------------------------------------------------------------------------------------------- retrieval
+
+COMPARISON_ROLES = ("selected", "reference", "diagnostic")
+PAPER_COMPARISONS = (("selected", "reference"), ("selected", "diagnostic"))   # Table 5: Best − E-BM25, Best − S-hybrid
+
+
+def check_method(name: str, info: ValidationInfo | None) -> RetrieverId | HybridId:
+    """A retriever name (:func:`check_retriever`) or a min-max hybrid of two retrievers (the hybrids a study scores
+    per question: each pairing's selected β and the diagnostic hybrid)."""
+    method = parse_method(name)
+    if isinstance(method, HybridId):
+        if method.fusion != "minmax":
+            raise ValueError(f"{shown(name)}: only min-max hybrids (hybrid:…) are scored per question")
+        check_retriever(str(method.first), info)
+        check_retriever(str(method.second), info)
+    else:
+        check_retriever(name, info)
+    return method
+
 
 def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
     """``name`` parsed; with the loader's context, its method (and tokenizer) must be registered."""
@@ -555,6 +573,41 @@ class StatisticsSection(Section):
     alpha: Number = key(0.05, "level of the permutation tests and of the Holm / Benjamini–Hochberg decisions", gt=0, lt=1)
     power: Number = key(0.8, "the power at which the detectable difference in Recall@5 is computed", gt=0, lt=1)
     study_sizes: Cutoffs = key((25, 50, 100, 200, 400), "question counts of the power curve", min_length=1)
+    declared_comparisons: Annotated[tuple[Annotated[tuple[str, str], Lax], ...], Lax] = key(
+        PAPER_COMPARISONS, "notebook 09's declared family: [first, second] method pairs (Δ = first − second), Holm / BH "
+        "adjusted among themselves; every other method against the selected hybrid forms the exploratory family. A name "
+        "is a retriever of retrieval.retrievers, a hybrid (hybrid:<first>+<second>@<β>: analysis.diagnostic_hybrid or "
+        "the β selected for one of hybrid.pairings), or a role: selected (the hybrid selected on the evaluated "
+        "questions), reference (analysis.reference_retriever), diagnostic (analysis.diagnostic_hybrid). Declared is not "
+        "confirmatory: a comparison with a method chosen on the same questions (selected, any pairing's selected β) "
+        "stays exploratory evidence, as the paper says of Table 5; [] declares none",
+        paper=[list(pair) for pair in PAPER_COMPARISONS])
+
+    @field_validator("declared_comparisons")
+    @classmethod
+    def _declared_names(cls, pairs, info: ValidationInfo):
+        for first, second in pairs:
+            for name in (first, second):
+                if name not in COMPARISON_ROLES:
+                    check_method(name, info)
+            if first == second:
+                raise ValueError(f"[{first}, {second}] compares a method with itself")
+        return pairs
+
+    def declared(self, roles: dict[str, str], methods) -> tuple[tuple[str, str], ...]:
+        """``declared_comparisons`` with each role replaced by its method (``roles``: role → method name) and each
+        hybrid name written as the study writes it; a name that is not one of ``methods`` (a hybrid whose β this
+        study did not select) is a ``ValueError`` naming the key."""
+        known = set(methods)
+        resolved = []
+        for index, pair in enumerate(self.declared_comparisons):
+            names = tuple(roles[name] if name in COMPARISON_ROLES else str(parse_method(name)) for name in pair)
+            for name, given in zip(names, pair):
+                if name not in known:
+                    raise ValueError(f"statistics.declared_comparisons[{index}]: {given} is not a method this study "
+                                     "scores (single retrievers, each pairing's selected β, the diagnostic hybrid)")
+            resolved.append(names)
+        return tuple(resolved)
 
 
 # --------------------------------------------------------------------------------------------- the study
@@ -621,6 +674,20 @@ class StudyParams(Section):
                 raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
         if diagnostic.first == diagnostic.second:
             raise ValueError(f"analysis.diagnostic_hybrid: a retriever cannot be fused with itself ({diagnostic.first})")
+        return self
+
+    @model_validator(mode="after")
+    def _declared_methods(self):
+        listed, pairings = set(self.retrieval.retriever_ids()), set(self.hybrid.pairing_ids())
+        for index, pair in enumerate(self.statistics.declared_comparisons):
+            for name in pair:
+                method = None if name in COMPARISON_ROLES else parse_method(name)
+                if isinstance(method, RetrieverId) and method not in listed:
+                    raise ValueError(f"statistics.declared_comparisons[{index}]: {name} is not in retrieval.retrievers")
+                if (isinstance(method, HybridId) and method != self.analysis.diagnostic()
+                        and method.pairing not in pairings):
+                    raise ValueError(f"statistics.declared_comparisons[{index}]: {name} is neither "
+                                     "analysis.diagnostic_hybrid nor a hybrid of hybrid.pairings")
         return self
 
     # -- derived values every stage agrees on ------------------------------------------------------

@@ -32,6 +32,31 @@ bounded integers would otherwise be read from the same raw words (a sign would b
 percentile interval (eq. 7, :func:`pmrag.evaluate.reliability.paired_differences`, confidence 1 − α), the
 permutation p-value, and the Holm and BH adjusted p-values and decisions of the family (all methods but the
 reference).
+
+:func:`family_table` splits the comparisons into two families and adjusts within each (Holm and BH with m = the
+family's size):
+
+* **declared**: the pairs a study names before it runs (``statistics.declared_comparisons``; by default the paper's
+  Table 5: the selected hybrid against the reference retriever and against the diagnostic hybrid), each oriented
+  as declared (Δ = first − second);
+* **exploratory**: every other method against the reference (Δ = method − reference), one row per alias group
+  (:mod:`pmrag.evaluate.aliases`: a method ranking exactly like an earlier one is the same method and is tested once,
+  by its representative; the reference's own aliases are not compared with it at all).
+
+"Declared" is not "confirmatory".  Naming a family in the params fixes how many tests its adjustment counts, but
+a comparison with a method chosen on these same questions (the selected hybrid, each pairing's selected β) is
+conditional on that choice and remains exploratory evidence whatever its family (§6.3: Table 5's intervals "do not
+reflect the search over 126 configurations … and [are] therefore not confirmatory evidence"); such rows are marked
+``selected_in_sample``.  A declared family can only be confirmatory for methods fixed before seeing these questions,
+or when it is tested on questions the selection never saw.
+
+Beside the decisions, each row carries its power at the study's n (:mod:`pmrag.evaluate.power`): the true
+difference detected with the set power (``detectable_difference``, computed on the row's differences oriented so
+that the observed Δ̂ ≥ 0: a true difference in the observed direction) and the smallest observed |Δ̂| a paired t-test
+at α calls significant with the row's spread (``significance_threshold``); and ``same_differences_as``: an earlier
+row whose per-question differences are exactly the same up to sign (different methods that tie on the metric on
+every question, as ``excerpt_bm25`` and ``raw_text_bm25`` do in the demo): the same numbers tested twice, so their two
+decisions are one piece of evidence.
 """
 
 from __future__ import annotations
@@ -44,6 +69,7 @@ from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.metric_names import RECALL5, Metric
 from pmrag.evaluate.reliability import paired_differences
 
+FAMILIES = ("declared", "exploratory")
 SIGN_STREAM = 1
 MAX_EXACT = 20   # 2^20 sign vectors: the largest enumeration allowed
 
@@ -178,17 +204,109 @@ def comparisons_table(per_question: pd.DataFrame, reference: str, metric: Metric
     others = [m for m in methods if m != reference]
     if not others:
         raise ValueError("per_question holds only the reference: nothing to compare")
-    params = BootstrapSection(n_resamples=B, seed=seed, confidence=1.0 - alpha)
-    intervals = paired_differences(per_question, [(m, m, reference) for m in others], metric=metric, params=params)
+    table, _ = _tested(per_question, [(m, reference) for m in others], metric, B, seed, alpha)
+    p_holm, reject_holm = holm(table["p_permutation"].to_numpy(), alpha)
+    p_bh, reject_bh = benjamini_hochberg(table["p_permutation"].to_numpy(), alpha)
+    return table.assign(p_holm=p_holm, reject_holm=reject_holm, p_bh=p_bh, reject_bh=reject_bh)
 
+
+def family_table(per_question: pd.DataFrame, reference: str, declared=(), aliases: pd.DataFrame | None = None,
+                 selected_in_sample=(), metric: Metric | str = RECALL5, B: int = 5000, seed: int = 12345,
+                 alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """The comparisons in a declared and an exploratory family, adjusted within each (module docstring).
+
+    Parameters
+    ----------
+    per_question : long rows ``retriever, question_id, <metric>``; every retriever scores the same questions.
+    reference : the method every exploratory comparison is made with (the selected hybrid).
+    declared : ``[(first, second), ...]`` methods of ``per_question``: the declared family, Δ = first − second.
+    aliases : ``method, representative`` (:func:`pmrag.evaluate.aliases.alias_groups`); a method not listed is its
+        own group.
+    selected_in_sample : methods chosen on these same questions (rows involving one are ``selected_in_sample``).
+    metric, B, seed, alpha : as :func:`comparisons_table`.
+    power : the power of ``detectable_difference`` (resampled with ``B`` replicates and ``seed``).
+
+    Returns
+    -------
+    Declared rows in their order, then exploratory rows in method order: family, method, reference, aliases (the
+    method's, ``", "``-joined), metric, delta, ci_low, ci_high, ci_excludes_zero, p_permutation, p_holm,
+    reject_holm, p_bh, reject_bh (within the family), selected_in_sample, same_differences_as (``"a − b"`` of the
+    first earlier row with the same differences up to sign, else ``""``), detectable_difference,
+    significance_threshold, alpha, power.
+    """
+    from pmrag.evaluate.power import detectable_differences, significance_threshold
+
+    metric = str(metric)
+    require_columns(per_question, ["retriever", "question_id", metric], "per_question")
+    alpha = _alpha(alpha)
+    methods = list(dict.fromkeys(per_question["retriever"]))
+    declared = [tuple(pair) for pair in declared]
+    for pair in declared:
+        unknown = [m for m in pair if m not in methods]
+        if len(pair) != 2 or unknown:
+            raise ValueError(f"declared comparison {list(pair)!r} must be two methods of per_question"
+                             + (f"; unknown: {unknown[0]!r}" if unknown else ""))
+    if reference not in methods:
+        raise ValueError(f"reference {reference!r} is not a retriever of per_question ({len(methods)} retrievers)")
+    group = dict(zip(aliases["method"], aliases["representative"])) if aliases is not None else {}
+    group_of = [group.get(m, m) for m in methods]
+    covered = {frozenset((group.get(a, a), group.get(b, b))) for a, b in declared}
+    home = group.get(reference, reference)
+    exploratory = [m for i, (m, g) in enumerate(zip(methods, group_of))      # each group's first method
+                   if group_of.index(g) == i and g != home and frozenset((g, home)) not in covered]
+    pairs = declared + [(m, reference) for m in exploratory]
+    if not pairs:
+        raise ValueError("nothing to compare: no declared pair, and every method is the reference or its alias")
+    family = np.array(["declared"] * len(declared) + ["exploratory"] * len(exploratory), dtype=object)
+    table, differences = _tested(per_question, pairs, metric, B, seed, alpha)
+    members = {g: [m for m, h in zip(methods, group_of) if h == g] for g in set(group_of)}
+    table.insert(0, "family", family)
+    table.insert(3, "aliases", [", ".join(m for m in members[group.get(a, a)] if m != a) for a, _ in pairs])
+    adjusted = {column: np.zeros(len(pairs)) for column in ("p_holm", "p_bh")}
+    decided = {column: np.zeros(len(pairs), dtype=bool) for column in ("reject_holm", "reject_bh")}
+    for name in FAMILIES:
+        inside = family == name
+        if inside.any():
+            adjusted["p_holm"][inside], decided["reject_holm"][inside] = holm(table["p_permutation"][inside], alpha)
+            adjusted["p_bh"][inside], decided["reject_bh"][inside] = benjamini_hochberg(table["p_permutation"][inside],
+                                                                                          alpha)
+    chosen = set(selected_in_sample)
+    oriented = differences * np.where(table["delta"].to_numpy() < 0, -1.0, 1.0)[:, None]
+    n = differences.shape[1]
+    return table.assign(
+        p_holm=adjusted["p_holm"], reject_holm=decided["reject_holm"], p_bh=adjusted["p_bh"],
+        reject_bh=decided["reject_bh"], selected_in_sample=[a in chosen or b in chosen for a, b in pairs],
+        same_differences_as=_same_differences(differences, [f"{a} − {b}" for a, b in pairs]),
+        detectable_difference=(detectable_differences(oriented, n, power, alpha, B, seed) if n >= 2
+                               else np.full(len(pairs), np.nan)),
+        significance_threshold=significance_threshold(differences, alpha) if n >= 2 else np.full(len(pairs), np.nan),
+        alpha=alpha, power=power)
+
+
+def _tested(per_question: pd.DataFrame, pairs: list[tuple[str, str]], metric: str, B: int, seed: int,
+            alpha: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """``(table, differences)``: for each pair (a, b), Δ̂ = a − b with its percentile interval (confidence 1 − α) and
+    sign-flip p-value (``method, reference, metric, delta, ci_low, ci_high, ci_excludes_zero, p_permutation``), and
+    the ``(pairs, questions)`` per-question differences."""
+    params = BootstrapSection(n_resamples=B, seed=seed, confidence=1.0 - alpha)
+    intervals = paired_differences(per_question, [(a, a, b) for a, b in pairs], metric=metric, params=params)
     wide = per_question.pivot(index="question_id", columns="retriever", values=metric)
-    values = wide[others].to_numpy(dtype=np.float64).T - wide[reference].to_numpy(dtype=np.float64)
-    p = sign_flip_test(values, n_resamples=B, seed=seed)
-    p_holm, reject_holm = holm(p, alpha)
-    p_bh, reject_bh = benjamini_hochberg(p, alpha)
-    return pd.DataFrame({
-        "method": others, "reference": reference, "metric": metric,
+    differences = (wide[[a for a, _ in pairs]].to_numpy(dtype=np.float64).T
+                   - wide[[b for _, b in pairs]].to_numpy(dtype=np.float64).T)
+    table = pd.DataFrame({
+        "method": [a for a, _ in pairs], "reference": [b for _, b in pairs], "metric": metric,
         "delta": intervals["delta"].to_numpy(), "ci_low": intervals["ci_low"].to_numpy(),
         "ci_high": intervals["ci_high"].to_numpy(), "ci_excludes_zero": intervals["excludes_zero"].to_numpy(),
-        "p_permutation": p, "p_holm": p_holm, "reject_holm": reject_holm, "p_bh": p_bh, "reject_bh": reject_bh,
+        "p_permutation": sign_flip_test(differences, n_resamples=B, seed=seed),
     })
+    return table, differences
+
+
+def _same_differences(differences: np.ndarray, labels: list[str]) -> list[str]:
+    """For each row, the label of the first earlier row with the same differences up to sign, else ``""``."""
+    nonzero = differences != 0
+    lead = differences[np.arange(len(differences)), np.argmax(nonzero, axis=1)]
+    canonical = differences * np.where(lead < 0, -1.0, 1.0)[:, None]
+    _, first, inverse = np.unique(canonical, axis=0, return_index=True, return_inverse=True)
+    earliest = first[inverse.reshape(-1)]
+    return [labels[e] if e != i else "" for i, e in enumerate(earliest)]

@@ -1,7 +1,8 @@
 """What a careful statistician adds to the paper's evaluation (§8.1, §9.1), for one study: the hybrid's selection
 scored out of sample and repeated inside the bootstrap (:mod:`pmrag.evaluate.selection`), evidence groups counted
 once (:mod:`pmrag.evaluate.groups`), every method against the selected hybrid with permutation tests and Holm /
-Benjamini–Hochberg decisions (:mod:`pmrag.evaluate.multiplicity`), and the power of a study of n questions
+Benjamini–Hochberg decisions within a declared and an exploratory family, methods with identical rankings tested
+once (:mod:`pmrag.evaluate.multiplicity`, :mod:`pmrag.evaluate.aliases`), and the power of a study of n questions
 (:mod:`pmrag.evaluate.power`)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId
+from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection, StatisticsSection
 
 
@@ -23,12 +24,17 @@ class SelectionStatistics:
     β of the selected pairing alone, that pairing chosen on all questions (so conditional on it);
     ``held_out_fusions``: each other fusion's sweep), the bootstrap that repeats the selection (``bootstrap``,
     ``bootstrap_beta``, ``bootstrap_fusions``), evidence-group metrics of every method beside the chunk-level ones
-    (``groups``, ``group_rows``), every method against the selected hybrid with permutation tests and Holm / BH
-    decisions (``comparisons``), and the power curve of the paper's Table 5 comparison (``power``, ``pilot``: its two
-    methods, ``needed``: the questions that detect the observed difference, ``sentence``: the plain reading), and
-    ``coverage``: how often the paper's selection's intervals (conditional, bias-corrected, out-of-bag, .632) cover
-    the selected configuration's true value on datasets drawn from these questions
-    (:class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`; None when ``statistics.coverage_datasets`` is 0)."""
+    (``groups``, ``group_rows``; message-level Recall@k in ``message_rows``, ``evidence_messages``), the declared
+    comparisons and every other method against the selected hybrid with permutation tests, Holm / BH decisions within
+    each family and each row's detectable difference and significance threshold (``comparisons``:
+    :func:`pmrag.evaluate.multiplicity.family_table`; ``aliases``: ``method, representative`` of every method,
+    identical rankings at the deepest metric cut-off being one method), the power curve of the paper's Table 5
+    comparison (``power``, ``pilot``: its two methods, ``needed``: the questions that detect the observed difference,
+    ``detectable`` and ``threshold``: the true difference detected with the set power and the smallest significant
+    observed difference at the study's n, ``sentence``: the plain reading), and ``coverage``: how often the paper's
+    selection's intervals (conditional, bias-corrected, out-of-bag, .632) cover the selected configuration's true
+    value on datasets drawn from these questions (:class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`;
+    None when ``statistics.coverage_datasets`` is 0)."""
 
     held_out: object
     held_out_beta: object
@@ -42,31 +48,36 @@ class SelectionStatistics:
     pilot: tuple[str, str]
     observed_delta: float
     needed: int | None
-    sentence: str          # "with your n questions, differences below … are noise"
+    sentence: str          # "a true difference of … is detected with 80 % power; |Δ| > … is significant"
     bootstrap_fusions: dict  # the selection bootstrap within each other fusion of hybrid.fusions
     message_rows: pd.DataFrame       # message-level Recall@k of every method (pmrag.evaluate.message_recall)
     evidence_messages: pd.DataFrame  # per question: its primary-evidence messages and how many lie in no chunk
     coverage: object         # the paper's selection's intervals checked on datasets drawn from these questions
+    aliases: pd.DataFrame | None = None   # method, representative: identical rankings are one method
+    detectable: float = float("nan")      # the pilot's minimum detectable (true) difference at the study's n
+    threshold: float = float("nan")       # the pilot's smallest significant observed |Δ| at the study's n
 
 
 def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame],
                          hybrids: Sequence[HybridId], selected: HybridId, reference: str, qrels: pd.DataFrame,
                          types: pd.Series, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame, *,
                          pairings: Sequence[tuple[RetrieverId, RetrieverId]], fusions: Sequence[str],
-                         section: StatisticsSection, bootstrap: BootstrapSection, ks: Sequence[int]) -> SelectionStatistics:
+                         section: StatisticsSection, bootstrap: BootstrapSection, ks: Sequence[int],
+                         diagnostic: HybridId | None = None) -> SelectionStatistics:
     """Every statistic of :class:`SelectionStatistics` for one study.
 
     ``swept``: the β sweep of every pairing and fusion; ``per_question``: metric rows of every single retriever and
     selected hybrid; ``rankings``: every single retriever's; ``hybrids``: each pairing's selected configuration,
     ``selected`` the overall one; ``reference``: the paper's Table 5 reference retriever (the power pilot's second
     method); ``qrels`` and ``types`` of the evaluable questions; ``question_evidence`` and ``chunk_messages`` give
-    the evidence groups and message-level recall.
+    the evidence groups and message-level recall; ``diagnostic``: ``analysis.diagnostic_hybrid`` (the role
+    ``diagnostic`` of ``statistics.declared_comparisons``; its β is fixed by the params, not chosen on these
+    questions).
     """
     from pmrag.evaluate import groups as eg
     from pmrag.evaluate import message_recall as em
     from pmrag.evaluate import power as ep
     from pmrag.evaluate.metric_names import RECALL5
-    from pmrag.evaluate.multiplicity import comparisons_table
     from pmrag.evaluate.selection import held_out_selection, selection_bootstrap
     from pmrag.evaluate.selection_coverage import selection_coverage
     from pmrag.retrieve.fusion import minmax_fuse
@@ -98,18 +109,20 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                               for name, ranking in fused.items()], ignore_index=True)
 
     per_question = per_question.drop_duplicates(["retriever", "question_id"])
-    comparisons = comparisons_table(per_question, str(selected), RECALL5, B=bootstrap.n_resamples,
-                                    seed=bootstrap.seed, alpha=section.alpha)
+    comparisons, aliases = _comparisons(per_question, fused, rankings, selected, reference, diagnostic, hybrids,
+                                        section=section, bootstrap=bootstrap, ks=ks)
     pilot = (str(selected), reference)
     differences = ep.pilot_differences(per_question, *pilot)
     observed = float(np.mean(differences))
+    differences = differences if observed >= 0 else -differences    # a true difference in the observed direction
+    detectable, threshold = float("nan"), ep.significance_threshold(differences, section.alpha)
     resampling = dict(power=section.power, alpha=section.alpha, n_resamples=bootstrap.n_resamples, seed=bootstrap.seed)
     if np.ptp(differences) > 0:
         power = ep.power_curve(differences, section.study_sizes, **resampling)
         needed = ep.questions_needed(differences, abs(observed), **resampling) if observed else None
         n = len(differences)
-        sentence = ep.noise_sentence(n, ep.detectable_difference(differences, n, **resampling), power=section.power,
-                                     alpha=section.alpha)
+        detectable = ep.detectable_difference(differences, n, **resampling)
+        sentence = ep.power_sentence(n, detectable, threshold, pilot, power=section.power, alpha=section.alpha)
     else:   # every question differs by the same amount: nothing to resample
         power, needed = pd.DataFrame(columns=["n_questions", "detectable_difference"]), None
         sentence = f"The pilot's paired differences are all {observed:+.3f}: no spread to simulate studies from."
@@ -120,4 +133,31 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others},
         message_rows=message_rows, evidence_messages=em.evidence_counts(evidence),
         coverage=selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
-                                    bootstrap.confidence, pairings=names) if section.coverage_datasets else None)
+                                    bootstrap.confidence, pairings=names) if section.coverage_datasets else None,
+        aliases=aliases, detectable=detectable, threshold=threshold)
+
+
+def _comparisons(per_question: pd.DataFrame, fused: dict, rankings: Mapping, selected: HybridId, reference: str,
+                 diagnostic: HybridId | None, hybrids: Sequence[HybridId], *, section: StatisticsSection,
+                 bootstrap: BootstrapSection, ks: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(comparisons, aliases)``: the methods with identical top-max(ks) rankings (the selected hybrid represents its
+    own group, every other group its first method), then :func:`pmrag.evaluate.multiplicity.family_table` with the
+    declared pairs of the params and every pairing's selected β (the selected hybrid included) as chosen in sample."""
+    from pmrag.evaluate.aliases import alias_groups
+    from pmrag.evaluate.metric_names import RECALL5
+    from pmrag.evaluate.multiplicity import family_table
+    from pmrag.retrieve.fusion import minmax_fuse
+
+    methods = list(dict.fromkeys(per_question["retriever"]))
+    ranked = dict(fused)
+    for name in (m for m in methods if m not in ranked):   # the diagnostic hybrid, when no pairing selected it
+        hybrid = parse_method(name)
+        if isinstance(hybrid, HybridId) and hybrid.fusion == PAPER_FUSION:
+            ranked[name] = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+    order = [str(selected)] + [m for m in methods if m != str(selected) and m in ranked]
+    aliases = alias_groups({m: ranked[m] for m in order}, max(ks), sorted(per_question["question_id"].unique()))
+    roles = {"selected": str(selected), "reference": reference, "diagnostic": str(diagnostic)}
+    in_sample = ({str(h) for h in hybrids} - {str(diagnostic)}) | {str(selected)}
+    table = family_table(per_question, str(selected), section.declared(roles, methods), aliases, in_sample, RECALL5,
+                         B=bootstrap.n_resamples, seed=bootstrap.seed, alpha=section.alpha, power=section.power)
+    return table, aliases

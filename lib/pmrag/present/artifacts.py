@@ -240,11 +240,14 @@ class T:
                                  f"Δ {RECALL5}", "gold chunks", "groups", _MESSAGE_RECALL5, f"Δ {_MESSAGE_RECALL5}",
                                  "evidence messages", "in no chunk"))
     comparisons_adjusted = TableSpec("comparisons_adjusted", "09_selection_and_power",
-                                     "Every method − the selected hybrid: percentile CI, permutation test, Holm and BH",
-                                     ("method", "reference", "metric", "delta", "ci_low", "ci_high", "ci_excludes_zero",
-                                      "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh"))
+                                     "The declared comparisons and every other method − the selected hybrid: percentile "
+                                     "CI, permutation test, Holm and BH within each family, detectable difference",
+                                     ("family", "method", "reference", "aliases", "metric", "delta", "ci_low", "ci_high",
+                                      "ci_excludes_zero", "p_permutation", "p_holm", "reject_holm", "p_bh", "reject_bh",
+                                      "selected_in_sample", "same_differences_as", "detectable_difference",
+                                      "significance_threshold", "alpha", "power"))
     power_curve = TableSpec("power_curve", "09_selection_and_power",
-                            "Smallest paired difference in Recall@5 detected with the set power, by question count",
+                            "Smallest true paired difference in Recall@5 detected with the set power, by question count",
                             ("n_questions", "detectable_difference"))
 
 

@@ -51,6 +51,7 @@ def headline(run_dir) -> list[str]:
             lines.append(f"- Selected best hybrid: `{best}`, Recall@5 {format_ci(row['mean'], row['ci_low'], row['ci_high'])} "
                          "(selected on the same questions; the interval is conditional on that selection)")
         lines += selection_aware(run_dir)
+        lines += comparison_lines(run_dir, differences)
         for r in differences.itertuples(index=False):
             lines.append(f"- {r.comparison}: ΔRecall@5 {r.delta:+.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]: {r.interpretation}")
     by_type = _read(run_dir, T.table6_best_hybrid_by_type, text=True)
@@ -110,6 +111,28 @@ def selection_aware(run_dir: Path) -> list[str]:
             f"(the conditional interval shifted by the bootstrap optimism {row['optimism']:+.3f}{covered}); the same "
             f"selection scored out of fold {row['out_of_fold']:.3f}{seeds} (winner's curse {row['winners_curse']:+.3f})"
             f"{bound}; notebook 09"]
+
+
+def comparison_lines(run_dir: Path, differences: pd.DataFrame) -> list[str]:
+    """Notebook 09's comparisons (its ``comparisons_adjusted`` table): the families' decisions in the words of
+    :func:`pmrag.present.statistics.comparisons_reading`, then the power of each Table 5 comparison (``differences``)
+    it holds: the true difference detected with the set power and the smallest significant observed difference."""
+    from pmrag.present.statistics import comparisons_reading
+
+    table = _read(run_dir, T.comparisons_adjusted)
+    if table is None or table.empty:
+        return []
+    lines = [f"- Comparisons (notebook 09): {comparisons_reading(table)}"]
+    pairs = {frozenset((str(m), str(r))): row for m, r, row in zip(table["method"], table["reference"],
+                                                                   table.itertuples(index=False))}
+    for comparison, a, b in zip(differences["comparison"], differences["method_a"], differences["method_b"]):
+        row = pairs.get(frozenset((str(a), str(b))))
+        if row is None or pd.isna(row.detectable_difference):
+            continue
+        lines.append(f"- Power of {comparison} with this study's questions and this pair's spread: a true ΔRecall@5 of "
+                     f"{row.detectable_difference:.3f} is detected with {row.power * 100:g} % power at α = {row.alpha:g}; "
+                     f"an observed |Δ| above {row.significance_threshold:.3f} is significant (paired t-test)")
+    return lines
 
 
 def losses(run_dir: Path) -> list[str]:

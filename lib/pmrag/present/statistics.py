@@ -1,6 +1,7 @@
 """Notebook 09's displays (§8.1, §9.1): the hybrid's selection in sample, out of fold and with the selection repeated
-inside the bootstrap; evidence-group metrics beside the chunk-level ones; every method against the selected hybrid
-with adjusted decisions; and the power curve, each with the plain-language reading the paper would print.
+inside the bootstrap; evidence-group metrics beside the chunk-level ones; the declared comparisons and every other
+method against the selected hybrid, with decisions adjusted within each family and methods ranking alike tested once;
+and the power curve, each with the plain-language reading the paper would print.
 
 The inputs are the ``statistics`` stage's results (:class:`pmrag.study.stages.SelectionStatistics`).
 """
@@ -233,3 +234,56 @@ def power_figure(curve: pd.DataFrame, pilot: tuple[str, str], power: float, alph
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def aliases_table(aliases: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """The alias groups of :func:`pmrag.evaluate.aliases.alias_groups` (``statistics.aliases``): ``representative``
+    (the method tested), ``aliases`` (the methods ranking exactly like it, not tested) and ``depth`` (the ranks
+    compared: the study's largest metric cut-off)."""
+    from pmrag.evaluate.aliases import alias_lists
+
+    return alias_lists(aliases).assign(depth=int(depth))
+
+
+def comparisons_reading(table: pd.DataFrame) -> str:
+    """What the comparisons table (:func:`pmrag.evaluate.multiplicity.family_table`) says, family by family, in the
+    words the statistics allow: the adjusted decisions, rows that repeat an earlier row's numbers, which rows are
+    selection-conditioned, and the range of detectable differences."""
+    from pmrag.evaluate.metric_names import parse_metric
+
+    metric = parse_metric(table["metric"].iloc[0]).label
+    merged = {name for cell in table["aliases"].fillna("") for name in str(cell).split(", ") if name}
+    parts = [f"{_count(len(table), 'comparison')} in {metric}"
+             + (f", after merging {len(merged)} alias{'' if len(merged) == 1 else 'es'} (a method ranking exactly like "
+                "an earlier one is tested once)" if merged else "") + "."]
+    for family, what in (("declared", "named in statistics.declared_comparisons"),
+                         ("exploratory", "every other method against the selected hybrid")):
+        rows = table[table["family"] == family]
+        if rows.empty:
+            parts.append(f"No {family} comparisons.")
+            continue
+        repeated = rows["same_differences_as"].fillna("").astype(bool)
+        rejected = int(rows["reject_holm"].sum())
+        sentence = (f"{family.capitalize()} family ({len(rows)}, {what}): {int(rows['ci_excludes_zero'].sum())} of "
+                    f"{len(rows)} unadjusted intervals exclude 0; Holm rejects {rejected}, "
+                    f"BH {int(rows['reject_bh'].sum())}")
+        if repeated.any():
+            fresh = int((rows["reject_holm"] & ~repeated).sum())
+            sentence += (f"; {_count(int(repeated.sum()), 'row')} repeat{'s' if repeated.sum() == 1 else ''} an "
+                         f"earlier row's per-question differences exactly (rankings that differ, the same {metric} on "
+                         f"every question), so {fresh} of the {rejected} Holm rejections rest on numbers no earlier row "
+                         "tested")
+        parts.append(sentence + ".")
+    parts.append(f"{int(table['selected_in_sample'].sum())} of {len(table)} involve a method chosen on these questions "
+                 "(the selected hybrid or a pairing's selected β): selection-conditioned, so exploratory evidence "
+                 "whatever their family, not confirmatory.")
+    detectable = table["detectable_difference"].dropna()
+    if len(detectable):
+        parts.append(f"The true difference detected with {table['power'].iloc[0] * 100:g} % power at α = "
+                     f"{table['alpha'].iloc[0]:g} ranges {detectable.min():.3f}–{detectable.max():.3f} over the pairs: "
+                     "each pair's own spread decides it, there is no one noise floor.")
+    return " ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -313,13 +313,14 @@ def failures(qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, hybri
 def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, sweep: pd.DataFrame,
                hybrids, runs: Annotated[dict, Each("runs", listed)], section: StatisticsSection,
                bootstrap: BootstrapSection, hybrid: Annotated[HybridSection, Keys("pairings", "fusions")],
-               analysis: Annotated[AnalysisSection, Keys("reference_retriever")], ks: MetricKs):
+               analysis: Analysis, ks: MetricKs):
     from pmrag.evaluate.statistics import selection_statistics
 
     return selection_statistics(sweep, pd.concat([metrics, hybrids.per_question], ignore_index=True), _rankings(runs),
                                 hybrids.ids(), hybrids.selected, analysis.reference_retriever, qrels.qrels,
                                 qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.pairing_ids(),
-                                fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks)
+                                fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
+                                diagnostic=analysis.diagnostic())
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
