@@ -208,3 +208,34 @@ def write_gold(gold: GoldExport, out_dir) -> tuple[Path, Path]:
     trec.write_qrels(qrels_path, gold.qrels)
     questions_path.write_text(json.dumps(questions_document(gold), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return qrels_path, questions_path
+
+
+# ------------------------------------------------------------------------------------------- a study's source
+
+def questions_files(source: str | None, params_path: Path | None) -> list[Path]:
+    """The files a study's questions depend on: the questions file, or a store and its write-ahead log (the
+    grades written since the last checkpoint are there)."""
+    if not source:
+        return []
+    if not source.startswith(STORE_PREFIX):
+        return [Path(source)]
+    path, _ = parse_store_source(source, params_path.parent if params_path else None)
+    return [path, path.with_name(path.name + "-wal")]
+
+
+def questions_file(source: str, params_path: Path | None, target: Path) -> Path:
+    """The questions file a study ingests: ``source`` itself, or, for ``store:PATH#ANNOTATOR``, the annotator's
+    gold written to ``target`` (:func:`gold_from_store`; the store is only read)."""
+    if not source.startswith(STORE_PREFIX):
+        return Path(source)
+    from pmrag.core.store import open_store
+
+    path, annotator = parse_store_source(source, params_path.parent if params_path else None)
+    engine = open_store(path)
+    try:
+        gold = gold_from_store(engine, annotator)
+    finally:
+        engine.dispose()
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(json.dumps(questions_document(gold), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return Path(target)
