@@ -176,6 +176,11 @@ def _pool(args) -> int:
         rankings = _rank_texts(study, candidates["candidate_id"].tolist(), candidates["question"].tolist(),
                                retrievers, args.depth)
     if args.of in ("study", "both"):
+        studied = {str(rid) for rid in study.retrievers()}
+        missing = [name for name in retrievers if name not in studied]
+        if missing:
+            raise PmragError(f"--retrievers: {', '.join(missing)} not in the study's retrieval.retrievers, which rank "
+                             "its own questions")
         for name in retrievers:
             study_rankings = study.ranked(name).rankings
             rankings[name] = _appended(rankings.get(name), study_rankings)
