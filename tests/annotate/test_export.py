@@ -116,3 +116,16 @@ def test_store_source(text, path, annotator):
 def test_bad_store_source(text):
     with pytest.raises(ValueError, match="store:PATH#ANNOTATOR"):
         parse_store_source(text)
+
+
+def test_a_studys_questions_source(engine, tmp_path):
+    from pmrag.annotate.export import questions_file, questions_files
+
+    params_path = tmp_path / "p.yaml"
+    assert questions_files(None, params_path) == []
+    assert questions_files("q.json", params_path) == [Path("q.json")]
+    assert questions_files("store:s.sqlite#ann", params_path) == [tmp_path / "s.sqlite", tmp_path / "s.sqlite-wal"]
+    assert questions_file("q.json", params_path, tmp_path / "x.json") == Path("q.json")
+    written = questions_file("store:s.sqlite#ann", params_path, tmp_path / "gold" / "questions.json")
+    assert written == tmp_path / "gold" / "questions.json"
+    assert {q.question_id for q in questions_json.read(written).questions} == {engine.ids[0], "q1"}

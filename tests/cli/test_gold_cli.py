@@ -54,3 +54,33 @@ def test_pool_refuses_what_it_cannot_pool(tmp_path, capsys):
     assert main(["candidates", str(typed), params, "--accept"]) == 0
     code, _, err = run(capsys, "pool", params, "--retrievers", "summary_graph_interest")
     assert code == 2 and "summary_graph_interest reads" in err[0] and "BM25 and vector retrievers" in err[0]
+
+
+@pytest.mark.integration
+def test_candidates_are_ranked_as_the_study_ranks_its_own_questions(tmp_path, capsys):
+    """A candidate worded as a study question gets that question's ranking from every retriever, vectors included."""
+    import json
+
+    from pmrag.annotate.candidates import candidate_id
+    from pmrag.annotate.pooling import read_pool
+
+    study = make_tiny_study(tmp_path, "retrieval: {retrievers: [raw_text_bm25, embedding_text_bm25, raw_text_vector]}\n"
+                            "hybrid: {pairings: [[raw_text_bm25, raw_text_vector]]}\n"
+                            "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n")
+    question = study.evaluation().questions.iloc[0]
+    typed = tmp_path / "t.yaml"
+    typed.write_text(json.dumps([{"text": question["text"], "type": question["type"]}]), encoding="utf-8")
+    assert main(["candidates", str(typed), str(tmp_path / "p.yaml"), "--accept"]) == 0
+    names = ["raw_text_bm25", "raw_text_vector"]
+    assert main(["pool", str(tmp_path / "p.yaml"), "--retrievers", *names, "--depth", "2", "--of", "both"]) == 0
+    pooled = read_pool(study.store, "pool")
+    cid = candidate_id("typed", question["text"])
+    for name in names:
+        own = study.ranked(name).rankings
+        top = own[(own["question_id"] == question["question_id"]) & (own["rank"] <= 2)]
+        for chunk, rank in zip(top["chunk_id"], top["rank"]):
+            for asked in (cid, question["question_id"]):
+                origins = json.loads(pooled[(pooled["question_id"] == asked) & (pooled["chunk_id"] == chunk)]["origins"].iloc[0])
+                assert {"retriever": name, "rank": int(rank)} in origins
+    mine, theirs = (set(pooled.loc[pooled["question_id"] == q, "chunk_id"]) for q in (cid, question["question_id"]))
+    assert mine == theirs
