@@ -150,13 +150,12 @@ def _pool(args) -> int:
     from pmrag.annotate.candidates import read_candidates, read_hints
     from pmrag.annotate.pooling import build_pool, pool_sizes, write_pool
     from pmrag.annotate.recover import hint_chunks, match_hints, recovery_report, store_matches
-    from pmrag.core.names import RetrieverId
     from pmrag.study import Study
 
     if args.depth < 1:
         raise PmragError(f"--depth: an integer ≥ 1, got {args.depth}")
+    retrievers = [_retriever_name(name) for name in args.retrievers]
     study = Study.from_params(args.params)
-    retrievers = [str(RetrieverId.parse(name)) for name in args.retrievers]
     rankings, recovered = {}, None
     if args.of in ("candidates", "both"):
         candidates = read_candidates(study.store, ("accepted", "edited"))
@@ -193,6 +192,19 @@ def _pool(args) -> int:
         print(f"{row.question_id} {row.chunks} {row.by_retriever} {row.by_hint}")
     print(f"total {int(sizes['chunks'].sum())} chunk(s) for {len(sizes)} question(s)")
     return 0
+
+
+def _retriever_name(name: str) -> str:
+    """A registered retriever's name, or a one-line error naming the option."""
+    from pmrag.core.names import RetrieverId
+    from pmrag.study.items import retriever_component
+
+    try:
+        rid = RetrieverId.parse(name)
+        retriever_component(rid)
+    except (ValueError, KeyError) as exc:
+        raise PmragError(f"--retrievers: {exc.args[0] if exc.args else exc}") from None
+    return str(rid)
 
 
 def _appended(first, second):

@@ -35,6 +35,12 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     assert code == 2 and err == ["pmrag judgments: error: no judgment by annotator 'me' in the store (annotators: none)"]
 
 
+def test_pool_names_a_bad_retriever_before_opening_the_study(tmp_path, capsys):
+    code, _, err = run(capsys, "pool", str(tmp_path / "none.yaml"), "--retrievers", "raw_text_bm25", "raw_text_foo")
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("pmrag pool: error: --retrievers: unknown retriever method 'foo' (registered: bm25, ")
+
+
 @pytest.mark.integration
 def test_pool_refuses_what_it_cannot_pool(tmp_path, capsys):
     study = make_tiny_study(tmp_path, "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
