@@ -144,3 +144,8 @@ def test_status_changes(engine):
         drop_candidate(engine, ids[0], " ")
     with pytest.raises(PmragError, match="non-empty string"):
         edit_candidate(engine, ids[0], "")
+
+
+def test_a_yaml_timestamp_keeps_its_clock_time(tmp_path):
+    found = read_typed_questions(write(tmp_path, "z.yaml", "- {text: a, type: t, time: 2024-04-10T18:30:00+09:00}\n"))
+    assert found.candidates[0].hints[0].time_from == datetime(2024, 4, 10, 18, 30)

@@ -94,6 +94,15 @@ def test_adjudicated_gold(engine):
     assert gold.unresolved == 2 and c in set(gold.dropped["question_id"])
 
 
+def test_nothing_to_adjudicate_and_an_id_trec_cannot_hold(tmp_path, engine):
+    with pytest.raises(PmragError, match="no judgment in the store to adjudicate"):
+        annotator_grades(store.open_store(tmp_path / "empty.sqlite"), "adjudicated")
+    gold = gold_from_store(engine, "ann")
+    spaced = gold.__class__(**{**gold.__dict__, "qrels": gold.qrels.assign(question_id="q 1")})
+    with pytest.raises(PmragError, match="qrels.trec: question id 'q 1' cannot be written to a TREC file"):
+        write_gold(spaced, tmp_path / "out")
+
+
 def test_bad_annotator_and_unknown_question(engine):
     with pytest.raises(PmragError, match="no judgment by annotator 'zoe'.*annotators: ann, bob"):
         gold_from_store(engine, "zoe")

@@ -100,6 +100,8 @@ def annotator_grades(engine: Engine, annotator: str) -> tuple[pd.DataFrame, pd.D
                              f"{', '.join(known) or 'none'})")
         mine = graded[graded["annotator"] == annotator].drop(columns="annotator")
         return _sorted(mine), drops.loc[drops["annotator"] == annotator, ["question_id", "reason"]], 0
+    if graded.empty and settled.empty:
+        raise PmragError("no judgment in the store to adjudicate")
     spread = graded.groupby(["question_id", "chunk_id"])["relevance"].agg(["min", "max"]).reset_index()
     agreed = spread[spread["min"] == spread["max"]].rename(columns={"min": "relevance"})[
         ["question_id", "chunk_id", "relevance"]]
@@ -205,7 +207,10 @@ def write_gold(gold: GoldExport, out_dir) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     qrels_path, questions_path = out_dir / QRELS_NAME, out_dir / QUESTIONS_NAME
-    trec.write_qrels(qrels_path, gold.qrels)
+    try:
+        trec.write_qrels(qrels_path, gold.qrels)
+    except ValueError as exc:           # a question id with whitespace: not a TREC field
+        raise PmragError(f"{qrels_path}: {exc}") from None
     questions_path.write_text(json.dumps(questions_document(gold), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return qrels_path, questions_path
 
