@@ -154,6 +154,8 @@ def _pool(args) -> int:
 
     if args.depth < 1:
         raise PmragError(f"--depth: an integer ≥ 1, got {args.depth}")
+    if not args.name or any(ch.isspace() for ch in args.name):
+        raise PmragError(f"--name: a pool name is one word without whitespace, got {args.name!r}")
     retrievers = [_retriever_name(name) for name in args.retrievers]
     study = Study.from_params(args.params)
     rankings, recovered = {}, None
@@ -172,8 +174,9 @@ def _pool(args) -> int:
               f"{int((report['time_speaker'] > 0).sum())}, by excerpt search {int((report['excerpt_search'] > 0).sum())}, "
               f"nothing {int((report[['text', 'time_speaker', 'excerpt_search']].sum(axis=1) == 0).sum())}")
         recovered = hint_chunks(matches, members)
-        rankings = _rank_texts(study, candidates["candidate_id"].tolist(), candidates["question"].tolist(),
-                               retrievers, args.depth)
+        if not candidates.empty:
+            rankings = _rank_texts(study, candidates["candidate_id"].tolist(), candidates["question"].tolist(),
+                                   retrievers, args.depth)
     if args.of in ("study", "both"):
         studied = {str(rid) for rid in study.retrievers()}
         missing = [name for name in retrievers if name not in studied]

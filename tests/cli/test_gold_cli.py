@@ -51,6 +51,10 @@ def test_pool_refuses_what_it_cannot_pool(tmp_path, capsys):
     assert code == 2 and "no accepted or edited question candidate in the study's store" in err[0]
     code, _, err = run(capsys, "pool", params, "--depth", "0")
     assert code == 2 and err == ["pmrag pool: error: --depth: an integer ≥ 1, got 0"]
+    code, _, err = run(capsys, "pool", params, "--name", "my pool")
+    assert code == 2 and err == ["pmrag pool: error: --name: a pool name is one word without whitespace, got 'my pool'"]
+    code, out, _ = run(capsys, "pool", params, "--of", "both", "--retrievers", "raw_text_bm25", "--depth", "1")
+    assert code == 0 and out[-1].startswith("total ")       # no candidate yet: the study's questions alone
     code, out, _ = run(capsys, "pool", params, "--of", "study", "--retrievers", "raw_text_bm25", "--depth", "3")
     n_questions = len(study.evaluation().questions)
     assert code == 0 and out[-1] == f"total {3 * n_questions} chunk(s) for {n_questions} question(s)"
