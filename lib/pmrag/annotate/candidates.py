@@ -17,7 +17,8 @@ dataset's own) and optional evidence hints, each a time or a time range, a speak
 
 Times are ``YYYY-MM-DD`` (the whole day), ``YYYY-MM-DD HH:MM`` or ``YYYY-MM-DD HH:MM:SS``, the chat's local
 time as messages are stored (a UTC offset YAML reads with a timestamp is dropped, the clock time kept).
-A candidate's id is a hash of its origin and text, so reading the same file again stores nothing twice (:class:`CandidateReport` reconciles: read = stored + already present + rejected).
+A candidate's id is a hash of its origin and text, so reading the same file again stores nothing twice
+(:class:`CandidateReport` reconciles: read = stored + already present + rejected).
 A candidate's status moves from ``proposed`` to ``accepted``, ``edited`` (the edited text is graded and
 exported) or ``dropped`` (with a reason) — :func:`accept_candidate`, :func:`edit_candidate`,
 :func:`drop_candidate`.  Errors name the file, the line or entry and the key, never the text.
