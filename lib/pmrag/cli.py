@@ -1,5 +1,6 @@
 """The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag graph PARAMS``,
-``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``.
+``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``, and the gold-annotation steps (000 §4.2–4.3):
+``pmrag candidates FILE PARAMS|--db FILE``, ``pmrag pool PARAMS``, ``pmrag judgments export PARAMS|--db FILE``.
 
 Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
 line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
@@ -112,6 +113,166 @@ def _demo(args) -> int:
     return 0
 
 
+def _gold_store(args):
+    """The store a gold-annotation command works on: ``--db`` or the study's (its run folder's) store."""
+    from pmrag.core import store
+
+    if bool(args.params) == bool(args.db):
+        raise PmragError("give a params file or --db STORE (one of them)")
+    if args.db:
+        return store.open_store(args.db)
+    from pmrag.study.params import load_params
+    from pmrag.study.runfolder import STORE_FILE
+
+    return store.open_store(load_params(args.params).run_dir / STORE_FILE)
+
+
+def _candidates(args) -> int:
+    from pmrag.annotate.candidates import accept_candidate, add_typed_questions, read_candidates
+
+    engine = _gold_store(args)
+    report = add_typed_questions(engine, args.file, permissive=args.permissive)
+    print(report.line())
+    for location, reason in report.problems:
+        print(f"  rejected at {location}: {reason}")
+    if args.accept:
+        proposed = read_candidates(engine, ("proposed",))
+        mine = proposed[proposed["batch"] == report.batch]["candidate_id"].tolist()
+        for candidate in mine:
+            accept_candidate(engine, candidate)
+        print(f"accepted {len(mine)} proposed candidate(s) of {report.batch}")
+    return 0
+
+
+def _pool(args) -> int:
+    from datetime import timedelta
+
+    from pmrag.annotate.candidates import read_candidates, read_hints
+    from pmrag.annotate.pooling import build_pool, pool_sizes, write_pool
+    from pmrag.annotate.recover import hint_chunks, match_hints, recovery_report, store_matches
+    from pmrag.study import Study
+
+    if args.depth < 1:
+        raise PmragError(f"--depth: an integer ≥ 1, got {args.depth}")
+    if not args.name or any(ch.isspace() for ch in args.name):
+        raise PmragError(f"--name: a pool name is one word without whitespace, got {args.name!r}")
+    retrievers = [_retriever_name(name) for name in args.retrievers]
+    study = Study.from_params(args.params)
+    rankings, recovered = {}, None
+    if args.of in ("candidates", "both"):
+        candidates = read_candidates(study.store, ("accepted", "edited"))
+        if candidates.empty and args.of == "candidates":
+            raise PmragError(f"{args.params}: no accepted or edited question candidate in the study's store "
+                             "(add them with pmrag candidates FILE PARAMS --accept)")
+        hints = read_hints(study.store, candidates["candidate_id"])
+        matches = match_hints(hints, study.messages(), tolerance=timedelta(minutes=args.tolerance_minutes),
+                              search_top=args.search_top, bm25=study.params.bm25)
+        store_matches(study.store, matches, candidates["candidate_id"])
+        members = study.chunk_messages()
+        report = recovery_report(hints, matches, members)
+        print(f"hints: {len(report)}; matched by text {int((report['text'] > 0).sum())}, by time and speaker "
+              f"{int((report['time_speaker'] > 0).sum())}, by excerpt search {int((report['excerpt_search'] > 0).sum())}, "
+              f"nothing {int((report[['text', 'time_speaker', 'excerpt_search']].sum(axis=1) == 0).sum())}")
+        recovered = hint_chunks(matches, members)
+        if not candidates.empty:
+            rankings = _rank_texts(study, candidates["candidate_id"].tolist(), candidates["question"].tolist(),
+                                   retrievers, args.depth)
+    if args.of in ("study", "both"):
+        studied = {str(rid) for rid in study.retrievers()}
+        missing = [name for name in retrievers if name not in studied]
+        if missing:
+            raise PmragError(f"--retrievers: {', '.join(missing)} not in the study's retrieval.retrievers, which rank "
+                             "its own questions")
+        for name in retrievers:
+            study_rankings = study.ranked(name).rankings
+            rankings[name] = _appended(rankings.get(name), study_rankings)
+    pooled = build_pool(rankings, args.depth, retrievers, recovered, seed=args.seed)
+    write_pool(study.store, args.name, pooled)
+    sizes = pool_sizes(pooled)
+    print(f"pool {args.name!r}: depth {args.depth}, {len(retrievers)} retriever(s), seed {args.seed}")
+    print("question_id chunks by_retriever by_hint")
+    for row in sizes.itertuples(index=False):
+        print(f"{row.question_id} {row.chunks} {row.by_retriever} {row.by_hint}")
+    print(f"total {int(sizes['chunks'].sum())} chunk(s) for {len(sizes)} question(s)")
+    return 0
+
+
+def _retriever_name(name: str) -> str:
+    """A registered retriever's name, or a one-line error naming the option."""
+    from pmrag.core.names import RetrieverId
+    from pmrag.study.items import retriever_component
+
+    try:
+        rid = RetrieverId.parse(name)
+        retriever_component(rid)
+    except (ValueError, KeyError) as exc:
+        raise PmragError(f"--retrievers: {exc.args[0] if exc.args else exc}") from None
+    return str(rid)
+
+
+def _appended(first, second):
+    import pandas as pd
+
+    return second if first is None else pd.concat([first, second], ignore_index=True)
+
+
+def _rank_texts(study, question_ids: list[str], texts: list[str], retrievers: list[str], depth: int) -> dict:
+    """Rank question texts that are not the study's questions (candidates) with the study's retrievers: the same
+    components, corpus and representations as its ``runs`` stage; vectors from its embedder and cache."""
+    from pmrag.core.names import RetrieverId
+    from pmrag.represent.embed import embed_with_cache, study_embedder
+    from pmrag.retrieve.retrievers import QUERY_VECTORS, TEXTS, Corpus, Queries
+    from pmrag.study.items import retriever_component
+
+    params = study.params
+    chunks = study.chunks()
+    corpus = Corpus.of(chunks, study.get, lambda found: found.load(study.store, study.run_dir))
+
+    def vectors():
+        with study_embedder(params.embedding, params.cache_dir, params.allow_remote, params.proxy) as (embedder, cache):
+            return embed_with_cache(embedder, texts, "query", cache, progress=False)
+
+    queries = Queries(question_ids, texts, _once(vectors))
+    rankings = {}
+    for name in retrievers:
+        rid = RetrieverId.parse(name)
+        component = retriever_component(rid)
+        unsupported = [str(key) for key in component.needs(rid) if key not in (TEXTS, QUERY_VECTORS)
+                       and key.name != "vectors"]
+        if unsupported:
+            raise PmragError(f"--retrievers: {name} reads {', '.join(unsupported)}, computed for the study's own "
+                             "questions only; pool candidates with BM25 and vector retrievers")
+        rankings[name] = component(rid, params).rank(corpus, queries, depth).rankings
+    return rankings
+
+
+def _once(compute):
+    held = []
+
+    def get():
+        if not held:
+            held.append(compute())
+        return held[0]
+    return get
+
+
+def _judgments(args) -> int:
+    from pmrag.annotate.export import gold_from_store, write_gold
+
+    engine = _gold_store(args)
+    gold = gold_from_store(engine, args.annotator)
+    qrels_path, questions_path = write_gold(gold, args.out)
+    print("\n".join(gold.lines()))
+    print(f"wrote {qrels_path} and {questions_path}")
+    return 0
+
+
+def _pool_retrievers() -> tuple[str, ...]:
+    from pmrag.core.params import DEFAULT_RETRIEVERS
+
+    return DEFAULT_RETRIEVERS
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pmrag.core.params import SyntheticSection
 
@@ -149,6 +310,42 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--encoding", default="auto", choices=["auto", "utf-8", "cp932"],
                         help="text encoding of LINE .txt exports (auto: UTF-8, else cp932 when the file is not UTF-8 at all)")
     ingest.set_defaults(func=_ingest)
+
+    candidates = sub.add_parser("candidates", help="store typed question candidates (CSV or YAML, with evidence "
+                                "hints) in a study's store")
+    candidates.add_argument("file", help="typed questions: .csv (text, type, time, time_from, time_to, speaker, "
+                                         "phrase) or .yaml")
+    candidates.add_argument("params", nargs="?", help="params YAML of the study whose store holds the candidates")
+    candidates.add_argument("--db", help="a store file instead of a study's")
+    candidates.add_argument("--accept", action="store_true", help="accept the file's proposed candidates as they are")
+    candidates.add_argument("--permissive", action="store_true", help="record and skip malformed entries")
+    candidates.set_defaults(func=_candidates)
+
+    pool = sub.add_parser("pool", help="pool candidate chunks to grade (TREC-style: the retrievers' top-K and the "
+                                       "chunks the evidence hints recover) into the study's store")
+    pool.add_argument("params", help="params YAML, e.g. params/demo.yaml")
+    pool.add_argument("--depth", type=int, default=10, help="top-K of each retriever pooled (default: 10, the paper's)")
+    pool.add_argument("--retrievers", nargs="+", default=list(_pool_retrievers()),
+                      help="retrievers pooled (default: the six single retrievers of §5)")
+    pool.add_argument("--name", default="pool", help="the pool's name in the store (default: pool)")
+    pool.add_argument("--seed", type=int, default=0, help="seed of the blind grading order (default: 0)")
+    pool.add_argument("--of", choices=["candidates", "study", "both"], default="candidates",
+                      help="pool the accepted candidates (default), the study's own questions, or both")
+    pool.add_argument("--tolerance-minutes", type=float, default=10.0,
+                      help="how far from a hint's time a message may be (default: 10)")
+    pool.add_argument("--search-top", type=int, default=3,
+                      help="messages the excerpt search adds for a hint phrase that matched none (default: 3)")
+    pool.set_defaults(func=_pool)
+
+    judged = sub.add_parser("judgments", help="judgments in a store: export them as qrels and a questions file")
+    judged_sub = judged.add_subparsers(dest="action", required=True)
+    export = judged_sub.add_parser("export", help="write qrels.trec and questions.json of one annotator's grades "
+                                                  "(or the adjudicated ones); report the questions dropped")
+    export.add_argument("params", nargs="?", help="params YAML of the study whose store holds the judgments")
+    export.add_argument("--db", help="a store file instead of a study's")
+    export.add_argument("--out", required=True, help="folder to write qrels.trec and questions.json into")
+    export.add_argument("--annotator", required=True, help="an annotator id, or 'adjudicated'")
+    export.set_defaults(func=_judgments)
 
     demo = sub.add_parser("demo", help="write the embedded synthetic corpus (paper JSON format + questions)")
     demo.add_argument("out_dir")

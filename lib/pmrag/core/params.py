@@ -90,7 +90,8 @@ class SyntheticSection(Section):
 class DatasetSection(Section):
     synthetic: SyntheticSection = SyntheticSection()
     inputs: Annotated[tuple[str, ...], Lax] = key((), "files to ingest (LINE JSON or .txt exports, LoCoMo), relative to the params file")
-    questions: str | None = key(None, "a questions JSON file (message-level evidence graded 2/1)")
+    questions: str | None = key(None, "a questions JSON file (message-level evidence graded 2/1), or judgments graded in "
+                                       "another run's store: store:PATH#ANNOTATOR (an annotator id or adjudicated)")
     format: Literal["auto", "line-json", "line-txt", "locomo"] = key("auto", "input format; auto tells them apart")
     permissive: bool = key(False, "record and skip malformed records instead of stopping")
     encoding: Literal["auto", "utf-8", "cp932"] = key(

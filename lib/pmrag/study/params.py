@@ -222,6 +222,23 @@ def _existing(base: Path, value: str, kind: str, origin: str, dotted: str) -> st
     return path
 
 
+def _questions_source(base: Path, value: str, origin: str) -> str:
+    """A questions file, resolved; or judgments in a store, ``store:PATH#ANNOTATOR``
+    (:func:`pmrag.annotate.export.parse_store_source`), checked and kept as written (PATH relative to the
+    params file: a key holds no location)."""
+    from pmrag.annotate.export import STORE_PREFIX, parse_store_source
+
+    if not value.startswith(STORE_PREFIX):
+        return _existing(base, value, "file", origin, "dataset.questions")
+    try:
+        path, _ = parse_store_source(value, base)
+    except ValueError as exc:
+        raise ParamsError(f"{origin}: key 'dataset.questions': {exc}") from None
+    if not _exists(str(path), "file"):
+        raise ParamsError(f"{origin}: key 'dataset.questions': store not found: {clip(path, 200)}")
+    return value
+
+
 def _require_creatable_folder(path: str, origin: str, dotted: str) -> None:
     """``path`` must be a folder or creatable as one: its nearest existing ancestor must be a folder.
     (Otherwise the first stage to write there would fail with a traceback, long after loading.)"""
@@ -248,7 +265,7 @@ def load_params(path) -> StudyParams:
     dataset = params.dataset
     inputs = tuple(_existing(base, item, "file", origin, f"dataset.inputs[{index}]")
                    for index, item in enumerate(dataset.inputs))
-    questions = dataset.questions and _existing(base, dataset.questions, "file", origin, "dataset.questions")
+    questions = dataset.questions and _questions_source(base, dataset.questions, origin)
     prompts = params.representations.prompts
     if prompts not in SHIPPED_PROMPT_SETS:
         prompts = _existing(base, prompts, "folder", origin, "representations.prompts")
@@ -265,4 +282,19 @@ def load_params(path) -> StudyParams:
         "retrieval": params.retrieval.model_copy(update={"plugins": plugins}),
     })
     resolved._source = path.resolve()
+    _not_its_own_store(resolved, origin)
     return resolved
+
+
+def _not_its_own_store(params: StudyParams, origin: str) -> None:
+    """Judgments read from a store (``store:``) come from another run's: the study's own store is what its
+    ingest writes, so its gold would change under it."""
+    from pmrag.annotate.export import STORE_PREFIX, parse_store_source
+    from pmrag.study.runfolder import STORE_FILE
+
+    source = params.dataset.questions
+    if source and source.startswith(STORE_PREFIX):
+        path, _ = parse_store_source(source, params.path.parent)
+        if Path(path).resolve() == (params.run_dir / STORE_FILE).resolve():
+            raise ParamsError(f"{origin}: key 'dataset.questions': names this study's own store; judgments are read "
+                              "from another run's store (the run where they were graded)")

@@ -32,6 +32,7 @@ from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_P
                                listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
+GOLD_DIR = "gold"   # judgments read from a store (dataset.questions: store:PATH#ANNOTATOR), as a questions file
 GRAPH_NAME = "memory_graph"
 # ------------------------------------------------------------------------------------------- data
 
@@ -46,18 +47,27 @@ def synthetic(section: SyntheticSection, runtime: Runtime) -> dict:
 
 
 @stage("read every input file into the store, reconciled", reads_store=(INGESTED,),
-       files=lambda p, item: [*p.dataset.inputs, *([p.dataset.questions] if p.dataset.questions else [])])
+       files=lambda p, item: [*p.dataset.inputs, *_questions_files(p)])
 def ingest(synthetic: dict | None, dataset: Annotated[DatasetSection, Keys(
         "format", "permissive", "unknown_time_offset", "encoding", "merge_exports", "inputs", "questions",
         "synthetic.enabled")], runtime: Runtime) -> Ingested:
+    from pmrag.annotate.export import questions_file
     from pmrag.ingest.pipeline import ingest_study, relative_to
 
-    files, questions = [Path(p) for p in dataset.inputs], Path(dataset.questions) if dataset.questions else None
+    files, questions = [Path(p) for p in dataset.inputs], None
+    if dataset.questions:
+        questions = questions_file(dataset.questions, runtime.params_path, runtime.path(GOLD_DIR, "questions.json"))
     if synthetic is not None:
         folder = Path(runtime.run_dir) / synthetic["folder"]
         files, questions = files + [folder / name for name in synthetic["files"]], folder / synthetic["questions_file"]
     bases = [Path(runtime.run_dir)] + ([runtime.params_path.parent.parent] if runtime.params_path else [])
     return ingest_study(runtime.store, files, questions, dataset, relative_to(bases))
+
+
+def _questions_files(params: StudyParams) -> list[Path]:
+    from pmrag.annotate.export import questions_files
+
+    return questions_files(params.dataset.questions, params.path)
 
 
 @stage("session-bounded windows (§3.2) and chunk-level gold", reads_store=(INGESTED,))

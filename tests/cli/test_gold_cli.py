@@ -1,0 +1,96 @@
+"""``pmrag candidates``, ``pmrag pool`` and ``pmrag judgments export``: output lines and one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pmrag.cli import main
+from conftest import make_tiny_study
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err.splitlines()
+
+
+def test_candidates_into_a_store_file(tmp_path, capsys):
+    typed = tmp_path / "mine.csv"
+    typed.write_text("text,type,phrase\nWhere?,contextual,ramen\nWho?,named_entity,\nBad,,x\n", encoding="utf-8")
+    db = str(tmp_path / "s.sqlite")
+    code, out, _ = run(capsys, "candidates", str(typed), "--db", db, "--permissive", "--accept")
+    assert code == 0
+    assert out == ["mine.csv: questions read 3, stored 2, already present 0, rejected 1",
+                   "  rejected at line 4: key 'type': expected a non-empty string",
+                   "accepted 2 proposed candidate(s) of mine.csv"]
+    code, _, err = run(capsys, "candidates", str(typed), "--db", db)
+    assert code == 2 and err == [f"pmrag candidates: error: {typed}, line 4: key 'type': expected a non-empty string"]
+    code, _, err = run(capsys, "candidates", str(typed))
+    assert code == 2 and err == ["pmrag candidates: error: give a params file or --db STORE (one of them)"]
+
+
+def test_export_errors_are_one_line(tmp_path, capsys):
+    db = str(tmp_path / "s.sqlite")
+    code, _, err = run(capsys, "judgments", "export", "--db", db, "--annotator", "me", "--out", str(tmp_path / "g"))
+    assert code == 2 and err == ["pmrag judgments: error: no judgment by annotator 'me' in the store (annotators: none)"]
+
+
+def test_pool_names_a_bad_retriever_before_opening_the_study(tmp_path, capsys):
+    code, _, err = run(capsys, "pool", str(tmp_path / "none.yaml"), "--retrievers", "raw_text_bm25", "raw_text_foo")
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("pmrag pool: error: --retrievers: unknown retriever method 'foo' (registered: bm25, ")
+
+
+@pytest.mark.integration
+def test_pool_refuses_what_it_cannot_pool(tmp_path, capsys):
+    study = make_tiny_study(tmp_path, "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
+                            "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n"
+                            "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, 0.5]}\n")
+    params = str(tmp_path / "p.yaml")
+    code, _, err = run(capsys, "pool", params)
+    assert code == 2 and "no accepted or edited question candidate in the study's store" in err[0]
+    code, _, err = run(capsys, "pool", params, "--depth", "0")
+    assert code == 2 and err == ["pmrag pool: error: --depth: an integer ≥ 1, got 0"]
+    code, _, err = run(capsys, "pool", params, "--name", "my pool")
+    assert code == 2 and err == ["pmrag pool: error: --name: a pool name is one word without whitespace, got 'my pool'"]
+    code, out, _ = run(capsys, "pool", params, "--of", "both", "--retrievers", "raw_text_bm25", "--depth", "1")
+    assert code == 0 and out[-1].startswith("total ")       # no candidate yet: the study's questions alone
+    code, out, _ = run(capsys, "pool", params, "--of", "study", "--retrievers", "raw_text_bm25", "--depth", "3")
+    n_questions = len(study.evaluation().questions)
+    assert code == 0 and out[-1] == f"total {3 * n_questions} chunk(s) for {n_questions} question(s)"
+    assert out[0] == "pool 'pool': depth 3, 1 retriever(s), seed 0"
+    typed = tmp_path / "t.yaml"
+    typed.write_text("- {text: 誰と会った？, type: contextual}\n", encoding="utf-8")
+    assert main(["candidates", str(typed), params, "--accept"]) == 0
+    code, _, err = run(capsys, "pool", params, "--retrievers", "summary_graph_interest")
+    assert code == 2 and "summary_graph_interest reads" in err[0] and "BM25 and vector retrievers" in err[0]
+
+
+@pytest.mark.integration
+def test_candidates_are_ranked_as_the_study_ranks_its_own_questions(tmp_path, capsys):
+    """A candidate worded as a study question gets that question's ranking from every retriever, vectors included."""
+    import json
+
+    from pmrag.annotate.candidates import candidate_id
+    from pmrag.annotate.pooling import read_pool
+
+    study = make_tiny_study(tmp_path, "retrieval: {retrievers: [raw_text_bm25, embedding_text_bm25, raw_text_vector]}\n"
+                            "hybrid: {pairings: [[raw_text_bm25, raw_text_vector]]}\n"
+                            "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, raw_text_vector, 0.5]}\n")
+    question = study.evaluation().questions.iloc[0]
+    typed = tmp_path / "t.yaml"
+    typed.write_text(json.dumps([{"text": question["text"], "type": question["type"]}]), encoding="utf-8")
+    assert main(["candidates", str(typed), str(tmp_path / "p.yaml"), "--accept"]) == 0
+    names = ["raw_text_bm25", "raw_text_vector"]
+    assert main(["pool", str(tmp_path / "p.yaml"), "--retrievers", *names, "--depth", "2", "--of", "both"]) == 0
+    pooled = read_pool(study.store, "pool")
+    cid = candidate_id("typed", question["text"])
+    for name in names:
+        own = study.ranked(name).rankings
+        top = own[(own["question_id"] == question["question_id"]) & (own["rank"] <= 2)]
+        for chunk, rank in zip(top["chunk_id"], top["rank"]):
+            for asked in (cid, question["question_id"]):
+                origins = json.loads(pooled[(pooled["question_id"] == asked) & (pooled["chunk_id"] == chunk)]["origins"].iloc[0])
+                assert {"retriever": name, "rank": int(rank)} in origins
+    mine, theirs = (set(pooled.loc[pooled["question_id"] == q, "chunk_id"]) for q in (cid, question["question_id"]))
+    assert mine == theirs
