@@ -548,6 +548,30 @@ class StatisticsSection(Section):
     study_sizes: Cutoffs = key((25, 50, 100, 200, 400), "question counts of the power curve", min_length=1)
 
 
+# --------------------------------------------------------------------------------------------- incomplete gold
+
+class IncompletenessSection(Section):
+    depths: Cutoffs = key((1, 3, 5, 10, 20, 50), "notebook 10: pool depths k; each pools the top k of "
+                          "incompleteness.pool_retrievers and scores every retriever with that pool's judgments",
+                          min_length=1)
+    leave_out_depth: int = key(10, "notebook 10: depth of the leave-one-retriever-out pools (the pool-bias test; "
+                                   "the paper's pooling depth for new gold is 10)", ge=1)
+    pool_retrievers: Annotated[tuple[str, ...], Lax] | None = key(
+        None, "notebook 10: the retrievers pooled (null: the six representation × method retrievers, raw_text / "
+        "summary / embedding_text × bm25 / vector, that retrieval.retrievers lists)", min_length=1)
+
+    @field_validator("pool_retrievers")
+    @classmethod
+    def _known_and_unique(cls, values, info: ValidationInfo):
+        if values is None:
+            return values
+        seen = [str(check_retriever(v, info)) for v in values]
+        duplicates = sorted({v for v in seen if seen.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
+        return values
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -577,6 +601,7 @@ class StudyParams(Section):
     expansion: ExpansionSection = ExpansionSection()
     decomposition: DecompositionSection = DecompositionSection()
     statistics: StatisticsSection = StatisticsSection()
+    incompleteness: IncompletenessSection = IncompletenessSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")
@@ -612,9 +637,23 @@ class StudyParams(Section):
                 raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
         if diagnostic.first == diagnostic.second:
             raise ValueError(f"analysis.diagnostic_hybrid: a retriever cannot be fused with itself ({diagnostic.first})")
+        for name in self.incompleteness.pool_retrievers or ():
+            if RetrieverId.parse(name) not in listed:
+                raise ValueError(f"incompleteness.pool_retrievers: {name} is not in retrieval.retrievers")
+        deepest = max(self.incompleteness.depths + (self.incompleteness.leave_out_depth,))
+        if deepest > self.retrieval.depth:
+            raise ValueError(f"incompleteness: pool depth {deepest} is deeper than retrieval.depth {self.retrieval.depth}")
         return self
 
     # -- derived values every stage agrees on ------------------------------------------------------
+    def pool_retrievers(self) -> tuple[str, ...]:
+        """The retrievers notebook 10 pools: ``incompleteness.pool_retrievers``, else the six representation ×
+        method retrievers the study lists (in the study's order)."""
+        if self.incompleteness.pool_retrievers is not None:
+            return tuple(str(RetrieverId.parse(r)) for r in self.incompleteness.pool_retrievers)
+        six = {RetrieverId.parse(r) for r in DEFAULT_RETRIEVERS}
+        return tuple(str(r) for r in self.retrieval.retriever_ids() if r in six)
+
     def metric_ks(self) -> tuple[int, ...]:
         """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
         return tuple(sorted({*self.retrieval.ks, self.analysis.failure_k, *self.analysis.recovery_ks}))
