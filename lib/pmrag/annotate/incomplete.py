@@ -179,7 +179,9 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame
     """The pool-bias test (Zobel 1998): for each retriever r of ``rankings``, a pool of ``pooled`` without r at
     ``depth`` scores every retriever; r's Recall@k and nDCG@k there (``left out``) beside the complete gold's and
     a pool with r (``pooled`` plus r), r's rank among all the methods by Recall@k (1 = best, ties share the best
-    rank) with the complete gold and with the pool without it, and the differences (left out − complete)."""
+    rank) with the complete gold and with the pool without it, and the differences (left out − complete).
+    ``questions`` / ``questions with it``: the questions each pool keeps (a pooled relevance-2 chunk); a pool with r
+    can keep more of them, harder ones, so r's Recall@k there can be lower than left out."""
     recall_k, ndcg_k = f"recall@{k}", f"ndcg@{k}"
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
     complete = method_scores(runs, complete_judgments(gold, chunk_ids), k)
@@ -199,6 +201,7 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame
             with_it = scored([*others, name], {name: runs[name]})
         rows.append({"retriever": name, "pooled": name in pooled, "pool": len(others),
                      "questions": int(left_out["questions"].iloc[0]),
+                     "questions with it": int(with_it["questions"].iloc[0]),
                      f"{recall_k} complete": complete.at[name, recall_k], f"{recall_k} with it": with_it.at[name, recall_k],
                      f"{recall_k} left out": left_out.at[name, recall_k],
                      f"{ndcg_k} complete": complete.at[name, ndcg_k], f"{ndcg_k} left out": left_out.at[name, ndcg_k],

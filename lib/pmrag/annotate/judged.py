@@ -66,7 +66,9 @@ class Judgments:
 
     qrels: Qrels
     question_ids: pd.Index
-    keys: pd.MultiIndex
+    chunk_ids: pd.Index
+    keys: np.ndarray        # question row × len(chunk_ids) + chunk code, sorted
+    key_order: np.ndarray   # the judgment row of each sorted key
     row: np.ndarray
     grade: np.ndarray
     n_relevant: np.ndarray
@@ -89,8 +91,10 @@ def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
         missing = questions[n_relevant == 0]
         raise ValueError(f"{len(missing)} judged question(s) have no relevance-{PRIMARY} chunk, e.g. {missing[0]!r}: "
                          "drop them first (kept_questions)")
-    keys = pd.MultiIndex.from_frame(frame[["question_id", "chunk_id"]])
-    return Judgments(qrels, questions, keys, row, grade, n_relevant, n_nonrelevant)
+    chunks = pd.Index(pd.unique(frame["chunk_id"].to_numpy(dtype=object)))
+    keys = row.astype(np.int64) * len(chunks) + chunks.get_indexer(frame["chunk_id"])
+    order = np.argsort(keys, kind="stable")
+    return Judgments(qrels, questions, chunks, keys[order], order, row, grade, n_relevant, n_nonrelevant)
 
 
 def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFrame, depth: int) -> JudgmentMatrix:
@@ -102,8 +106,10 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     questions, row, grade = judged_rows.question_ids, judged_rows.row, judged_rows.grade
     ranking = Run.of(run).frame
     top = ranking[(ranking["rank"] <= depth) & ranking["question_id"].isin(questions)]
-    position = judged_rows.keys.get_indexer(pd.MultiIndex.from_frame(top[["question_id", "chunk_id"]]))
-    at = (questions.get_indexer(top["question_id"]), top["rank"].to_numpy() - 1)
+    question = questions.get_indexer(top["question_id"])
+    chunk = judged_rows.chunk_ids.get_indexer(top["chunk_id"])
+    position = _lookup(judged_rows, np.where(chunk >= 0, question.astype(np.int64) * len(judged_rows.chunk_ids) + chunk, -1))
+    at = (question, top["rank"].to_numpy() - 1)
     shape = (len(questions), depth)
     grades, judged, retrieved = np.zeros(shape, np.int8), np.zeros(shape, bool), np.zeros(shape, bool)
     grades[at] = np.where(position >= 0, grade[np.maximum(position, 0)], 0)
@@ -117,6 +123,13 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     ideal[row[order][keep], slot[keep]] = grade[order][keep]
     return JudgmentMatrix(questions, grades, judged, retrieved, ideal, judged_rows.n_relevant,
                           judged_rows.n_nonrelevant)
+
+
+def _lookup(judgments: Judgments, keys: np.ndarray) -> np.ndarray:
+    """The judgment row of each key (−1: not judged, or a key of −1)."""
+    slot = np.minimum(np.searchsorted(judgments.keys, keys), max(len(judgments.keys) - 1, 0))
+    found = (keys >= 0) & (judgments.keys[slot] == keys) if len(judgments.keys) else np.zeros(len(keys), bool)
+    return np.where(found, judgments.key_order[slot], -1)
 
 
 def judged_at(judged: np.ndarray, retrieved: np.ndarray, k: int) -> np.ndarray:

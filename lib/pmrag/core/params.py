@@ -552,13 +552,14 @@ class StatisticsSection(Section):
 
 class IncompletenessSection(Section):
     depths: Cutoffs = key((1, 3, 5, 10, 20, 50), "notebook 10: pool depths k; each pools the top k of "
-                          "incompleteness.pool_retrievers and scores every retriever with that pool's judgments",
+                          "incompleteness.pool_retrievers and scores every retriever with that pool's judgments (a "
+                          "depth beyond retrieval.depth pools the whole lists)",
                           min_length=1)
     leave_out_depth: int = key(10, "notebook 10: depth of the leave-one-retriever-out pools (the pool-bias test; "
                                    "the paper's pooling depth for new gold is 10)", ge=1)
     pool_retrievers: Annotated[tuple[str, ...], Lax] | None = key(
         None, "notebook 10: the retrievers pooled (null: the six representation × method retrievers, raw_text / "
-        "summary / embedding_text × bm25 / vector, that retrieval.retrievers lists)", min_length=1)
+        "summary / embedding_text × bm25 / vector, that retrieval.retrievers lists; all of them if it lists none)", min_length=1)
 
     @field_validator("pool_retrievers")
     @classmethod
@@ -640,19 +641,17 @@ class StudyParams(Section):
         for name in self.incompleteness.pool_retrievers or ():
             if RetrieverId.parse(name) not in listed:
                 raise ValueError(f"incompleteness.pool_retrievers: {name} is not in retrieval.retrievers")
-        deepest = max(self.incompleteness.depths + (self.incompleteness.leave_out_depth,))
-        if deepest > self.retrieval.depth:
-            raise ValueError(f"incompleteness: pool depth {deepest} is deeper than retrieval.depth {self.retrieval.depth}")
         return self
 
     # -- derived values every stage agrees on ------------------------------------------------------
     def pool_retrievers(self) -> tuple[str, ...]:
         """The retrievers notebook 10 pools: ``incompleteness.pool_retrievers``, else the six representation ×
-        method retrievers the study lists (in the study's order)."""
+        method retrievers the study lists (in the study's order), else, listing none of them, every retriever."""
         if self.incompleteness.pool_retrievers is not None:
             return tuple(str(RetrieverId.parse(r)) for r in self.incompleteness.pool_retrievers)
         six = {RetrieverId.parse(r) for r in DEFAULT_RETRIEVERS}
-        return tuple(str(r) for r in self.retrieval.retriever_ids() if r in six)
+        listed = self.retrieval.retriever_ids()
+        return tuple(str(r) for r in listed if r in six) or tuple(map(str, listed))
 
     def metric_ks(self) -> tuple[int, ...]:
         """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
