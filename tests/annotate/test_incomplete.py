@@ -11,7 +11,7 @@ from scipy.stats import kendalltau
 from pmrag.annotate import incomplete as inc
 from pmrag.annotate.judged import judged_scores, measure_columns
 from pmrag.annotate.pool import pool_chunks
-from tests.conftest import params_error, write_file
+from conftest import params_error, write_file
 
 N_CHUNKS = 20
 MINIMAL = "run: x\ndataset: {synthetic: {enabled: true}}\n"

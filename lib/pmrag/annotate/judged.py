@@ -158,7 +158,7 @@ def bpref(grades: np.ndarray, judged: np.ndarray, n_relevant: np.ndarray, n_nonr
 
 def matrix_scores(matrix: JudgmentMatrix, k: int) -> pd.DataFrame:
     """Every measure of :func:`measure_columns` per question (index ``question_id``), from our kernels."""
-    condensed, condensed_judged = condense(matrix.grades, matrix.judged)
+    condensed, _ = condense(matrix.grades, matrix.judged)
     values = [recall(matrix.grades, matrix.n_relevant, k), ndcg(matrix.grades, matrix.ideal, k),
               judged_at(matrix.judged, matrix.retrieved, k), recall(condensed, matrix.n_relevant, k),
               ndcg(condensed, matrix.ideal, k), bpref(matrix.grades, matrix.judged, matrix.n_relevant,
