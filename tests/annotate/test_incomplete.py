@@ -98,10 +98,14 @@ def test_depth_scores_are_each_retriever_scored_on_the_pools_judgments_of_the_ke
         frame = pd.DataFrame([(q, c, g) for (q, c), g in judged.items() if q in kept],
                              columns=["question_id", "chunk_id", "relevance"])
         rows = scores[scores["depth"] == depth].set_index("retriever")
+        same = gold[gold["question_id"].isin(kept)]
         for name, ranking in rankings.items():
             expected = judged_scores(ranking, frame, 5).mean() if kept else pd.Series(np.nan, measure_columns(5))
             np.testing.assert_allclose(rows.loc[name, measure_columns(5)].to_numpy(float), expected.to_numpy(),
                                        atol=1e-12)
+            truth = judged_scores(ranking, same, 5).mean() if kept else pd.Series(np.nan, measure_columns(5))
+            np.testing.assert_allclose(rows.loc[name, ["recall@5 complete kept", "ndcg@5 complete kept"]].to_numpy(float),
+                                       truth[["recall@5", "ndcg@5"]].to_numpy(float), atol=1e-12)
             assert rows.loc[name, "pooled"] == (name in pooled)
         assert (rows["questions"] == len(kept)).all()
         assert (rows["pool_total"] == len(judged)).all()
@@ -113,6 +117,7 @@ def test_a_pool_of_every_chunk_gives_the_complete_golds_numbers_and_tau_one():
     scores = inc.depth_scores(rankings, gold, chunks, ["r0"], [N_CHUNKS])
     table = inc.pool_depth_table(scores)
     np.testing.assert_allclose(table["recall@5 pool"], table["recall@5 complete"], atol=1e-12)
+    np.testing.assert_allclose(table["recall@5 complete kept"], table["recall@5 complete"], atol=1e-12)
     np.testing.assert_allclose(table["ndcg@5 pool"], table["ndcg@5 complete"], atol=1e-12)
     assert (table["gold_share"] == 1.0).all() and (table["primary_share"] == 1.0).all()
     assert table["tau recall@5"].iloc[0] == pytest.approx(1.0)

@@ -28,8 +28,8 @@ from pmrag.annotate.pool import pool_chunks
 from pmrag.evaluate.runs import PRIMARY, Qrels, Run
 
 POOL_SIZE = ("depth", "pool_mean", "pool_total", "gold_share", "primary_share", "questions")
-COVERAGE_COLUMNS = (*POOL_SIZE, "retriever", "pooled", "recall@5 pool", "recall@5 complete", "ndcg@5 pool",
-                    "ndcg@5 complete", "tau recall@5", "tau ndcg@5")
+COVERAGE_COLUMNS = (*POOL_SIZE, "retriever", "pooled", "recall@5 pool", "recall@5 complete kept", "recall@5 complete",
+                    "ndcg@5 pool", "ndcg@5 complete kept", "ndcg@5 complete", "tau recall@5", "tau ndcg@5")
 
 
 def pool_judgments(pool: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
@@ -107,20 +107,26 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk
     """Every retriever of ``rankings`` scored by :func:`method_scores` with the judgments of a pool of ``pooled``
     at each depth of ``depths``, and with the complete gold (``depth`` = 0), in long rows: ``depth``, the pool's
     size (``pool_mean`` per question, ``pool_total``) and :func:`gold_coverage`, ``retriever``, ``pooled``, the
-    measures and ``questions``."""
+    measures and ``questions``; then ``recall@k complete kept`` and ``ndcg@k complete kept``: the complete gold's
+    scores on the questions the pool keeps (so a pool's effect splits into the questions it drops and the chunks
+    it leaves unjudged; NaN for the complete gold's own rows)."""
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
+    complete = complete_judgments(gold, chunk_ids)
+    kept_columns = {f"recall@{k}": f"recall@{k} complete kept", f"ndcg@{k}": f"ndcg@{k} complete kept"}
     parts = []
     for depth in [0, *depths]:
-        if depth:
-            judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold)
-        else:
-            judgments = complete_judgments(gold, chunk_ids)
+        judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold) if depth else complete
         sizes = judgments.groupby("question_id").size()
-        scores = method_scores(runs, judgments, k).reset_index()
+        scores = method_scores(runs, judgments, k)
+        if depth:
+            kept = kept_questions(judgments)["question_id"].unique()
+            same = method_scores(runs, complete[complete["question_id"].isin(kept)], k)
+            scores = scores.join(same[list(kept_columns)].rename(columns=kept_columns))
+        scores = scores.reset_index()
         parts.append(scores.assign(depth=int(depth), pool_mean=float(sizes.mean()), pool_total=int(sizes.sum()),
                                    **gold_coverage(judgments, gold), pooled=scores["retriever"].isin(list(pooled))))
     table = pd.concat(parts, ignore_index=True)
-    return table[[*POOL_SIZE, "retriever", "pooled", *measure_columns(k)]]
+    return table[[*POOL_SIZE, "retriever", "pooled", *measure_columns(k), *kept_columns.values()]]
 
 
 def _complete(scores: pd.DataFrame) -> pd.DataFrame:
@@ -129,8 +135,9 @@ def _complete(scores: pd.DataFrame) -> pd.DataFrame:
 
 def pool_depth_table(scores: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     """Per depth and retriever (``scores`` from :func:`depth_scores`): the pool's size and gold coverage, Recall@k
-    and nDCG@k with the pool's judgments (unjudged = 0) beside the complete gold's, and Kendall's τ between the
-    two rankings of all the methods."""
+    and nDCG@k with the pool's judgments (unjudged = 0) beside the complete gold's on the questions the pool keeps
+    (``complete kept``) and on every question (``complete``), and Kendall's τ between the pool's and the complete
+    gold's rankings of all the methods."""
     complete = _complete(scores)
     parts = []
     for _, pool in scores[scores["depth"] > 0].groupby("depth", sort=True):
@@ -138,12 +145,13 @@ def pool_depth_table(scores: pd.DataFrame, k: int = 5) -> pd.DataFrame:
         columns = {}
         for measure in (f"recall@{k}", f"ndcg@{k}"):
             columns[f"{measure} pool"] = pool[measure]
+            columns[f"{measure} complete kept"] = pool[f"{measure} complete kept"]
             columns[f"{measure} complete"] = complete[measure].reindex(pool.index)
         taus = {f"tau {m}": kendall_tau(pool[m], complete[m]) for m in (f"recall@{k}", f"ndcg@{k}")}
         parts.append(pool[[*POOL_SIZE, "pooled"]].assign(**columns, **taus).reset_index())
     table = pd.concat(parts, ignore_index=True)
-    return table[[*POOL_SIZE, "retriever", "pooled", f"recall@{k} pool", f"recall@{k} complete", f"ndcg@{k} pool",
-                  f"ndcg@{k} complete", f"tau recall@{k}", f"tau ndcg@{k}"]]
+    return table[[*POOL_SIZE, "retriever", "pooled", *(f"recall@{k} {c}" for c in ("pool", "complete kept", "complete")),
+                  *(f"ndcg@{k} {c}" for c in ("pool", "complete kept", "complete")), f"tau recall@{k}", f"tau ndcg@{k}"]]
 
 
 def judged_table(scores: pd.DataFrame, k: int = 5) -> pd.DataFrame:

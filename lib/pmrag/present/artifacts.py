@@ -241,9 +241,11 @@ class T:
     pool_depth_gold_coverage = TableSpec(
         "pool_depth_gold_coverage", "10_incomplete_gold",
         "Pool depth: pool size, share of the complete gold pooled, Recall@5 / nDCG@5 with the pool's judgments "
-        "(unjudged = 0) and with the complete gold, Kendall's τ between the two rankings of methods",
+        "(unjudged = 0) and with the complete gold (on the questions the pool keeps, and on all), Kendall's τ "
+        "between the two rankings of methods",
         ("depth", "pool_mean", "pool_total", "gold_share", "primary_share", "questions", "retriever", "pooled",
-         "recall@5 pool", "recall@5 complete", "ndcg@5 pool", "ndcg@5 complete", "tau recall@5", "tau ndcg@5"))
+         "recall@5 pool", "recall@5 complete kept", "recall@5 complete", "ndcg@5 pool", "ndcg@5 complete kept",
+         "ndcg@5 complete", "tau recall@5", "tau ndcg@5"))
     judged_at_k = TableSpec(
         "judged_at_k", "10_incomplete_gold",
         "judged@5, the paper's metrics (unjudged = 0), condensed-list Recall@5 / nDCG@5 and bpref per pool depth, "
