@@ -101,10 +101,11 @@ def test_the_shipped_locomo_params_run_a_whole_study(built_locomo):
 
 @pytest.mark.parametrize("notebook, table", [("07_memory_graph", "table2_graph_sets"),
                                              ("08_beyond_retrieval", "beyond_distributed"),
-                                             ("09_selection_and_power", "selection_summary")])
+                                             ("09_selection_and_power", "selection_summary"),
+                                             ("10_incomplete_gold", "leave_one_out_pool_bias")])
 def test_the_later_notebooks_run_on_the_locomo_params(built_locomo, tmp_path, notebook, table):
-    """The memory-graph and beyond-retrieval notebooks on a second dataset (English, its own question types): no
-    demo assumption."""
+    """The memory-graph, beyond-retrieval, selection and incomplete-gold notebooks on a second dataset (English,
+    its own question types, gold that is itself a pool): no demo assumption."""
     from pmrag.study.notebooks import execute_notebook
 
     project, _ = built_locomo

@@ -14,4 +14,9 @@ The data live in the store (:mod:`pmrag.core.store`, the gold-annotation tables)
 * ``pool``: per question the chunks to grade, in a seeded blind order, with each chunk's origins (which retriever
   at which rank, or which hint) — :mod:`pmrag.annotate.pool`;
 * ``judgments`` / ``question_drops`` / ``adjudications``: grades per annotator, dropped questions, settled grades.
+
+How incomplete gold moves the numbers (notebook 10) is measured against gold known to be complete (the demo's):
+:mod:`pmrag.annotate.judged` scores runs against incomplete judgments (judged@k, condensed lists, bpref) and
+:mod:`pmrag.annotate.incomplete` builds pools judged by the complete gold, at several depths and leaving one
+retriever out.
 """

@@ -611,6 +611,31 @@ class StatisticsSection(Section):
         return tuple(resolved)
 
 
+# --------------------------------------------------------------------------------------------- incomplete gold
+
+class IncompletenessSection(Section):
+    depths: Cutoffs = key((1, 3, 5, 10, 20, 50), "notebook 10: pool depths k; each pools the top k of "
+                          "incompleteness.pool_retrievers and scores every retriever with that pool's judgments (a "
+                          "depth beyond retrieval.depth pools the whole lists)",
+                          min_length=1)
+    leave_out_depth: int = key(10, "notebook 10: depth of the leave-one-retriever-out pools (the pool-bias test; "
+                                   "the paper's pooling depth for new gold is 10)", ge=1)
+    pool_retrievers: Annotated[tuple[str, ...], Lax] | None = key(
+        None, "notebook 10: the retrievers pooled (null: the six representation × method retrievers, raw_text / "
+        "summary / embedding_text × bm25 / vector, that retrieval.retrievers lists; all of them if it lists none)", min_length=1)
+
+    @field_validator("pool_retrievers")
+    @classmethod
+    def _known_and_unique(cls, values, info: ValidationInfo):
+        if values is None:
+            return values
+        seen = [str(check_retriever(v, info)) for v in values]
+        duplicates = sorted({v for v in seen if seen.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
+        return values
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -640,6 +665,7 @@ class StudyParams(Section):
     expansion: ExpansionSection = ExpansionSection()
     decomposition: DecompositionSection = DecompositionSection()
     statistics: StatisticsSection = StatisticsSection()
+    incompleteness: IncompletenessSection = IncompletenessSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")
@@ -675,6 +701,9 @@ class StudyParams(Section):
                 raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
         if diagnostic.first == diagnostic.second:
             raise ValueError(f"analysis.diagnostic_hybrid: a retriever cannot be fused with itself ({diagnostic.first})")
+        for name in self.incompleteness.pool_retrievers or ():
+            if RetrieverId.parse(name) not in listed:
+                raise ValueError(f"incompleteness.pool_retrievers: {name} is not in retrieval.retrievers")
         return self
 
     @model_validator(mode="after")
@@ -692,6 +721,15 @@ class StudyParams(Section):
         return self
 
     # -- derived values every stage agrees on ------------------------------------------------------
+    def pool_retrievers(self) -> tuple[str, ...]:
+        """The retrievers notebook 10 pools: ``incompleteness.pool_retrievers``, else the six representation ×
+        method retrievers the study lists (in the study's order), else, listing none of them, every retriever."""
+        if self.incompleteness.pool_retrievers is not None:
+            return tuple(str(RetrieverId.parse(r)) for r in self.incompleteness.pool_retrievers)
+        six = {RetrieverId.parse(r) for r in DEFAULT_RETRIEVERS}
+        listed = self.retrieval.retriever_ids()
+        return tuple(str(r) for r in listed if r in six) or tuple(map(str, listed))
+
     def metric_ks(self) -> tuple[int, ...]:
         """Cut-offs scored per question: ``retrieval.ks`` plus the analysis's failure and recovery cut-offs."""
         return tuple(sorted({*self.retrieval.ks, self.analysis.failure_k, *self.analysis.recovery_ks}))

@@ -251,6 +251,33 @@ class T:
                             ("n_questions", "detectable_difference"))
 
 
+    # 10_incomplete_gold (§8): pools judged by the complete gold (the demo's) against the complete gold itself
+    pool_depth_gold_coverage = TableSpec(
+        "pool_depth_gold_coverage", "10_incomplete_gold",
+        "Pool depth: pool size, share of the complete gold pooled, Recall@5 / nDCG@5 with the pool's judgments "
+        "(unjudged = 0) and with the complete gold (on the questions the pool keeps, and on all), Kendall's τ "
+        "between the two rankings of methods",
+        ("depth", "pool_mean", "pool_total", "gold_share", "primary_share", "questions", "retriever", "pooled",
+         "recall@5 pool", "recall@5 complete kept", "recall@5 complete", "ndcg@5 pool", "ndcg@5 complete kept",
+         "ndcg@5 complete", "tau recall@5", "tau ndcg@5"))
+    judged_at_k = TableSpec(
+        "judged_at_k", "10_incomplete_gold",
+        "judged@5, the paper's metrics (unjudged = 0), condensed-list Recall@5 / nDCG@5 and bpref per pool depth, "
+        "beside the complete gold's",
+        ("depth", "questions", "retriever", "pooled", "recall@5", "ndcg@5", "judged@5", "condensed_recall@5",
+         "condensed_ndcg@5", "bpref", "recall@5 complete", "ndcg@5 complete", "bpref complete"))
+    incomplete_measure_tau = TableSpec(
+        "incomplete_measure_tau", "10_incomplete_gold",
+        "Kendall's τ between each measure's ranking of methods with a pool's judgments and with the complete gold",
+        ("depth", "measure", "against", "tau all", "tau pooled"))
+    leave_one_out_pool_bias = TableSpec(
+        "leave_one_out_pool_bias", "10_incomplete_gold",
+        "Leave one retriever out of the pool: its Recall@5 / nDCG@5 and rank on a pool it did not contribute to",
+        ("retriever", "pooled", "pool", "questions", "questions with it", "recall@5 complete", "recall@5 with it",
+         "recall@5 left out", "ndcg@5 complete", "ndcg@5 left out", "rank complete", "rank left out", "Δ recall@5",
+         "Δ ndcg@5", "rank change"))
+
+
 class F:
     """The figures, by name."""
 
