@@ -21,6 +21,7 @@ from pmrag.study.params import FOLDER_KEYS
 
 NOTEBOOKS_DIR = "notebooks"   # executed copies, in the run folder
 NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
+NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier")}   # its cross-check's evaluator
 NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS)
 
 
@@ -189,7 +190,7 @@ def drop_widget_state(notebook: Path) -> None:
 
 @stage(lambda p, stem: f"execute {stem}.ipynb", item="stem", whole_packages=("pmrag",),
        files=lambda p, stem: [Path(p.notebooks_dir) / f"{stem}.ipynb"],
-       packages=lambda p, stem: NOTEBOOK_PACKAGES,
+       packages=lambda p, stem: NOTEBOOK_PACKAGES + NOTEBOOK_EXTRA_PACKAGES.get(stem, ()),
        outputs=lambda value, stem: [value["notebook"], *value["produced"]])
 def notebook(stem: str, settings: Annotated[StudyParams, Restricted(lambda p, stem: NOTEBOOK_KEYS)],
              runtime: Runtime) -> dict:
