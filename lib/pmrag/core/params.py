@@ -636,6 +636,47 @@ class IncompletenessSection(Section):
         return values
 
 
+# --------------------------------------------------------------------------------------------- gold for a new history
+
+QUESTION_TYPES = ("named_entity", "contextual", "aggregate")
+
+
+class CandidatesSection(Section):
+    backend: Literal["openai"] = key(
+        "openai", "pmrag candidates --propose: question candidates with evidence hints proposed by a model from the "
+        "ingested messages (000 §4.2) through the Responses API, with the summarizer section's timeout, pacing, "
+        "retries and failure policy; allow_remote for a server off this machine")
+    model: str | None = key(None, "model requested (null: summarizer.model)", min_length=1)
+    base_url: str | None = key(None, "an OpenAI-compatible server (null: summarizer.base_url)")
+    max_output_tokens: int = key(2000, "max_output_tokens of each call (a batch's questions and their evidence)", ge=1)
+    batch_chars: int = key(6000, "characters of messages (as sent, one JSON object each) per call; a batch never "
+                                 "spans two sources, a longer message goes alone, its text cut to fit", ge=200)
+    questions_per_batch: int = key(5, "questions asked of each batch; more in a reply are dropped and counted", ge=1)
+    types: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Lax] = key(
+        QUESTION_TYPES, "question types a proposal may have (the paper's three, or the dataset's own); a reply with "
+                        "another type is a failed call", min_length=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value):
+        return _http_url(value)
+
+    @field_validator("types")
+    @classmethod
+    def _unique_types(cls, values):
+        duplicates = sorted({v for v in values if values.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
+        return values
+
+    def llm(self, summarizer: SummarizerSection) -> SummarizerSection:
+        """The summarizer section with this section's model, server and output cap (``None``: the summarizer's)."""
+        return summarizer.model_copy(update={
+            "backend": "openai", "model": self.model or summarizer.model,
+            "base_url": self.base_url if self.base_url is not None else summarizer.base_url,
+            "max_output_tokens": self.max_output_tokens})
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -666,6 +707,7 @@ class StudyParams(Section):
     decomposition: DecompositionSection = DecompositionSection()
     statistics: StatisticsSection = StatisticsSection()
     incompleteness: IncompletenessSection = IncompletenessSection()
+    candidates: CandidatesSection = CandidatesSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")
