@@ -1,6 +1,7 @@
 """The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag graph PARAMS``,
 ``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``, and the gold-annotation steps (000 §4.2–4.3):
-``pmrag candidates FILE PARAMS|--db FILE``, ``pmrag pool PARAMS``, ``pmrag judgments export PARAMS|--db FILE``.
+``pmrag candidates FILE PARAMS|--db FILE``, ``pmrag candidates --propose PARAMS``, ``pmrag pool PARAMS``,
+``pmrag judgments export PARAMS|--db FILE``.
 
 Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
 line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
@@ -130,6 +131,12 @@ def _gold_store(args):
 def _candidates(args) -> int:
     from pmrag.annotate.candidates import accept_candidate, add_typed_questions, read_candidates
 
+    if args.propose:
+        return _propose(args)
+    if args.limit is not None:
+        raise PmragError("--limit: only with --propose PARAMS")
+    if not args.file:
+        raise PmragError("give a typed-questions file (.csv, .yaml), or --propose PARAMS for a model's proposals")
     engine = _gold_store(args)
     report = add_typed_questions(engine, args.file, permissive=args.permissive)
     print(report.line())
@@ -141,6 +148,31 @@ def _candidates(args) -> int:
         for candidate in mine:
             accept_candidate(engine, candidate)
         print(f"accepted {len(mine)} proposed candidate(s) of {report.batch}")
+    return 0
+
+
+def _propose(args) -> int:
+    """``pmrag candidates --propose PARAMS``: a model proposes question candidates from the study's messages."""
+    from pmrag.annotate.propose import propose_candidates
+    from pmrag.study import Study
+
+    if args.file or args.params or args.db:
+        raise PmragError("--propose PARAMS reads the study's messages and stores into its store: give no file, "
+                         "second params file or --db with it")
+    if args.accept or args.permissive:
+        raise PmragError("--accept and --permissive are for typed files; a model's proposals are reviewed one by one "
+                         "(accepted, edited or dropped with a reason)")
+    if args.limit is not None and args.limit < 1:
+        raise PmragError(f"--limit: an integer ≥ 1, got {args.limit}")
+    study = Study.from_params(args.propose)
+    study.messages()                 # the ingest stage, computed if the store does not hold it yet
+    params = study.params
+    proposal = propose_candidates(study.store, params.candidates, summarizer=params.summarizer,
+                                  prompts=params.representations.prompts, allow_remote=params.allow_remote,
+                                  proxy=params.proxy, limit=args.limit, progress=not args.quiet)
+    print("\n".join(proposal.lines()))
+    for location, reason in proposal.candidates.problems:
+        print(f"  rejected {location}: {reason}")
     return 0
 
 
@@ -311,14 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="text encoding of LINE .txt exports (auto: UTF-8, else cp932 when the file is not UTF-8 at all)")
     ingest.set_defaults(func=_ingest)
 
-    candidates = sub.add_parser("candidates", help="store typed question candidates (CSV or YAML, with evidence "
-                                "hints) in a study's store")
-    candidates.add_argument("file", help="typed questions: .csv (text, type, time, time_from, time_to, speaker, "
-                                         "phrase) or .yaml")
+    candidates = sub.add_parser("candidates", help="store question candidates in a study's store: typed ones (CSV or "
+                                "YAML, with evidence hints), or a model's proposals from the messages (--propose)")
+    candidates.add_argument("file", nargs="?", help="typed questions: .csv (text, type, time, time_from, time_to, "
+                                                    "speaker, phrase) or .yaml")
     candidates.add_argument("params", nargs="?", help="params YAML of the study whose store holds the candidates")
     candidates.add_argument("--db", help="a store file instead of a study's")
     candidates.add_argument("--accept", action="store_true", help="accept the file's proposed candidates as they are")
     candidates.add_argument("--permissive", action="store_true", help="record and skip malformed entries")
+    candidates.add_argument("--propose", metavar="PARAMS",
+                            help="have the model of the params' candidates section propose questions with evidence "
+                                 "hints from the study's messages, in batches; a rerun resumes (allow_remote for a "
+                                 "server off this machine)")
+    candidates.add_argument("--limit", type=int, help="with --propose: the first N message batches only")
+    candidates.add_argument("-q", "--quiet", action="store_true", help="with --propose: no progress bar")
     candidates.set_defaults(func=_candidates)
 
     pool = sub.add_parser("pool", help="pool candidate chunks to grade (TREC-style: the retrievers' top-K and the "

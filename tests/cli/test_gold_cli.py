@@ -94,3 +94,46 @@ def test_candidates_are_ranked_as_the_study_ranks_its_own_questions(tmp_path, ca
                 assert {"retriever": name, "rank": int(rank)} in origins
     mine, theirs = (set(pooled.loc[pooled["question_id"] == q, "chunk_id"]) for q in (cid, question["question_id"]))
     assert mine == theirs
+
+
+def test_propose_refuses_what_does_not_go_with_it(tmp_path, capsys):
+    typed = str(tmp_path / "t.csv")
+    code, _, err = run(capsys, "candidates", "--propose", "p.yaml", typed)
+    assert code == 2 and err == ["pmrag candidates: error: --propose PARAMS reads the study's messages and stores into "
+                                 "its store: give no file, second params file or --db with it"]
+    code, _, err = run(capsys, "candidates", "--propose", "p.yaml", "--accept")
+    assert code == 2 and err[0].startswith("pmrag candidates: error: --accept and --permissive are for typed files")
+    code, _, err = run(capsys, "candidates", "--propose", "p.yaml", "--limit", "0")
+    assert code == 2 and err == ["pmrag candidates: error: --limit: an integer ≥ 1, got 0"]
+    code, _, err = run(capsys, "candidates", typed, "--db", "s.sqlite", "--limit", "2")
+    assert code == 2 and err == ["pmrag candidates: error: --limit: only with --propose PARAMS"]
+    code, _, err = run(capsys, "candidates")
+    assert code == 2 and err == ["pmrag candidates: error: give a typed-questions file (.csv, .yaml), or --propose "
+                                 "PARAMS for a model's proposals"]
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("clean_env")
+def test_propose_prints_the_calls_and_the_candidates_and_resumes(tmp_path, capsys, server):
+    import json
+
+    from responses_server import Reply
+
+    study = make_tiny_study(tmp_path, f"candidates: {{base_url: '{server.base_url}', batch_chars: 300}}\n"
+                                      "summarizer: {interval_s: 0}\n")
+    proposal = {"questions": [{"question": "What did the family talk about?", "type": "contextual",
+                               "evidence": [{"time": None, "speaker": None, "excerpt": "hello"}]}]}
+    server.script(Reply.ok(json.dumps(proposal)), Reply.ok('{"questions": []}'))
+    params = str(tmp_path / "p.yaml")
+    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "-q")
+    assert code == 0, out
+    n_batches = int(out[0].split(" of ")[1].split(";")[0])
+    assert n_batches >= 2 and out[0] == f"batches: 2 of {n_batches}; called 2 (ok 2, failed 0), resumed 0, API calls 2"
+    assert out[1].startswith("question proposal run ") and "(openai/gpt-4o-mini): done" in out[1]
+    assert out[2] == "proposed by gpt-4o-mini: questions read 1, stored 1, already present 0, rejected 0"
+    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "-q")
+    assert code == 0 and len(server.response_requests()) == 2
+    assert out[0] == f"batches: 2 of {n_batches}; called 0 (ok 0, failed 0), resumed 2, API calls 0"
+    assert out[2] == "proposed by gpt-4o-mini: questions read 1, stored 0, already present 1, rejected 0"
+    from pmrag.annotate.candidates import read_candidates
+    assert read_candidates(study.store)["origin"].tolist() == ["model"]
