@@ -21,7 +21,8 @@ the one way pmrag calls a model (:mod:`pmrag.represent.llm`):
   unknown key, a value of the wrong kind, a type not in ``candidates.types`` or a time that is not one
   (``YYYY-MM-DD``: the whole day, ``YYYY-MM-DD HH:MM[:SS]``) is a failed, not retried, call whose one-line error
   names the batch and the key, never the reply's text.  Dropped and counted instead: a question past
-  ``max_questions``, a question repeated in the reply, an evidence entry with no time, speaker or excerpt.
+  ``max_questions``, a question repeated in the reply (compared case-folded, whitespace as one space), an
+  evidence entry with no time, speaker or excerpt, or repeated within its question.
 * **Provenance and resume**: one row of ``graph_extractions`` per batch, step ``question_candidates``
   (:func:`~pmrag.represent.llm.run_step`: status, the validated reply, requested and reported model, both
   prompts' SHA-256, the input's SHA-256, tokens, attempts, run; never the API key).  A rerun calls the model only
@@ -194,7 +195,7 @@ def _question(entry, key: str, types: Sequence[str], fail) -> tuple[dict, list[d
         fail(key, "must be an object with keys question, type, evidence")
     unknown = [k for k in entry if k not in QUESTION_KEYS]
     if unknown:
-        fail(f"{key}.{clip_key(unknown[0])}", "is unknown; a question's keys are question, type, evidence")
+        fail(f"{key}.{_key_shown(unknown[0])}", "is unknown; a question's keys are question, type, evidence")
     for needed in QUESTION_KEYS:
         if needed not in entry:
             fail(f"{key}.{needed}", "is missing")
@@ -219,13 +220,13 @@ def _evidence(item, key: str, fail) -> dict | None:
         fail(key, "must be an object with keys time, speaker, excerpt")
     unknown = [k for k in item if k not in EVIDENCE_KEYS]
     if unknown:
-        fail(f"{key}.{clip_key(unknown[0])}", "is unknown; an evidence entry's keys are time, speaker, excerpt")
+        fail(f"{key}.{_key_shown(unknown[0])}", "is unknown; an evidence entry's keys are time, speaker, excerpt")
     values = {}
     for name in EVIDENCE_KEYS:
         value = item.get(name)
         if value is not None and not isinstance(value, str):
             fail(f"{key}.{name}", "must be a string or null")
-        values[name] = one_line(value) if name != "excerpt" and value else (value.strip() if value else None)
+        values[name] = (value.strip() if name == "excerpt" else one_line(value)) if value else None
     time_from = time_to = None
     if values["time"]:
         try:
@@ -238,7 +239,7 @@ def _evidence(item, key: str, fail) -> dict | None:
             "excerpt": values["excerpt"] or None}
 
 
-def clip_key(name: str) -> str:
+def _key_shown(name: str) -> str:
     """A key the model wrote, safe to quote in an error (short, on one line, without quotes)."""
     return shown(name).strip("'\"")
 
@@ -254,8 +255,8 @@ def _check_reply(text: str, item: StepItem) -> tuple[dict, int]:
 
 PROPOSAL = LLMStep("question_candidates", "question proposal", ("question_candidates_system",
                                                                 "question_candidates_user"), _check_reply,
-                   noun="batch", dropped="proposals dropped (past max_questions, repeated, or evidence without a "
-                                          "time, speaker or excerpt)", stopped=ProposalStopped)
+                   noun="batch", dropped="proposals dropped (questions past max_questions or repeated, evidence "
+                                          "repeated or without a time, speaker or excerpt)", stopped=ProposalStopped)
 """One call per message batch (the item's context: the types and the cap), its questions out."""
 STEP = PROPOSAL.name
 

@@ -213,9 +213,11 @@ graph_extractions = Table(                               # the JSON LLM steps' c
     "graph_extractions", metadata,                       # one row per step and item, its last outcome
     Column("step", String, primary_key=True),            # semantic | interest (extract_llm) | relevance
                                                          # (graph_relevance_llm) | decomposition (subqueries)
+                                                         # | question_candidates (pmrag.annotate.propose)
     Column("item_id", Text, primary_key=True),           # the memory id, the interest batch's id (its input's hash), or
                                                          # relevance: question id:question hash:label list hash;
-                                                         # decomposition: question id:question hash:max_subqueries
+                                                         # decomposition: question id:question hash:max_subqueries;
+                                                         # question_candidates: the message batch's id
     Column("status", String, nullable=False),            # ok | error
     Column("requested_model", String, nullable=False),
     Column("response_model", String),                    # the model the response reports
