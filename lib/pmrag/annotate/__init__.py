@@ -9,7 +9,8 @@ measure of how incomplete gold moves the numbers.
 The data live in the store (:mod:`pmrag.core.store`, the gold-annotation tables), never in widget state:
 
 * ``question_candidates`` / ``candidate_hints``: questions proposed by a model or typed by the researcher, each
-  with its origin and status (proposed, accepted, edited, dropped with a reason) and its evidence hints;
+  with its origin and status (proposed, accepted, edited, dropped with a reason) and its evidence hints
+  (:mod:`pmrag.annotate.candidates`; a model's proposals from the messages: :mod:`pmrag.annotate.propose`);
 * ``hint_matches``: the messages each hint matched, and how (text, time + speaker, excerpt search);
 * ``pool``: per question the chunks to grade, in a seeded blind order, with each chunk's origins (which retriever
   at which rank, or which hint) — :mod:`pmrag.annotate.pool`;
