@@ -52,7 +52,8 @@ def _write(conn, settled: Adjudication) -> None:
 
 
 def record_adjudication(engine: Engine, question_id: str, chunk_id: str, relevance: int, adjudicator: str, *,
-                        note: str | None = None, judged_at: str | None = None) -> tuple[Adjudication | None, Adjudication]:
+                        note: str | None = None,
+                        judged_at: str | None = None) -> tuple[Adjudication | None, Adjudication]:
     """Settle the grade of one graded (question, chunk), replacing an earlier adjudication of it.
 
     Returns ``(before, after)``: the adjudication replaced (``None``: there was none) and the one stored, for

@@ -76,8 +76,8 @@ def raw_agreement(confusion) -> np.ndarray:
 
 def coincidences(grades) -> np.ndarray:
     """The coincidence matrices ``(rows, k, k)`` of rows of grades ``(rows, annotators)`` (``NaN``: not graded;
-    grades are 0 … k−1): ``o_ck = (v_c v_k − [c = k] v_c) / (m − 1)`` with ``v`` the row's grade counts and ``m``
-    their sum; a row of fewer than two grades adds nothing."""
+    grades are 0 … k−1): ``o_ck = (v_c v_k − [c = k] v_c) / (m − 1)`` with ``v`` the row's grade counts and
+    ``m`` their sum; a row of fewer than two grades adds nothing."""
     values = np.asarray(grades, dtype=np.float64)
     per_grade = np.stack([(values == g).sum(axis=-1) for g in range(_K)], axis=-1).astype(np.float64)
     m = per_grade.sum(axis=-1)
@@ -136,7 +136,8 @@ class Agreement:
             text.append(f"  {names[row.measure]:<27} {row.annotators:<20} {row.type:<14} {value}{interval}  "
                         f"({row.n_questions} question(s), {row.n_rows} row(s))")
         for (first, second), counts in self.confusion.items():
-            cells = "; ".join(f"{grade}: {' '.join(map(str, row))}" for grade, row in zip(counts.index, counts.to_numpy()))
+            cells = "; ".join(f"{grade}: {' '.join(map(str, row))}"
+                              for grade, row in zip(counts.index, counts.to_numpy()))
             text.append(f"  confusion {first} (rows 0/1/2) × {second} (columns 0/1/2): {cells}")
         text.append(f"  (intervals: {100 * confidence:g}% percentile bootstrap over questions)")
         return text
@@ -228,8 +229,9 @@ def agreement_of(grades: pd.DataFrame, types: pd.Series | None = None,
         resampled_confusion = np.einsum("bq,qpxy->bpxy", counts, confusion)
         resampled_coincidence = np.einsum("bq,qxy->bxy", counts, coincidence)
         point_confusion = confusion.sum(axis=0)
-        for measure, point, samples in (("kappa", quadratic_kappa(point_confusion), quadratic_kappa(resampled_confusion)),
-                                        ("raw", raw_agreement(point_confusion), raw_agreement(resampled_confusion))):
+        for measure, point, samples in (
+                ("kappa", quadratic_kappa(point_confusion), quadratic_kappa(resampled_confusion)),
+                ("raw", raw_agreement(point_confusion), raw_agreement(resampled_confusion))):
             for p, label in enumerate(pair_names):
                 with_pair = int((pair_rows_q[members, p] > 0).sum())
                 if with_pair == 0:

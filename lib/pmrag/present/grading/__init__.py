@@ -35,7 +35,8 @@ from pmrag.present.grading.widget import (CSS_CANDIDATE, CSS_QUESTION, CSS_ROOT,
                                           GradingWidget)
 
 __all__ = [
-    "AdjudicationWidget", "CSS_CANDIDATE", "CSS_KEYPAD", "CSS_QUESTION", "CSS_ROOT", "CSS_STATUS", "GRADE_LABELS", "KEYS_HELP",
+    "AdjudicationWidget",
+    "CSS_CANDIDATE", "CSS_KEYPAD", "CSS_QUESTION", "CSS_ROOT", "CSS_STATUS", "GRADE_LABELS", "KEYS_HELP",
     "NEIGHBOURS", "WIDGET_HINT", "CandidateView", "GradingWidget", "Line", "PoolReader", "QuestionView",
     "candidate_view", "grade_text", "keypad_class", "mark_excerpts", "question_view", "render_candidate",
     "render_annotator_grades", "render_message", "render_progress", "render_question", "render_strip",
