@@ -1,7 +1,7 @@
 """The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag graph PARAMS``,
 ``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``, and the gold-annotation steps (000 §4.2–4.3):
 ``pmrag candidates FILE PARAMS|--db FILE``, ``pmrag candidates --propose PARAMS``, ``pmrag pool PARAMS``,
-``pmrag judgments export PARAMS|--db FILE``.
+``pmrag judgments export PARAMS|--db FILE``, ``pmrag judgments agreement PARAMS|--db FILE``.
 
 Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
 line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
@@ -299,6 +299,20 @@ def _judgments(args) -> int:
     return 0
 
 
+def _agreement(args) -> int:
+    from pmrag.annotate.agreement import agreement
+    from pmrag.core.params import BootstrapSection
+
+    engine = _gold_store(args)
+    params = BootstrapSection()
+    if args.params:
+        from pmrag.study.params import load_params
+
+        params = load_params(args.params).bootstrap
+    print("\n".join(agreement(engine, pool=args.pool, params=params).lines(params.confidence)))
+    return 0
+
+
 def _pool_retrievers() -> tuple[str, ...]:
     from pmrag.core.params import DEFAULT_RETRIEVERS
 
@@ -384,6 +398,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="folder to write qrels.trec and questions.json into")
     export.add_argument("--annotator", required=True, help="an annotator id, or 'adjudicated'")
     export.set_defaults(func=_judgments)
+    agree = judged_sub.add_parser("agreement", help="agreement between annotators who graded the same chunks: "
+                                                    "weighted κ per pair and ordinal α, overall and by question type, "
+                                                    "with bootstrap intervals over questions")
+    agree.add_argument("params", nargs="?", help="params YAML of the study whose store holds the judgments "
+                                                 "(its bootstrap section sets B, seed and confidence)")
+    agree.add_argument("--db", help="a store file instead of a study's (the paper's bootstrap: B 5,000, seed 12,345)")
+    agree.add_argument("--pool", help="only the grades given from this pool")
+    agree.set_defaults(func=_agreement)
 
     demo = sub.add_parser("demo", help="write the embedded synthetic corpus (paper JSON format + questions)")
     demo.add_argument("out_dir")

@@ -137,3 +137,28 @@ def test_propose_prints_the_calls_and_the_candidates_and_resumes(tmp_path, capsy
     assert out[2] == "proposed by gpt-4o-mini: questions read 1, stored 0, already present 1, rejected 0"
     from pmrag.annotate.candidates import read_candidates
     assert read_candidates(study.store)["origin"].tolist() == ["model"]
+
+
+def test_agreement_prints_kappa_alpha_by_type_and_the_disagreements(tmp_path, capsys):
+    from conftest import GRADING_POOL, make_grading_store
+    from pmrag.annotate.judgments import record_grade
+
+    db = tmp_path / "s.sqlite"
+    engine, rows = make_grading_store(db)
+    for r in rows.itertuples():
+        record_grade(engine, r.question_id, r.chunk_id, "ann", r.position % 3, pool=GRADING_POOL)
+        if r.question_id != "q10":
+            record_grade(engine, r.question_id, r.chunk_id, "ben", min(r.position, 2), pool=GRADING_POOL)
+    engine.dispose()
+    code, out, _ = run(capsys, "judgments", "agreement", "--db", str(db), "--pool", GRADING_POOL)
+    assert code == 0
+    assert out[0] == ("annotators: ann, ben; 7 row(s) graded by two or more, 2 graded by one only (left out), "
+                      "1 disagreement(s)")
+    kappa = [line for line in out if line.lstrip().startswith("weighted κ")]
+    alpha = [line for line in out if line.lstrip().startswith("Krippendorff's α")]
+    assert [line.split()[4] for line in kappa] == ["all", "contextual", "named_entity"]
+    assert len(alpha) == 3 and all("[" in line for line in kappa + alpha)
+    assert any(line.startswith("  confusion ann (rows 0/1/2) × ben (columns 0/1/2): ") for line in out)
+    assert out[-1] == "  (intervals: 95% percentile bootstrap over questions)"
+    code, _, err = run(capsys, "judgments", "agreement")
+    assert code == 2 and err == ["pmrag judgments: error: give a params file or --db STORE (one of them)"]

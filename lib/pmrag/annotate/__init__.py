@@ -16,6 +16,10 @@ The data live in the store (:mod:`pmrag.core.store`, the gold-annotation tables)
   at which rank, or which hint) — :mod:`pmrag.annotate.pool`;
 * ``judgments`` / ``question_drops`` / ``adjudications``: grades per annotator, dropped questions, settled grades.
 
+Where several annotators graded the same chunks, :mod:`pmrag.annotate.agreement` measures their agreement
+(weighted κ per pair, ordinal α, with bootstrap intervals over questions, by question type) and
+:mod:`pmrag.annotate.adjudicate` lists their disagreements and stores the settled grades.
+
 How incomplete gold moves the numbers (notebook 10) is measured against gold known to be complete (the demo's):
 :mod:`pmrag.annotate.judged` scores runs against incomplete judgments (judged@k, condensed lists, bpref) and
 :mod:`pmrag.annotate.incomplete` builds pools judged by the complete gold, at several depths and leaving one

@@ -9,7 +9,10 @@ Three layers, as in the failure inspector, so everything but the wiring is teste
   :func:`render_candidate`, :func:`render_strip`, …): pure functions;
 * :mod:`~pmrag.present.grading.widget` — :class:`GradingWidget`: ipywidgets controls, and the key pad of
   :mod:`~pmrag.present.grading.keys` (an anywidget: why, in its docstring), wired to
-  :mod:`pmrag.annotate.judgments`, which writes every grade, note and drop to the store at once.
+  :mod:`pmrag.annotate.judgments`, which writes every grade, note and drop to the store at once;
+* :mod:`~pmrag.present.grading.adjudicate` — :class:`AdjudicationWidget`: the same widget walking only the
+  chunks annotators graded differently, each annotator's grade shown, the adjudicator's grade written to
+  ``adjudications`` (:mod:`pmrag.annotate.adjudicate`).
 
 Blind by construction: a candidate is known by its position in the pool's seeded order; the pool's
 ``origins`` (which retriever at which rank) are never read here.
@@ -21,17 +24,20 @@ last action or error), ``pmrag-grading-keys`` (the key pad), and the controls' d
 "start grading", "question", "neighbouring messages").
 """
 
+from pmrag.present.grading.adjudicate import AdjudicationWidget
 from pmrag.present.grading.data import (NEIGHBOURS, CandidateView, Line, PoolReader, QuestionView, candidate_view,
                                         question_view)
 from pmrag.present.grading.keys import CSS_KEYPAD, keypad_class
-from pmrag.present.grading.render import (GRADE_LABELS, KEYS_HELP, grade_text, mark_excerpts, render_candidate,
-                                          render_message, render_progress, render_question, render_strip)
+from pmrag.present.grading.render import (GRADE_LABELS, KEYS_HELP, grade_text, mark_excerpts, render_annotator_grades,
+                                          render_candidate, render_message, render_progress, render_question,
+                                          render_strip)
 from pmrag.present.grading.widget import (CSS_CANDIDATE, CSS_QUESTION, CSS_ROOT, CSS_STATUS, WIDGET_HINT,
                                           GradingWidget)
 
 __all__ = [
+    "AdjudicationWidget",
     "CSS_CANDIDATE", "CSS_KEYPAD", "CSS_QUESTION", "CSS_ROOT", "CSS_STATUS", "GRADE_LABELS", "KEYS_HELP",
     "NEIGHBOURS", "WIDGET_HINT", "CandidateView", "GradingWidget", "Line", "PoolReader", "QuestionView",
     "candidate_view", "grade_text", "keypad_class", "mark_excerpts", "question_view", "render_candidate",
-    "render_message", "render_progress", "render_question", "render_strip",
+    "render_annotator_grades", "render_message", "render_progress", "render_question", "render_strip",
 ]

@@ -56,7 +56,8 @@ class QuestionView:
 @dataclass(frozen=True)
 class CandidateView:
     """One candidate chunk: its blind position of ``n_candidates``, times, speakers, messages, the annotator's
-    grade and note, the hint excerpts to mark, and — when asked for — the messages before and after it."""
+    grade and note, the hint excerpts to mark, and — when asked for — the messages before and after it.  When
+    adjudicating, ``grade`` and ``note`` are the adjudicator's and ``annotator_grades`` the annotators' grades."""
 
     position: int
     n_candidates: int
@@ -69,6 +70,7 @@ class CandidateView:
     excerpts: tuple[str, ...] = ()
     before: tuple[Line, ...] | None = None
     after: tuple[Line, ...] | None = None
+    annotator_grades: tuple[tuple[str, int | None], ...] = ()   # adjudication: every annotator's grade, named
 
     @property
     def speakers(self) -> tuple[str, ...]:

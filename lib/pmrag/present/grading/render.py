@@ -127,6 +127,16 @@ def _separator(text: str) -> str:
     return f'<tr class="sep"><td colspan="3">{html.escape(text)}</td></tr>'
 
 
+def render_annotator_grades(grades: Sequence[tuple[str, int | None]]) -> str:
+    """The annotators' grades of a candidate being adjudicated, each annotator named (adjudication is not blind
+    between annotators; it stays blind to retrievers and ranks); ``""`` when there are none."""
+    if not grades:
+        return ""
+    cells = " · ".join(f'{html.escape(name)}: <span class="grade {"none" if g is None else f"g{g}"}">'
+                       f'{html.escape(grade_text(g))}</span>' for name, g in grades)
+    return f'<p class="annotator-grades">annotators\' grades: {cells}</p>'
+
+
 def render_candidate(candidate: CandidateView) -> str:
     """One candidate chunk: ``candidate k of n`` (its blind position), its grade, start–end time, speakers and
     messages (hint-matched ones tinted, excerpts marked); with its neighbours when the view holds them."""
@@ -147,5 +157,6 @@ def render_candidate(candidate: CandidateView) -> str:
                                else "no message after the chunk"))
         body.append(_line_rows(candidate.after, candidate.excerpts, "neighbour after"))
     note = (f'<p class="note">your note: {html.escape(candidate.note)}</p>' if candidate.note else "")
+    note = render_annotator_grades(candidate.annotator_grades) + note
     return _wrap(f'<div class="candidate" data-position="{candidate.position}">{meta}{note}'
                  f'<table class="lines"><tbody>{"".join(body)}</tbody></table></div>')

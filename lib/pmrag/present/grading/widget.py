@@ -13,12 +13,12 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from pmrag.annotate.judgments import (GradeChange, JudgmentError, annotators, check_annotator, drop_question,
-                                      progress, record_grade, resume_point, summarize_progress, undo_grade,
-                                      undrop_question)
+from pmrag.annotate.judgments import (GradeChange, JudgmentError, Progress, annotators, check_annotator,
+                                      drop_question, progress, record_grade, resume_point, summarize_progress,
+                                      undo_grade, undrop_question)
 from pmrag.core.errors import PmragError
 from pmrag.core.store import open_store
-from pmrag.present.grading.data import NEIGHBOURS, PoolReader, candidate_view, question_view
+from pmrag.present.grading.data import NEIGHBOURS, CandidateView, PoolReader, candidate_view, question_view
 from pmrag.present.grading.keys import keypad_class
 from pmrag.present.grading.render import KEYS_HELP, render_candidate, render_message, render_question
 
@@ -66,7 +66,7 @@ class GradingWidget:
         self.annotator = w.Combobox(options=annotators(self.engine), placeholder="your annotator id",
                                     description="annotator", ensure_option=False, style=style)
         self.start_button = w.Button(description="start grading", button_style="primary")
-        self.question = w.Dropdown(options=[(f"{n}. {q}", q) for n, q in enumerate(self.reader.question_ids, 1)],
+        self.question = w.Dropdown(options=[(f"{n}. {q}", q) for n, q in enumerate(self._question_ids(), 1)],
                                    value=None, description="question", style=style,
                                    layout=w.Layout(width="auto", max_width="30em"))
         self.keys = keypad_class()(GRADE_KEYS + MOVE_KEYS, self.handle_key, label=KEYPAD_LABEL)
@@ -127,14 +127,14 @@ class GradingWidget:
         self.history = []
         self.annotator.disabled = self.start_button.disabled = True
         self._set_enabled(True)
-        if not self.reader.question_ids:
-            self.status.value = render_message(f"Pool {self.reader.pool!r} holds no question to grade.")
+        if not self._question_ids():
+            self.status.value = render_message(f"Pool {self.reader.pool!r} holds no {self.NOTHING}.")
             self._set_enabled(False)
             return
         self.keys.focus()
-        where = resume_point(self.engine, self.annotator_id, self.reader.pool)
+        where = self._resume()
         if where is None:
-            self.open(self.reader.question_ids[0], 0)
+            self.open(self._question_ids()[0], 0)
             self._say("Every question of this pool is graded or dropped; you can still revise any grade.")
         else:
             self.open(*where)
@@ -144,10 +144,10 @@ class GradingWidget:
     def open(self, question_id: str, position: int | None = None) -> None:
         """Show ``question_id`` at the candidate in ``position`` (default: its first ungraded one, else the first)."""
         self.question_id = str(question_id)
-        self._candidates = self.reader.candidates(self.question_id)
+        self._candidates = self._candidates_of(self.question_id)
         positions = list(self._candidates["position"])
         if position is None:
-            grades = self.reader.grades(self.annotator_id, self.question_id)
+            grades = self._stored_grades(self.question_id)
             ungraded = [i for i, c in enumerate(self._candidates["chunk_id"]) if c not in grades]
             self.index = ungraded[0] if ungraded else 0
         else:
@@ -180,8 +180,7 @@ class GradingWidget:
         if chunk is None:
             return
         try:
-            change = record_grade(self.engine, self.question_id, chunk, self.annotator_id, relevance,
-                                  pool=self.reader.pool, note=self.note.value)
+            change = self._record(chunk, relevance, self.note.value)
         except PmragError as error:
             self._say(str(error))
             return
@@ -204,7 +203,7 @@ class GradingWidget:
             return
         change = self.history[-1]
         try:
-            restored = undo_grade(self.engine, change)
+            restored = self._undo_change(change)
         except PmragError as error:
             self._say(str(error))
             return
@@ -222,7 +221,7 @@ class GradingWidget:
             self._say(str(error))
             return
         dropped = self.question_id
-        where = resume_point(self.engine, self.annotator_id, self.reader.pool)
+        where = self._resume()
         if where is None:
             self.render()
         else:
@@ -242,22 +241,52 @@ class GradingWidget:
         """Re-render the question header and the current candidate from the store."""
         if self.question_id is None or self.annotator_id is None:
             return
-        grades = self.reader.grades(self.annotator_id, self.question_id)
-        overall = summarize_progress(progress(self.engine, self.annotator_id, self.reader.pool))
+        grades = self._stored_grades(self.question_id)
         view = question_view(self.reader, self.question_id, self._candidates, grades,
-                             self.reader.dropped_reason(self.annotator_id, self.question_id), overall)
+                             self._dropped_reason(self.question_id), self._overall())
         self.header.value = render_question(view, self.index if len(self._candidates) else None)
         if self._candidates.empty:
             self.candidate.value = render_message("This question has no pooled candidate.")
             return
-        current = candidate_view(self.reader, self.question_id, self._candidates, self.index, grades,
-                                 with_neighbours=self.neighbours.value, n_neighbours=self.n_neighbours)
+        current = self._candidate_view(grades)
         self.candidate.value = render_candidate(current)
         self._quiet = True
         try:
             self.note.value = current.note or ""
         finally:
             self._quiet = False
+
+    # -- what is graded, and where it is kept (an adjudication widget keeps them elsewhere) --------------
+    NOTHING = "question to grade"
+
+    def _question_ids(self) -> list[str]:
+        return self.reader.question_ids
+
+    def _candidates_of(self, question_id: str):
+        return self.reader.candidates(question_id)
+
+    def _stored_grades(self, question_id: str) -> dict[str, tuple[int, str | None]]:
+        return self.reader.grades(self.annotator_id, question_id)
+
+    def _record(self, chunk: str, relevance: int, note: str | None) -> GradeChange:
+        return record_grade(self.engine, self.question_id, chunk, self.annotator_id, relevance,
+                            pool=self.reader.pool, note=note)
+
+    def _undo_change(self, change: GradeChange):
+        return undo_grade(self.engine, change)
+
+    def _resume(self) -> tuple[str, int] | None:
+        return resume_point(self.engine, self.annotator_id, self.reader.pool)
+
+    def _overall(self) -> Progress:
+        return summarize_progress(progress(self.engine, self.annotator_id, self.reader.pool))
+
+    def _dropped_reason(self, question_id: str) -> str | None:
+        return self.reader.dropped_reason(self.annotator_id, question_id)
+
+    def _candidate_view(self, grades) -> CandidateView:
+        return candidate_view(self.reader, self.question_id, self._candidates, self.index, grades,
+                              with_neighbours=self.neighbours.value, n_neighbours=self.n_neighbours)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _say(self, message: str) -> None:
@@ -277,12 +306,12 @@ class GradingWidget:
         return int(self._candidates.loc[self._candidates["chunk_id"] == chunk, "position"].iloc[0])
 
     def _position_in(self, question_id: str, chunk: str) -> int | None:
-        found = self.reader.candidates(question_id)
+        found = self._candidates_of(question_id)
         rows = found.loc[found["chunk_id"] == chunk, "position"]
         return int(rows.iloc[0]) if len(rows) else None
 
     def _advance(self) -> None:
-        grades = self.reader.grades(self.annotator_id, self.question_id)
+        grades = self._stored_grades(self.question_id)
         n = len(self._candidates)
         chunks = list(self._candidates["chunk_id"])
         following = [(self.index + step) % n for step in range(1, n + 1)]
@@ -291,7 +320,7 @@ class GradingWidget:
             self.index = ungraded[0]
             self.render()
             return
-        where = resume_point(self.engine, self.annotator_id, self.reader.pool)
+        where = self._resume()
         if where is None:
             self.index = min(self.index + 1, n - 1)
             self.render()
@@ -302,13 +331,12 @@ class GradingWidget:
         if self._quiet or self.annotator_id is None:
             return
         chunk = self._chunk()
-        grade = self.reader.grades(self.annotator_id, self.question_id).get(chunk) if chunk else None
+        grade = self._stored_grades(self.question_id).get(chunk) if chunk else None
         if grade is None:
             self._say("The note is saved with the grade: press 0, 1 or 2.")
             return
         try:
-            self.history.append(record_grade(self.engine, self.question_id, chunk, self.annotator_id, grade[0],
-                                             pool=self.reader.pool, note=change["new"]))
+            self.history.append(self._record(chunk, grade[0], change["new"]))
         except PmragError as error:
             self._say(str(error))
             return
