@@ -96,3 +96,21 @@ def test_the_qrels_are_validated_once_for_many_runs(monkeypatch):
                                    "score": [1.0, 0.5]}) for name in ("summary_bm25", "summary_vector", "raw_text_bm25")}
     sweep_pairings(ranking, QRELS, [("summary_bm25", "summary_vector"), ("raw_text_bm25", "summary_vector")], [0.5])
     assert len(calls) == 1
+
+
+def test_top_positions_are_the_rows_ranks_and_chunk_indices_of_the_top_entries():
+    import pandas as pd
+    import pytest
+
+    from pmrag.evaluate.runs import Run
+
+    run = Run({"q2": ["c", "a", "z"], "q1": ["b"]})
+    row, slot, chunk = run.top_positions(2, pd.Index(["q1", "q2"]), pd.Index(["a", "b", "c"]), "is unknown")
+    got = sorted(zip(row.tolist(), slot.tolist(), chunk.tolist()))
+    assert got == [(0, 0, 1), (1, 0, 2), (1, 1, 0)]          # z at rank 3 is cut; an unknown chunk would be -1
+    row, slot, chunk = run.top_positions(3, pd.Index(["q1", "q2"]), pd.Index(["a", "b", "c"]), "is unknown")
+    assert sorted(chunk.tolist()) == [-1, 0, 1, 2]
+    with pytest.raises(ValueError, match="the run ranks question 'q2', which is unknown"):
+        run.top_positions(1, pd.Index(["q1"]), pd.Index(["a"]), "is unknown")
+    with pytest.raises(ValueError, match="depth must be a positive integer"):
+        run.top_positions(0, pd.Index(["q1"]), pd.Index(["a"]), "is unknown")

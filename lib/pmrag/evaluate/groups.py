@@ -202,19 +202,12 @@ def group_matrix(run: Run | RunLike, judgments: GroupJudgments, depth: int) -> G
     The scored questions are the judged ones; a question the run does not rank scores 0, and a ranked question
     without judgments is a ``ValueError`` (its metrics are undefined).
     """
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, got {depth!r}")
     if not isinstance(judgments, GroupJudgments):
         raise TypeError(f"judgments must be a GroupJudgments (group_judgments), got {type(judgments).__name__}")
-    ranking = Run.of(run).frame
     questions = judgments.question_ids
-    top = ranking[ranking["rank"] <= depth]
-    row = questions.get_indexer(top["question_id"])
-    if (row < 0).any():
-        raise ValueError(f"the run ranks question {top['question_id'].iloc[int(np.argmax(row < 0))]!r}, which has no "
-                         f"primary-gold group: group metrics are undefined (score only primary-gold questions)")
-    slot = top["rank"].to_numpy() - 1
-    chunk = judgments.chunk_ids.get_indexer(top["chunk_id"])
+    row, slot, chunk = Run.of(run).top_positions(
+        depth, questions, judgments.chunk_ids,
+        "has no primary-gold group: group metrics are undefined (score only primary-gold questions)")
     wanted = row * np.int64(len(judgments.chunk_ids)) + chunk
     at = np.minimum(np.searchsorted(judgments.keys, wanted), len(judgments.keys) - 1)
     found = (chunk >= 0) & (judgments.keys[at] == wanted)

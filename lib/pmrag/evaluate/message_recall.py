@@ -140,19 +140,12 @@ def evidence_judgments(question_evidence: pd.DataFrame, chunk_messages: pd.DataF
 def evidence_matrix(run: Run | RunLike, judgments: EvidenceJudgments, depth: int) -> EvidenceMatrix:
     """The :class:`EvidenceMatrix` of ``run``; a question the run does not rank scores 0, and a ranked question that
     is not scored (no primary evidence, or not among ``questions``) is a ``ValueError``."""
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, got {depth!r}")
     if not isinstance(judgments, EvidenceJudgments):
         raise TypeError(f"judgments must be an EvidenceJudgments (evidence_judgments), got {type(judgments).__name__}")
-    ranking = Run.of(run).frame
     questions = judgments.question_ids
-    top = ranking[ranking["rank"] <= depth]
-    row = questions.get_indexer(top["question_id"])
-    if (row < 0).any():
-        raise ValueError(f"the run ranks question {top['question_id'].iloc[int(np.argmax(row < 0))]!r}, which is not "
-                         f"scored (no primary-evidence message): message recall is undefined for it")
-    slot = top["rank"].to_numpy() - 1
-    chunk = judgments.chunk_ids.get_indexer(top["chunk_id"])
+    row, slot, chunk = Run.of(run).top_positions(
+        depth, questions, judgments.chunk_ids,
+        "is not scored (no primary-evidence message): message recall is undefined for it")
     wanted = row * np.int64(len(judgments.chunk_ids)) + chunk
     first = np.searchsorted(judgments.keys, wanted, side="left")
     count = np.where(chunk >= 0, np.searchsorted(judgments.keys, wanted, side="right") - first, 0)

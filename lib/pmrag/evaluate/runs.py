@@ -64,6 +64,21 @@ class Run:
     def __len__(self) -> int:
         return len(self.frame)
 
+    def top_positions(self, depth: int, question_ids: pd.Index, chunk_ids: pd.Index,
+                      unscored: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The run's entries at ranks 1…``depth`` as positions: ``(row, slot, chunk)`` — the question's index in
+        ``question_ids``, rank − 1, and the chunk's index in ``chunk_ids`` (−1: a chunk not among them).  A ranked
+        question missing from ``question_ids`` is a ``ValueError``: "the run ranks question 'q', which " +
+        ``unscored``."""
+        if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+            raise ValueError(f"depth must be a positive integer, got {depth!r}")
+        top = self.frame[self.frame["rank"] <= depth]
+        row = question_ids.get_indexer(top["question_id"])
+        if (row < 0).any():
+            raise ValueError(f"the run ranks question {top['question_id'].iloc[int(np.argmax(row < 0))]!r}, which "
+                             f"{unscored}")
+        return row, top["rank"].to_numpy() - 1, chunk_ids.get_indexer(top["chunk_id"])
+
 
 def _validated_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(qrels, pd.DataFrame):
