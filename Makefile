@@ -18,12 +18,8 @@ $(STAMP): pyproject.toml
 study: $(STAMP)
 	$(BIN)/pmrag study params/demo.yaml
 
-# Every test, in two runs that together select each test once (tests/conftest.py gives every test a category): the
-# unit and agreement tests on every core (they share no files), then the studies, command lines, notebooks (nbval)
-# and the browser tests one at a time (they share the demo's run folder and caches).
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -n auto -m "(unit or agreement) and not integration"
-	$(BIN)/python -m pytest tests notebooks -m "integration or notebooks or browser" --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.
 test-fast: $(STAMP)
