@@ -98,7 +98,7 @@ def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: 
     if kind == "oob":
         sentences.append(f"Scored out of bag with the selection repeated in every resample it is {bootstrap}: a "
                          f"conservative bound{covered(kind, ' (coverage {})')}, wide because each of its values rests "
-                         "on about 37% of the questions, not because of the selection.")
+                         "on about 37% of the questions.")
     else:
         sentences.append(f"The .632 bootstrap with the selection repeated in every resample gives {bootstrap}; its "
                          f"interval is too narrow{covered(kind, ' (coverage {})')}: the in-bag and out-of-bag parts "
