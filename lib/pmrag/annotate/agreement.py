@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from pmrag.annotate.export import _question_texts
+from pmrag.annotate.export import gradable_questions
 from pmrag.annotate.judgments import RELEVANCE_GRADES
 from pmrag.core.params import BootstrapSection
 from pmrag.core.store import judgments
@@ -163,7 +163,7 @@ def store_grades(engine: Engine, pool: str | None = None) -> pd.DataFrame:
 def question_types(engine: Engine) -> pd.Series:
     """The type of every question the store knows (its questions, its accepted or edited candidates)."""
     with engine.connect() as conn:
-        return _question_texts(conn)["type"]
+        return gradable_questions(conn)["type"]
 
 
 def _interval(samples: np.ndarray, params: BootstrapSection) -> tuple[float, float]:

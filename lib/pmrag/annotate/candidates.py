@@ -223,10 +223,10 @@ def _hint(item, prefix: str) -> Hint:
         raise ValueError(f"key '{prefix}time_from': a range needs both time_from and time_to")
     time_from = time_to = None
     if "time" in item:
-        time_from, time_to = _time(item["time"], f"{prefix}time", whole_day=True)
+        time_from, time_to = hint_time(item["time"], f"{prefix}time", whole_day=True)
     elif "time_from" in item:
-        time_from = _time(item["time_from"], f"{prefix}time_from")[0]
-        end, day_end = _time(item["time_to"], f"{prefix}time_to", whole_day=True)
+        time_from = hint_time(item["time_from"], f"{prefix}time_from")[0]
+        end, day_end = hint_time(item["time_to"], f"{prefix}time_to", whole_day=True)
         time_to = day_end or end
         if time_to < time_from:
             raise ValueError(f"key '{prefix}time_to': the range ends before it starts")
@@ -244,7 +244,7 @@ def _text(value, key: str) -> str | None:
     return value.strip()
 
 
-def _time(value, key: str, whole_day: bool = False) -> tuple[datetime, datetime | None]:
+def hint_time(value, key: str, whole_day: bool = False) -> tuple[datetime, datetime | None]:
     """A time (and None), or a bare date as the whole day (its first and last second) when ``whole_day``."""
     if isinstance(value, datetime):
         return value.replace(tzinfo=None, microsecond=0), None

@@ -158,7 +158,7 @@ def gold_from_store(engine: Engine, annotator: str) -> GoldExport:
     with engine.connect() as conn:
         members = pd.read_sql(select(chunk_messages.c.chunk_id, chunk_messages.c.message_id), conn)
         matched = pd.read_sql(select(hint_matches.c.candidate_id, hint_matches.c.message_id), conn)
-        asked = _question_texts(conn)
+        asked = gradable_questions(conn)
     judged_ids = list(dict.fromkeys([*grades["question_id"], *drops["question_id"]]))
     unknown = [q for q in judged_ids if q not in asked.index]
     if unknown:
@@ -180,7 +180,7 @@ def gold_from_store(engine: Engine, annotator: str) -> GoldExport:
     return GoldExport(annotator, kept, qrels, evidence, dropped, unresolved, regraded, gained)
 
 
-def _question_texts(conn) -> pd.DataFrame:
+def gradable_questions(conn) -> pd.DataFrame:
     """Every gradable question: the store's questions and its accepted or edited candidates (their graded text)."""
     study = pd.read_sql(select(questions.c.question_id, questions.c.text.label("question"), questions.c.type), conn)
     candidates = pd.read_sql(select(question_candidates).where(question_candidates.c.status.in_(["accepted", "edited"])),

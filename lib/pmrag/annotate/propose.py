@@ -48,7 +48,7 @@ from datetime import datetime
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from pmrag.annotate.candidates import Candidate, CandidateReport, Hint, _time, store_candidates
+from pmrag.annotate.candidates import Candidate, CandidateReport, Hint, hint_time, store_candidates
 from pmrag.core.errors import PmragError
 from pmrag.core.params import CandidatesSection, SummarizerSection
 from pmrag.core.store import graph_extractions, read_table
@@ -230,7 +230,7 @@ def _evidence(item, key: str, fail) -> dict | None:
     time_from = time_to = None
     if values["time"]:
         try:
-            time_from, time_to = _time(values["time"], f"{key}.time", whole_day=True)
+            time_from, time_to = hint_time(values["time"], f"{key}.time", whole_day=True)
         except ValueError:
             fail(f"{key}.time", "must be YYYY-MM-DD, YYYY-MM-DD HH:MM or YYYY-MM-DD HH:MM:SS")
     if time_from is None and not values["speaker"] and not values["excerpt"]:
