@@ -16,24 +16,9 @@ from pmrag.evaluate.message_recall import (EvidenceJudgments, evidence_counts, e
                                            message_recall, per_question_message_recall, per_question_message_rows)
 from pmrag.evaluate.metrics import per_question_metrics
 from pmrag.ingest.pipeline import ingest_study
+from tests.evaluate.test_groups import derived_qrels, windows
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def windows(n_messages: int, width: int, stride: int) -> pd.DataFrame:
-    """``chunk_messages`` of sliding windows over messages m000, m001, …"""
-    rows = []
-    for start in range(0, n_messages - width + 1, stride):
-        for position in range(width):
-            rows.append({"chunk_id": f"c{start:03d}", "position": position, "message_id": f"m{start + position:03d}"})
-    return pd.DataFrame(rows)
-
-
-def derived_qrels(question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame) -> pd.DataFrame:
-    """The store's rule (pmrag.chunking.store.derive_qrels): a chunk's relevance is its best evidence's."""
-    joined = question_evidence.merge(chunk_messages, on="message_id")
-    best = joined.groupby(["question_id", "chunk_id"], as_index=False)["relevance"].max()
-    return best.astype({"relevance": np.int64})
 
 
 def direct_count(run: dict, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame, q: str, k: int) -> float:
