@@ -188,3 +188,12 @@ def make_grading_store(path):
                              "origins": json.dumps([{"retriever": "raw_text_bm25", "rank": position + 1}])})
         conn.execute(store.pool.insert(), rows)
     return engine, pd.DataFrame(rows)
+
+
+@pytest.fixture
+def grading(tmp_path):
+    """A small store with a pool to grade (make_grading_store): the engine and chunk by (question, position)."""
+    engine, rows = make_grading_store(tmp_path / "s.sqlite")
+    by_position = {(r.question_id, r.position): r.chunk_id for r in rows.itertuples()}
+    yield engine, by_position
+    engine.dispose()

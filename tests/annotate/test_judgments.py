@@ -4,19 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import GRADING_POOL, make_grading_store
+from conftest import GRADING_POOL
 from pmrag.annotate import judgments as J
 from pmrag.core import store
 
 POOL = GRADING_POOL
-
-
-@pytest.fixture
-def grading(tmp_path):
-    engine, rows = make_grading_store(tmp_path / "s.sqlite")
-    by_position = {(r.question_id, r.position): r.chunk_id for r in rows.itertuples()}
-    yield engine, by_position
-    engine.dispose()
 
 
 def one_line(error) -> str:

@@ -3,21 +3,13 @@ pad (the same ``{"key": …}`` message the browser sends) and buttons; grades ar
 
 import pytest
 
-from conftest import GRADING_POOL, make_grading_store
+from conftest import GRADING_POOL
 from pmrag.annotate import judgments as J
 from pmrag.core import store
 from pmrag.present.grading import GradingWidget, PoolReader
 from pmrag.present.grading.data import NO_QUESTION_TEXT
 
 POOL = GRADING_POOL
-
-
-@pytest.fixture
-def grading(tmp_path):
-    engine, rows = make_grading_store(tmp_path / "s.sqlite")
-    by_position = {(r.question_id, r.position): r.chunk_id for r in rows.itertuples()}
-    yield engine, by_position
-    engine.dispose()
 
 
 def stored(engine, annotator="ann"):
