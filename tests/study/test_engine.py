@@ -456,32 +456,6 @@ def test_status_of_a_study_without_a_notebooks_folder_lists_its_stages(tmp_path,
     assert [line.split()[0] for line in lines[1:]] == STAGES
 
 
-# ------------------------------------------------------------------------------------------- h: notebooks
-
-@pytest.mark.integration
-def test_notebooks_only_load_what_the_build_computed(tmp_path, warm_cache):
-    from pmrag.study.notebooks import execute_notebook
-
-    study = tiny(tmp_path, warm_cache, f"notebooks_dir: {REPO / 'notebooks'}\n")
-    study.build()
-    built = log(study)
-    for stem in ("04_hybrid_sweep", "05_bootstrap", "06_failure_analysis"):
-        notebook = REPO / "notebooks" / f"{stem}.ipynb"
-        result = execute_notebook(notebook, study.run_dir / "notebooks" / notebook.name, tmp_path / "p.yaml")
-        assert "error" not in result, result
-    lines = log(study)
-    assert set(per_process(lines).values()) == {1}
-    in_notebooks = lines[len(built):]
-    pids = {line["pid"] for line in in_notebooks}
-    assert len(pids) == 3 and {line["pid"] for line in built}.isdisjoint(pids)
-    assert {line["action"] for line in in_notebooks} == {"loaded"}
-    loaded = {line["stage"] for line in in_notebooks}
-    assert {"sweep", "hybrids", "metrics", "reliability", "failures", "qrels", "chunks", "ingest"} <= loaded
-    assert loaded <= set(STAGES)
-    for table in ("table4_hybrids", "bootstrap_cis", "table7_top5_failures"):
-        assert (study.run_dir / "tables" / f"{table}.csv").stat().st_size > 0
-
-
 # ------------------------------------------------------------------------------------------- i: relocatable keys
 
 @pytest.mark.integration

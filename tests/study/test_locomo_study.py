@@ -4,19 +4,34 @@ multi-hop as its aggregate type, prints chat text (public data) and refuses a ty
 
 import json
 import shutil
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
+import nbformat
+import pandas as pd
 import pytest
 
 from pmrag.core.errors import PmragError
 from pmrag.study import Study
+from pmrag.study.runner import numbered_notebooks, status_lines
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+LOCOMO_CACHE = REPO / "tests" / "fixtures" / "locomo_cache" / "embeddings.sqlite"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 TOPICS = ["the café on Elm street", "a résumé for the new job", "the marathon in spring", "painting classes",
           "adopting a puppy", "the camping trip", "a book club", "learning the guitar"]
+
+
+def pmrag(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """``python -m pmrag ARGS`` run to its end; the result and the command's pid."""
+    process = subprocess.Popen([sys.executable, "-m", "pmrag", *args], cwd=cwd, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), process.pid
 
 
 def _session(sample: int, number: int, speakers: tuple[str, str]) -> list[dict]:
@@ -62,6 +77,15 @@ def _with(project: Path, old: str, new: str) -> Path:
     return path
 
 
+def warm_cache(project: Path) -> None:
+    """The embedding cache of the shipped params (``cache_dir: ../outputs/.cache``) primed with the committed vectors
+    of :func:`locomo_file`'s texts (multilingual-e5-small, content-addressed: a text that changed is embedded
+    again, so a stale file only costs time).  Rebuild it with ``make test-caches``."""
+    cache = project / "outputs" / ".cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copy(LOCOMO_CACHE, cache / LOCOMO_CACHE.name)
+
+
 @pytest.fixture(scope="module")
 def built_locomo(tmp_path_factory):
     """The shipped params' whole study, built once for the tests that only read it."""
@@ -70,6 +94,7 @@ def built_locomo(tmp_path_factory):
         (project / folder).mkdir()
     shutil.copy(REPO / "params" / "locomo.yaml", project / "params" / "locomo.yaml")
     locomo_file(project / "data" / "locomo10.json")
+    warm_cache(project)
     study = Study.from_params(project / "params" / "locomo.yaml")
     study.build()
     return project, study
@@ -99,20 +124,73 @@ def test_the_shipped_locomo_params_run_a_whole_study(built_locomo):
     assert graph_evaluation.best_flat.method != "graph"
 
 
-@pytest.mark.parametrize("notebook, table", [("07_memory_graph", "table2_graph_sets"),
-                                             ("08_beyond_retrieval", "beyond_distributed"),
-                                             ("09_selection_and_power", "selection_summary"),
-                                             ("10_incomplete_gold", "leave_one_out_pool_bias")])
-def test_the_later_notebooks_run_on_the_locomo_params(built_locomo, tmp_path, notebook, table):
-    """The memory-graph, beyond-retrieval, selection and incomplete-gold notebooks on a second dataset (English,
-    its own question types, gold that is itself a pool): no demo assumption."""
-    from pmrag.study.notebooks import execute_notebook
+def test_pmrag_study_executes_every_numbered_notebook_on_a_second_dataset(built_locomo):
+    """``pmrag study`` on the built LoCoMo study: every committed notebook runs under papermill with the params
+    injected (English, LoCoMo's own question types, gold that is itself a pool: no demo assumption), each reads
+    the stages the build computed (loaded once per kernel, never computed), and a second run executes nothing."""
+    from pmrag.study.engine import LOG_FILE
 
-    project, _ = built_locomo
+    project, study = built_locomo
     params = project / "params" / "locomo.yaml"
-    result = execute_notebook(REPO / "notebooks" / f"{notebook}.ipynb", tmp_path / f"{notebook}.ipynb", params)
-    assert "error" not in result, result.get("error")
-    assert (project / "outputs" / "locomo" / "tables" / f"{table}.csv").is_file()
+    _with(project, "notebooks_dir: ../notebooks", f"notebooks_dir: {REPO / 'notebooks'}")
+    built = len((study.run_dir / LOG_FILE).read_text(encoding="utf-8").splitlines())
+    result, pid = pmrag("study", "--jobs", "2", str(params), cwd=project)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = study.run_dir
+    committed = [p.name for p in numbered_notebooks(REPO / "notebooks")]
+    assert committed[:6] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb",
+                             "05_bootstrap.ipynb", "06_failure_analysis.ipynb"]
+    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
+    assert f"[notebooks] executing {len(committed)}, 2 at a time" in result.stderr
+    assert all(f"[done] {name} (" in result.stderr for name in committed)
+    executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and str(params) in injected[0].source
+    assert not [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+
+    # the tables and figures every notebook writes
+    for table in ["table1_dataset", "chunking_sessions_windows", "raw_text_lengths", "message_inventory",
+                  "representation_lengths", "per_question_metrics", "table3_single_retrievers", "hybrid_sweep",
+                  "table4_hybrids", "hybrid_per_question_metrics", "bootstrap_cis", "table5_differences",
+                  "table6_best_hybrid_by_type", "table7_top5_failures", "table8_failure_labels",
+                  "table9_success_overlap", "aggregate_detail", "topk_sensitivity", "table2_graph_sets",
+                  "beyond_distributed", "selection_summary", "leave_one_out_pool_bias"]:
+        assert (run_dir / "tables" / f"{table}.csv").stat().st_size > 0, table
+    for figure in ["chunk_lengths", "figure4_differences", "figure5_best_hybrid_by_type", "figure6_topk_sensitivity"]:
+        assert (run_dir / "figures" / f"{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", figure
+    singles = pd.read_csv(run_dir / "tables" / "per_question_metrics.csv")       # notebook 03: single retrievers only
+    hybrids = pd.read_csv(run_dir / "tables" / "hybrid_per_question_metrics.csv")  # notebook 04: the selected hybrids
+    assert not any(name.startswith("hybrid:") for name in singles["retriever"])
+    assert set(singles["retriever"]) == {str(r) for r in study.retrievers()}
+    assert hybrids["retriever"].nunique() > 0 and all(name.startswith("hybrid:") for name in hybrids["retriever"])
+    assert (run_dir / "runs" / "embedding_text_vector.trec").is_file() and (run_dir / "qrels.trec").is_file()
+    assert (run_dir / "public" / "per_question_metrics.csv").is_file()
+    readme = (run_dir / "README.md").read_text(encoding="utf-8")
+    assert "Selected best hybrid" in readme and "(figures/figure6_topk_sensitivity.png)" in readme
+
+    # the command executed each notebook once; each kernel loaded what it read, once, and computed nothing
+    lines = [json.loads(line) for line in (run_dir / LOG_FILE).read_text(encoding="utf-8").splitlines()[built:]]
+    notebooks = [line for line in lines if line["stage"].startswith("notebook:")]
+    assert sorted(line["stage"] for line in notebooks) == [f"notebook:{Path(name).stem}" for name in committed]
+    assert {(line["pid"], line["action"]) for line in notebooks} == {(pid, "computed")}
+    stages = [line for line in lines if not line["stage"].startswith("notebook:")]
+    in_kernels = [line for line in stages if line["pid"] != pid]
+    assert {line["action"] for line in stages} == {"loaded"}
+    assert set(Counter((line["pid"], line["stage"]) for line in stages).values()) == {1}
+    assert len({line["pid"] for line in in_kernels}) == len(committed)
+    assert {"sweep", "hybrids", "metrics", "reliability", "failures", "statistics", "graph_evaluation", "qrels",
+            "chunks", "ingest"} <= {line["stage"] for line in in_kernels}
+
+    # nothing changed: every stage and notebook is current, and a second run executes no notebook
+    states = dict(line.split()[:2] for line in status_lines(params)[1:])
+    assert {f"notebook:{Path(name).stem}" for name in committed} <= set(states)
+    assert set(states.values()) == {"cached"}
+    copies = {p.name: p.stat().st_mtime_ns for p in (run_dir / "notebooks").iterdir()}
+    again, _ = pmrag("study", str(params), cwd=project)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert all(f"[cached] {name}" in again.stderr for name in committed), again.stderr[-2000:]
+    assert "[done]" not in again.stderr and "[notebooks]" not in again.stderr and "[1/" not in again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "notebooks").iterdir()} == copies
 
 
 def test_the_beyond_retrievers_rank_on_english_data(built_locomo):
