@@ -44,7 +44,10 @@ def make_tiny_study(root, extra_yaml: str = ""):
     (root / "p.yaml").write_text(
         "run: tiny\noutputs_dir: out\ncache_dir: cache\n"
         "dataset: {inputs: [data/family.json], questions: data/questions.json}\n" + extra_yaml
-        + ("" if "analysis:" in extra_yaml else "analysis: {aggregate_type: contextual}\n"),   # the fixture's types
+        + ("" if "analysis:" in extra_yaml else "analysis: {aggregate_type: contextual}\n")    # the fixture's types
+        # a coverage simulation of 50 studies × 100 resamples: about 0.05 s instead of 0.7 s per build, and the
+        # tiny study's two questions could not say more (evaluate/test_selection_coverage checks the simulation)
+        + ("" if "statistics:" in extra_yaml else "statistics: {coverage_datasets: 50, coverage_resamples: 100}\n"),
         encoding="utf-8",
     )
     return Study.from_params(root / "p.yaml")
