@@ -357,14 +357,20 @@ class GradingWidget:
                 f"question={self.question_id!r}, candidate={self.index + 1})")
 
 
-@cache
 def _grading_box() -> type:
-    """The root ``VBox`` class whose ``text/plain`` is :data:`WIDGET_HINT` (built on first use)."""
+    """The root ``VBox`` class whose ``text/plain`` is :data:`WIDGET_HINT`."""
+    return hinted_box(WIDGET_HINT)
+
+
+@cache
+def hinted_box(hint: str) -> type:
+    """A ``VBox`` class whose ``text/plain`` is ``hint`` (built on first use): what a saved notebook shows
+    where the widget was, instead of the widgets' reprs."""
     import ipywidgets as w
 
-    class GradingBox(w.VBox):
+    class HintedBox(w.VBox):
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs) or {}
-            return {**bundle, "text/plain": WIDGET_HINT}
+            return {**bundle, "text/plain": hint}
 
-    return GradingBox
+    return HintedBox
