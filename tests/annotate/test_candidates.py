@@ -6,7 +6,8 @@ import pytest
 
 from pmrag.annotate.candidates import (Candidate, Hint, accept_candidate, add_typed_questions, candidate_id,
                                        drop_candidate, edit_candidate, read_candidates, read_hints,
-                                       read_typed_questions, store_candidates, typed_candidate)
+                                       read_typed_questions, store_candidates, typed_candidate,
+                                       candidates_of_questions)
 from pmrag.core import store
 from pmrag.core.errors import InputError, PmragError
 
@@ -201,3 +202,15 @@ def test_a_store_of_schema_7_gains_the_hints_batch_column(tmp_path):
     assert read_hints(engine)[["excerpt", "batch"]].values.tolist() == [["x", None]]
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA user_version").scalar() == store.SCHEMA_VERSION == 8
+
+
+def test_a_datasets_questions_become_typed_candidates_by_question_id():
+    import pandas as pd
+
+    questions = pd.DataFrame({"question_id": ["q1", "q2", "q3"], "text": [" Who? ", "Where?", "Who?"],
+                              "type": ["named_entity", "contextual", "aggregate"]})
+    made = candidates_of_questions(questions, "the study's questions")
+    assert made == {"q1": Candidate("Who?", "named_entity", "typed", "the study's questions"),
+                    "q2": Candidate("Where?", "contextual", "typed", "the study's questions")}   # one text, one candidate
+    with pytest.raises(ValueError, match="key 'type': expected a non-empty string"):
+        candidates_of_questions(questions.assign(type=""), "b")

@@ -208,6 +208,19 @@ def typed_candidate(entry, batch: str) -> Candidate:
     return Candidate(text, type_, "typed", batch, tuple(dict.fromkeys(hints)))
 
 
+def candidates_of_questions(questions: pd.DataFrame, batch: str) -> dict[str, Candidate]:
+    """A dataset's questions (``question_id, text, type``) as typed candidates of ``batch``, by question id (a
+    question whose text an earlier one already has is left out: one text is one candidate)."""
+    out: dict[str, Candidate] = {}
+    seen: set[str] = set()
+    for question_id, text, type_ in questions[["question_id", "text", "type"]].itertuples(index=False):
+        candidate = typed_candidate({"text": text, "type": type_}, batch)
+        if candidate.text not in seen:
+            seen.add(candidate.text)
+            out[str(question_id)] = candidate
+    return out
+
+
 def _entry(entry) -> tuple[str, str, tuple[Hint, ...]]:
     if not isinstance(entry, dict):
         raise ValueError("expected a mapping with keys text, type and optional hints")
