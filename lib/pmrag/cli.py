@@ -184,12 +184,16 @@ def _pool(args) -> int:
     from pmrag.annotate.recover import hint_chunks, match_hints, recovery_report, store_matches
     from pmrag.study import Study
 
-    if args.depth < 1:
+    if args.depth is not None and args.depth < 1:
         raise PmragError(f"--depth: an integer ≥ 1, got {args.depth}")
+    if args.seed is not None and args.seed < 0:
+        raise PmragError(f"--seed: an integer ≥ 0, got {args.seed}")
     if not args.name or any(ch.isspace() for ch in args.name):
         raise PmragError(f"--name: a pool name is one word without whitespace, got {args.name!r}")
     retrievers = [_retriever_name(name) for name in args.retrievers]
     study = Study.from_params(args.params)
+    depth = study.params.pool.depth if args.depth is None else args.depth
+    seed = study.params.pool.seed if args.seed is None else args.seed
     rankings, recovered = {}, None
     if args.of in ("candidates", "both"):
         candidates = read_candidates(study.store, ("accepted", "edited"))
@@ -208,7 +212,7 @@ def _pool(args) -> int:
         recovered = hint_chunks(matches, members)
         if not candidates.empty:
             rankings = _rank_texts(study, candidates["candidate_id"].tolist(), candidates["question"].tolist(),
-                                   retrievers, args.depth)
+                                   retrievers, depth)
     if args.of in ("study", "both"):
         studied = {str(rid) for rid in study.retrievers()}
         missing = [name for name in retrievers if name not in studied]
@@ -218,10 +222,10 @@ def _pool(args) -> int:
         for name in retrievers:
             study_rankings = study.ranked(name).rankings
             rankings[name] = _appended(rankings.get(name), study_rankings)
-    pooled = build_pool(rankings, args.depth, retrievers, recovered, seed=args.seed)
+    pooled = build_pool(rankings, depth, retrievers, recovered, seed=seed)
     write_pool(study.store, args.name, pooled)
     sizes = pool_sizes(pooled)
-    print(f"pool {args.name!r}: depth {args.depth}, {len(retrievers)} retriever(s), seed {args.seed}")
+    print(f"pool {args.name!r}: depth {depth}, {len(retrievers)} retriever(s), seed {seed}")
     print("question_id chunks by_retriever by_hint")
     for row in sizes.itertuples(index=False):
         print(f"{row.question_id} {row.chunks} {row.by_retriever} {row.by_hint}")
@@ -376,11 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     pool = sub.add_parser("pool", help="pool candidate chunks to grade (TREC-style: the retrievers' top-K and the "
                                        "chunks the evidence hints recover) into the study's store")
     pool.add_argument("params", help="params YAML, e.g. params/demo.yaml")
-    pool.add_argument("--depth", type=int, default=10, help="top-K of each retriever pooled (default: 10, the paper's)")
+    pool.add_argument("--depth", type=int, help="top-K of each retriever pooled (default: the params' pool.depth, 10)")
     pool.add_argument("--retrievers", nargs="+", default=list(_pool_retrievers()),
                       help="retrievers pooled (default: the six single retrievers of §5)")
     pool.add_argument("--name", default="pool", help="the pool's name in the store (default: pool)")
-    pool.add_argument("--seed", type=int, default=0, help="seed of the blind grading order (default: 0)")
+    pool.add_argument("--seed", type=int, help="seed of the blind grading order (default: the params' pool.seed, 0)")
     pool.add_argument("--of", choices=["candidates", "study", "both"], default="candidates",
                       help="pool the accepted candidates (default), the study's own questions, or both")
     pool.add_argument("--tolerance-minutes", type=float, default=10.0,

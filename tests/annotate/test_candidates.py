@@ -6,7 +6,8 @@ import pytest
 
 from pmrag.annotate.candidates import (Candidate, Hint, accept_candidate, add_typed_questions, candidate_id,
                                        drop_candidate, edit_candidate, read_candidates, read_hints,
-                                       read_typed_questions, store_candidates)
+                                       read_typed_questions, store_candidates, typed_candidate,
+                                       candidates_of_questions)
 from pmrag.core import store
 from pmrag.core.errors import InputError, PmragError
 
@@ -149,3 +150,67 @@ def test_status_changes(engine):
 def test_a_yaml_timestamp_keeps_its_clock_time(tmp_path):
     found = read_typed_questions(write(tmp_path, "z.yaml", "- {text: a, type: t, time: 2024-04-10T18:30:00+09:00}\n"))
     assert found.candidates[0].hints[0].time_from == datetime(2024, 4, 10, 18, 30)
+
+
+def test_a_model_question_from_another_batch_merges_new_hints_and_keeps_its_status(engine):
+    first = Candidate("q", "t", "model", "b1", (Hint(phrase="x"),), "m", "0" * 64)
+    store_candidates(engine, [first], "run 1")
+    accept_candidate(engine, first.candidate_id)
+    later = Candidate("q", "t", "model", "b2", (Hint(phrase="y"), Hint(phrase="x"), Hint(phrase="y")), "m", "0" * 64)
+    report = store_candidates(engine, [later], "run 2")
+    assert (report.read, report.stored, report.already_present, report.merged, report.rejected) == (1, 0, 0, 1, 0)
+    assert report.line() == "run 2: questions read 1, stored 0, already present 0, merged 1, rejected 0"
+    hints = read_hints(engine)
+    assert hints[["hint", "excerpt", "batch"]].values.tolist() == [[0, "x", "b1"], [1, "y", "b2"]]
+    assert read_candidates(engine)["status"].tolist() == ["accepted"]
+    same_batch = Candidate("q", "t", "model", "b1", (Hint(phrase="z"),), "m", "0" * 64)
+    assert store_candidates(engine, [same_batch], "run 3").rejected == 1       # other hints from its own batch
+    assert store_candidates(engine, [first], "run 4").already_present == 1     # its hints are among the stored
+    assert len(read_hints(engine)) == 2
+
+
+def test_a_typed_entry_is_checked_by_the_files_rules():
+    candidate = typed_candidate({"text": " q ", "type": "t", "time": "2024-04-10", "speaker": "Ann"}, "typed by me")
+    assert candidate == Candidate("q", "t", "typed", "typed by me",
+                                  (Hint(datetime(2024, 4, 10), datetime(2024, 4, 10, 23, 59, 59), "Ann", None),))
+    with pytest.raises(ValueError, match=r"^key 'time_from': a range needs both time_from and time_to$"):
+        typed_candidate({"text": "q", "type": "t", "time_from": "2024-04-10"}, "b")
+
+
+def test_an_edit_can_change_the_type(engine):
+    store_candidates(engine, [Candidate("q", "t")], "typed.csv")
+    cid = candidate_id("typed", "q")
+    edit_candidate(engine, cid, "q, reworded", type="aggregate")
+    row = read_candidates(engine).iloc[0]
+    assert (row["status"], row["question"], row["text"], row["type"]) == ("edited", "q, reworded", "q", "aggregate")
+    with pytest.raises(PmragError, match="the edited type must be a non-empty string"):
+        edit_candidate(engine, cid, "q", type=" ")
+
+
+def test_a_store_of_schema_7_gains_the_hints_batch_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    store.open_store(path).dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE candidate_hints")
+        conn.execute("CREATE TABLE candidate_hints (candidate_id VARCHAR NOT NULL, hint INTEGER NOT NULL, "
+                     "time_from DATETIME, time_to DATETIME, speaker TEXT, excerpt TEXT, PRIMARY KEY (candidate_id, hint))")
+        conn.execute("INSERT INTO candidate_hints (candidate_id, hint, excerpt) VALUES ('c', 0, 'x')")
+        conn.execute("PRAGMA user_version = 7")
+    engine = store.open_store(path)
+    assert read_hints(engine)[["excerpt", "batch"]].values.tolist() == [["x", None]]
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA user_version").scalar() == store.SCHEMA_VERSION == 8
+
+
+def test_a_datasets_questions_become_typed_candidates_by_question_id():
+    import pandas as pd
+
+    questions = pd.DataFrame({"question_id": ["q1", "q2", "q3"], "text": [" Who? ", "Where?", "Who?"],
+                              "type": ["named_entity", "contextual", "aggregate"]})
+    made = candidates_of_questions(questions, "the study's questions")
+    assert made == {"q1": Candidate("Who?", "named_entity", "typed", "the study's questions"),
+                    "q2": Candidate("Where?", "contextual", "typed", "the study's questions")}   # one text, one candidate
+    with pytest.raises(ValueError, match="key 'type': expected a non-empty string"):
+        candidates_of_questions(questions.assign(type=""), "b")

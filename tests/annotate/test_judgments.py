@@ -155,3 +155,26 @@ def test_the_resume_point_is_the_first_ungraded_position_of_the_first_unfinished
 def test_question_order_is_natural():
     assert J.question_order(["q10", "q2", "q1", "a", "q2", "b3x", "b12x"]) == ["a", "b3x", "b12x", "q1", "q2", "q10"]
     assert J.question_order(pd.Series(["003", "3", "02"])) == ["02", "003", "3"]
+
+
+def test_many_grades_are_recorded_at_once_with_record_grades_checks(grading):
+    engine, at = grading
+    grades = pd.DataFrame({"question_id": ["q1", "q1", "q2"], "chunk_id": [at["q1", 0], at["q1", 1], at["q2", 0]],
+                           "relevance": [2, np.int64(0), "1"]})
+    assert J.record_grades(engine, grades, " ann ", pool=POOL, judged_at="t1") == 3
+    assert J.grade_of(engine, "q2", at["q2", 0], "ann") == J.Judgment("q2", at["q2", 0], "ann", 1, None, POOL, "t1")
+    again = grades.assign(relevance=[1, 1, 1], note=["  why ", "", None])
+    J.record_grades(engine, again, "ann", pool=POOL, judged_at="t2")          # replaces, keeps one row each
+    got = [J.grade_of(engine, q, c, "ann") for q, c in zip(grades["question_id"], grades["chunk_id"])]
+    assert [(g.relevance, g.note, g.judged_at) for g in got] == [(1, "why", "t2"), (1, None, "t2"), (1, None, "t2")]
+    assert len(J.annotator_grades(engine, "ann")) == 3
+    outside = pd.DataFrame({"question_id": ["q1", "q2"], "chunk_id": [at["q1", 2], at["q1", 0]], "relevance": [0, 0]})
+    with pytest.raises(J.JudgmentError) as raised:
+        J.record_grades(engine, outside, "bob", pool=POOL)
+    assert one_line(raised) == (f"chunk {at['q1', 0]!r} is not in the pool 'p1' of question 'q2'; only pooled chunks "
+                                "are graded")
+    assert J.annotator_grades(engine, "bob").empty                           # nothing written, not even the first row
+    with pytest.raises(J.JudgmentError, match="relevance must be 0, 1 or 2, got 3"):
+        J.record_grades(engine, grades.assign(relevance=3), "bob", pool=POOL)
+    with pytest.raises(ValueError, match="grades lacks column"):
+        J.record_grades(engine, grades.drop(columns="relevance"), "bob", pool=POOL)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pmrag.annotate.pooling import blind_positions, build_pool, pool_sizes, read_pool, write_pool
+from pmrag.annotate.pooling import blind_positions, build_pool, pool_sizes, rankings_of, read_pool, write_pool
 from pmrag.core import store
 from tests.annotate.test_pool import random_rankings
 
@@ -85,3 +85,13 @@ def test_bad_depth_and_unknown_retriever():
         build_pool(rankings, 0, None)
     with pytest.raises(ValueError, match="no ranking for retriever"):
         build_pool(rankings, 3, ["nope"])
+
+
+def test_rankings_of_keeps_the_named_questions_under_their_new_ids():
+    rankings = {"a": pd.DataFrame({"question_id": ["q1", "q1", "q2", "q3"], "rank": [1, 2, 1, 1],
+                                   "chunk_id": ["c1", "c2", "c3", "c4"]})}
+    renamed = rankings_of(rankings, {"q1": "cand_1", "q3": "cand_3"})
+    assert renamed["a"].values.tolist() == [["cand_1", 1, "c1"], ["cand_1", 2, "c2"], ["cand_3", 1, "c4"]]
+    assert rankings["a"]["question_id"].tolist() == ["q1", "q1", "q2", "q3"]          # the input is left as it was
+    pooled = build_pool(renamed, 1, ["a"], seed=0)
+    assert pooled[["question_id", "chunk_id"]].values.tolist() == [["cand_1", "c1"], ["cand_3", "c4"]]

@@ -299,3 +299,27 @@ def test_the_params_section_is_declared_and_checked():
         CandidatesSection(types=["a", "a"])
     with pytest.raises(ValueError):
         CandidatesSection(base_url="ftp://x")
+
+
+def test_a_question_proposed_again_from_another_batch_has_its_new_hints_merged(server, engine):
+    fill(engine)
+    again = question(evidence=[{"time": "2024-05-01 09:07", "speaker": "Ben", "excerpt": "tennis at 3"},
+                               {"time": None, "speaker": "Aki", "excerpt": "friends message 2"}])
+    other_type = question("Where did Aki play tennis?", "contextual")
+    server.script(Reply.ok(reply(question())), Reply.ok(reply(again)), Reply.ok(reply(other_type)),
+                  Reply.ok(reply(question())))
+    result = run(server, engine)
+    report = result.candidates
+    assert (report.read, report.stored, report.already_present, report.merged, report.rejected) == (4, 1, 1, 1, 1)
+    assert result.lines()[2] == ("proposed by gpt-4o-mini: questions read 4, stored 1, already present 1, "
+                                 "merged 1, rejected 1")
+    batches = message_batches(store_messages(engine), 400)
+    cid = candidate_id("model", "Where did Aki play tennis?")
+    stored = read_candidates(engine).set_index("candidate_id")
+    assert len(stored) == 1 and stored.loc[cid, ["batch", "type"]].tolist() == [batches[0].batch_id, "named_entity"]
+    hints = read_hints(engine, [cid])
+    assert hints[["hint", "speaker", "excerpt", "batch"]].values.tolist() == [
+        [0, "Ben", "tennis at 3", batches[0].batch_id], [1, "Aki", "friends message 2", batches[1].batch_id]]
+    rerun = run(server, engine)                         # nothing new: every call resumed, every proposal present
+    assert (rerun.candidates.stored, rerun.candidates.already_present, rerun.candidates.merged) == (0, 3, 0)
+    assert len(read_hints(engine, [cid])) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pmrag.annotate.pooling import blind_positions, read_pool
 from pmrag.cli import main
 from conftest import make_tiny_study
 
@@ -59,6 +60,20 @@ def test_pool_refuses_what_it_cannot_pool(tmp_path, capsys):
     n_questions = len(study.evaluation().questions)
     assert code == 0 and out[-1] == f"total {3 * n_questions} chunk(s) for {n_questions} question(s)"
     assert out[0] == "pool 'pool': depth 3, 1 retriever(s), seed 0"
+    written = (tmp_path / "p.yaml").read_text(encoding="utf-8")
+    (tmp_path / "p.yaml").write_text(written + "pool: {depth: 2, seed: 7}\n", encoding="utf-8")
+    code, out, _ = run(capsys, "pool", params, "--of", "study", "--retrievers", "raw_text_bm25")
+    assert code == 0 and out[0] == "pool 'pool': depth 2, 1 retriever(s), seed 7"      # the params' pool section
+    pooled = read_pool(study.store, "pool")
+    first = pooled[pooled["question_id"] == pooled["question_id"].iloc[0]]
+    assert first["position"].tolist() == sorted(first["position"]) and len(first) == 2
+    assert dict(zip(first["chunk_id"], first["position"])) == dict(zip(
+        first["chunk_id"], blind_positions(first["question_id"].iloc[0], first["chunk_id"].tolist(), 7)))
+    code, out, _ = run(capsys, "pool", params, "--of", "study", "--retrievers", "raw_text_bm25", "--seed", "3")
+    assert code == 0 and out[0] == "pool 'pool': depth 2, 1 retriever(s), seed 3"      # the option overrides it
+    code, _, err = run(capsys, "pool", params, "--seed", "-1")
+    assert code == 2 and err == ["pmrag pool: error: --seed: an integer ≥ 0, got -1"]
+    (tmp_path / "p.yaml").write_text(written, encoding="utf-8")
     typed = tmp_path / "t.yaml"
     typed.write_text("- {text: 誰と会った？, type: contextual}\n", encoding="utf-8")
     assert main(["candidates", str(typed), params, "--accept"]) == 0

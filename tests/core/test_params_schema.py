@@ -95,7 +95,7 @@ def test_every_key_has_a_description():
 
 def test_every_section_forbids_extra_keys_and_is_frozen():
     models = list(section_models())
-    assert len(models) == 20   # the file, dataset + synthetic, and the seventeen other sections
+    assert len(models) == 21   # the file, dataset + synthetic, and the eighteen other sections
     for model in models:
         assert model.model_config.get("extra") == "forbid", model.__name__
         assert model.model_config.get("frozen") is True, model.__name__
@@ -130,6 +130,8 @@ REFUSED = [
     pytest.param("analysis: {diagnostic_hybrid: [summary_bm25, summary_vector, 1.5]}\n",
                  "analysis.diagnostic_hybrid", id="diagnostic-beta"),
     pytest.param("chunking: {stride: 50}\n", "chunking.stride", id="stride-over-window"),
+    pytest.param("pool: {seed: -1}\n", "pool.seed", id="pool-seed-negative"),
+    pytest.param("pool: {depth: 0}\n", "pool.depth", id="pool-depth-zero"),
     pytest.param("embedding: {head_fraction: 1.5}\n", "embedding.head_fraction", id="head_fraction"),
     pytest.param("summarizer: {backoff_initial_s: 4, backoff_max_s: 2}\n", "summarizer.backoff_max_s", id="backoff"),
     pytest.param("summarizer: {base_url: 'ftp://x'}\n", "summarizer.base_url", id="base_url-scheme"),

@@ -210,3 +210,40 @@ def test_grading_is_blind_no_retriever_or_rank_of_the_pool_reaches_a_view(gradin
             views = widget.header.value + widget.candidate.value + widget.status.value
             assert "raw_text_bm25" not in views and "rank" not in views and "retriever" not in views
             press(widget, "n")
+
+
+def test_a_question_pooled_after_the_widget_was_built_is_listed_and_graded(grading):
+    engine, at = grading
+    widget = GradingWidget(engine, POOL, "ann")
+    reader = widget.reader
+    assert reader.question_ids == ["q1", "q2", "q10"]
+    with engine.begin() as conn:
+        conn.execute(store.questions.insert(), [{"question_id": "q3", "text": "Who brought water?", "type": "contextual"}])
+        conn.execute(store.pool.insert(), [{"pool": POOL, "question_id": "q3", "chunk_id": at["q1", 0],
+                                            "position": 0, "origins": "[]"}])
+    assert reader.question_ids == ["q1", "q2", "q3", "q10"]          # seen at the next use, no refresh needed
+    press(widget, "n")
+    assert [value for _, value in widget.question.options] == ["q1", "q2", "q3", "q10"]
+    widget.question.value = "q3"
+    assert "Who brought water?" in widget.header.value and "question 3 of 4" in widget.header.value
+    press(widget, "2")
+    assert stored(engine)[("q3", at["q1", 0])] == 2
+    with engine.begin() as conn:                                      # a text edited since: seen after refresh()
+        conn.execute(store.questions.update().where(store.questions.c.question_id == "q3").values(text="Who?"))
+    assert reader.question("q3")["text"] == "Who brought water?"
+    widget.open("q3")
+    widget.refresh()
+    assert reader.question("q3")["text"] == "Who?" and "Who?" in widget.header.value
+
+
+def test_grading_starts_on_refresh_once_an_empty_pool_has_a_question(grading):
+    engine, at = grading
+    widget = GradingWidget(engine, "later", "ann")
+    assert "holds no question to grade" in widget.status.value and widget.question_id is None
+    with engine.begin() as conn:
+        conn.execute(store.pool.insert(), [{"pool": "later", "question_id": "q2", "chunk_id": at["q2", 0],
+                                            "position": 0, "origins": "[]"}])
+    widget.refresh()
+    assert widget.question_id == "q2" and not widget.grade_buttons[0].disabled
+    press(widget, "1")
+    assert J.annotator_grades(engine, "ann", pool="later")["relevance"].tolist() == [1]

@@ -20,6 +20,10 @@ Where several annotators graded the same chunks, :mod:`pmrag.annotate.agreement`
 (weighted κ per pair, ordinal α, with bootstrap intervals over questions, by question type) and
 :mod:`pmrag.annotate.adjudicate` lists their disagreements and stores the settled grades.
 
+Notebook 11 walks the pipeline in an annotation store of its own beside a study (:mod:`pmrag.annotate.workspace`:
+the history copied in, the study's store only read); on the demo :mod:`pmrag.annotate.simulate` stands in for the
+annotators (the dataset's own gold, and a seeded perturbation of it), said as such wherever it is used.
+
 How incomplete gold moves the numbers (notebook 10) is measured against gold known to be complete (the demo's):
 :mod:`pmrag.annotate.judged` scores runs against incomplete judgments (judged@k, condensed lists, bpref) and
 :mod:`pmrag.annotate.incomplete` builds pools judged by the complete gold, at several depths and leaving one

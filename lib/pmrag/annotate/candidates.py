@@ -18,10 +18,13 @@ dataset's own) and optional evidence hints, each a time or a time range, a speak
 Times are ``YYYY-MM-DD`` (the whole day), ``YYYY-MM-DD HH:MM`` or ``YYYY-MM-DD HH:MM:SS``, the chat's local
 time as messages are stored (a UTC offset YAML reads with a timestamp is dropped, the clock time kept).
 A candidate's id is a hash of its origin and text, so reading the same file again stores nothing twice
-(:class:`CandidateReport` reconciles: read = stored + already present + rejected).
+(:class:`CandidateReport` reconciles: read = stored + already present + merged + rejected); a model's question
+proposed again from another message batch with new evidence has those hints merged into it, each hint keeping
+the batch it came from.  A question typed in the question-entry widget is checked by the same rules and
+messages as a file's entry (:func:`typed_candidate`).
 A candidate's status moves from ``proposed`` to ``accepted``, ``edited`` (the edited text is graded and
-exported) or ``dropped`` (with a reason) — :func:`accept_candidate`, :func:`edit_candidate`,
-:func:`drop_candidate`.  Errors name the file, the line or entry and the key, never the text.
+exported; the type can be changed with it) or ``dropped`` (with a reason) — :func:`accept_candidate`,
+:func:`edit_candidate`, :func:`drop_candidate`.  Errors name the file, the line or entry and the key, never the text.
 """
 
 from __future__ import annotations
@@ -86,7 +89,9 @@ class CandidateFile:
 
 @dataclass(frozen=True)
 class CandidateReport:
-    """Reconciliation of one file's candidates: ``read == stored + already_present + rejected``."""
+    """Reconciliation of one file's or one proposal run's candidates:
+    ``read == stored + already_present + merged + rejected`` (``merged``: a model's proposal repeated from
+    another batch whose new hints joined the stored candidate, :func:`store_candidates`)."""
 
     batch: str
     read: int
@@ -94,10 +99,13 @@ class CandidateReport:
     already_present: int
     rejected: int
     problems: tuple[tuple[str, str], ...] = ()
+    merged: int = 0
 
     def line(self) -> str:
+        """One line of the counts; ``merged`` is named only when some were."""
+        merged = f", merged {self.merged}" if self.merged else ""
         return (f"{self.batch}: questions read {self.read}, stored {self.stored}, "
-                f"already present {self.already_present}, rejected {self.rejected}")
+                f"already present {self.already_present}{merged}, rejected {self.rejected}")
 
 
 def candidate_id(origin: str, text: str) -> str:
@@ -192,6 +200,27 @@ def _yaml_entries(path: Path) -> list[tuple[str, dict]]:
     return [(f"entry {index}", entry) for index, entry in enumerate(data)]
 
 
+def typed_candidate(entry, batch: str) -> Candidate:
+    """One typed question (origin ``typed``) from a mapping of a typed file's keys (``text``, ``type``, and
+    ``hints`` or one hint's keys), by the file reader's rules; a :class:`ValueError` with the reader's one-line
+    message (naming the key, never the text) otherwise.  The question-entry widget validates with it."""
+    text, type_, hints = _entry(entry)
+    return Candidate(text, type_, "typed", batch, tuple(dict.fromkeys(hints)))
+
+
+def candidates_of_questions(questions: pd.DataFrame, batch: str) -> dict[str, Candidate]:
+    """A dataset's questions (``question_id, text, type``) as typed candidates of ``batch``, by question id (a
+    question whose text an earlier one already has is left out: one text is one candidate)."""
+    out: dict[str, Candidate] = {}
+    seen: set[str] = set()
+    for question_id, text, type_ in questions[["question_id", "text", "type"]].itertuples(index=False):
+        candidate = typed_candidate({"text": text, "type": type_}, batch)
+        if candidate.text not in seen:
+            seen.add(candidate.text)
+            out[str(question_id)] = candidate
+    return out
+
+
 def _entry(entry) -> tuple[str, str, tuple[Hint, ...]]:
     if not isinstance(entry, dict):
         raise ValueError("expected a mapping with keys text, type and optional hints")
@@ -270,37 +299,51 @@ def hint_time(value, key: str, whole_day: bool = False) -> tuple[datetime, datet
 
 def store_candidates(engine: Engine, candidates: list[Candidate], batch: str,
                      rejected: list[tuple[str, str]] = (), read: int | None = None) -> CandidateReport:
-    """Store candidates not stored yet (status ``proposed``) with their hints, in one transaction.
+    """Store candidates not stored yet (status ``proposed``) with their hints, in one transaction; each hint
+    keeps the batch that gave it (``candidate_hints.batch``).
 
-    A candidate whose id is stored with the same type and hints is already present; with another type or
-    other hints it is rejected (its status, edits and grades are kept: change it with the status functions).
+    A candidate whose id is stored with the same type and hints is already present (a model's proposal also
+    when its hints are among the stored ones).  A model's proposal repeated from another message batch with the same type and new hints is
+    merged: its new hints are appended after the stored ones (each with its own batch; a hint already stored
+    is not stored twice) and the candidate's status, edits and grades are kept.  Any other repeat (another
+    type; a typed file's question with other hints; other hints from the same batch) is rejected and left as
+    it was (change it with the status functions).
     """
-    stored = present = 0
+    stored = present = merged = 0
     problems = list(rejected)
     now = sql_datetime(datetime.now().replace(microsecond=0))
     with engine.begin() as conn:
         for candidate in candidates:
-            cid = candidate.candidate_id
-            found = conn.execute(select(question_candidates.c.type).where(
-                question_candidates.c.candidate_id == cid)).scalar_one_or_none()
+            cid, origin_batch = candidate.candidate_id, candidate.batch or batch
+            found = conn.execute(select(question_candidates.c.type, question_candidates.c.batch).where(
+                question_candidates.c.candidate_id == cid)).first()
             if found is not None:
-                same = found == candidate.type and _stored_hints(conn, cid) == list(candidate.hints)
-                if same:
+                known, model = _stored_hints(conn, cid), candidate.origin == "model"
+                new = [h for h in dict.fromkeys(candidate.hints) if h not in known]
+                if found.type == candidate.type and (known == list(candidate.hints) or (model and not new)):
                     present += 1
+                elif found.type == candidate.type and model and origin_batch != found.batch:
+                    _insert_hints(conn, cid, new, origin_batch, start=len(known))
+                    merged += 1
                 else:
                     problems.append((cid, "already stored with another type or other hints; it was left as it was"))
                 continue
             conn.execute(question_candidates.insert().values(
                 candidate_id=cid, text=candidate.text, type=candidate.type, origin=candidate.origin,
-                model=candidate.model, prompt_sha256=candidate.prompt_sha256, batch=candidate.batch or batch,
+                model=candidate.model, prompt_sha256=candidate.prompt_sha256, batch=origin_batch,
                 status="proposed", created_at=now))
-            if candidate.hints:
-                conn.execute(candidate_hints.insert(), [
-                    {"candidate_id": cid, "hint": i, "time_from": h.time_from, "time_to": h.time_to,
-                     "speaker": h.speaker, "excerpt": h.phrase} for i, h in enumerate(candidate.hints)])
+            _insert_hints(conn, cid, list(candidate.hints), origin_batch)
             stored += 1
     n_read = len(candidates) + len(rejected) if read is None else read
-    return CandidateReport(batch, n_read, stored, present, n_read - stored - present, tuple(problems))
+    return CandidateReport(batch, n_read, stored, present, n_read - stored - present - merged, tuple(problems),
+                           merged)
+
+
+def _insert_hints(conn, cid: str, hints: list[Hint], batch: str, start: int = 0) -> None:
+    if hints:
+        conn.execute(candidate_hints.insert(), [
+            {"candidate_id": cid, "hint": start + i, "time_from": h.time_from, "time_to": h.time_to,
+             "speaker": h.speaker, "excerpt": h.phrase, "batch": batch} for i, h in enumerate(hints)])
 
 
 def _stored_hints(conn, cid: str) -> list[Hint]:
@@ -323,11 +366,15 @@ def accept_candidate(engine: Engine, candidate: str) -> None:
     _set_status(engine, candidate, status="accepted", edited_text=None, reason=None)
 
 
-def edit_candidate(engine: Engine, candidate: str, text: str) -> None:
-    """Accept a candidate with another wording: ``text`` is what is graded and exported (the id stays)."""
+def edit_candidate(engine: Engine, candidate: str, text: str, *, type: str | None = None) -> None:
+    """Accept a candidate with another wording: ``text`` is what is graded and exported (the id and the
+    proposed ``text`` stay); ``type`` (when given) replaces its type."""
     if not isinstance(text, str) or not text.strip():
         raise PmragError(f"candidate {candidate}: the edited text must be a non-empty string")
-    _set_status(engine, candidate, status="edited", edited_text=text.strip(), reason=None)
+    if type is not None and (not isinstance(type, str) or not type.strip()):
+        raise PmragError(f"candidate {candidate}: the edited type must be a non-empty string")
+    changed = {"type": type.strip()} if type is not None else {}
+    _set_status(engine, candidate, status="edited", edited_text=text.strip(), reason=None, **changed)
 
 
 def drop_candidate(engine: Engine, candidate: str, reason: str) -> None:

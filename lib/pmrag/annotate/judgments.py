@@ -26,6 +26,7 @@ import pandas as pd
 from sqlalchemy import Engine, and_, select
 
 from pmrag.core.errors import PmragError
+from pmrag.core.frames import require_columns
 from pmrag.core.store import judgments, question_candidates, question_drops, questions
 from pmrag.core.store import pool as pool_table
 
@@ -169,6 +170,33 @@ def record_grade(engine: Engine, question_id: str, chunk_id: str, annotator: str
         before = _read_grade(conn, after.question_id, after.chunk_id, annotator)
         _write(conn, after)
     return GradeChange(before, after)
+
+
+def record_grades(engine: Engine, grades: pd.DataFrame, annotator: str, *, pool: str,
+                  judged_at: str | None = None) -> int:
+    """Grade many pooled chunks for one annotator at once (a script's or a simulated annotator's grades), each
+    replacing the annotator's earlier grade of it, in one transaction; returns the rows written.
+
+    ``grades``: rows ``question_id, chunk_id, relevance`` (a ``note`` column is kept when present).  The checks
+    are :func:`record_grade`'s: a bad annotator id, a relevance outside 0..2 or a row not in pool ``pool`` is a
+    :class:`JudgmentError` (one line; a row outside the pool is named) and nothing is written."""
+    annotator = check_annotator(annotator)
+    require_columns(grades, ("question_id", "chunk_id", "relevance"), "grades")
+    when, pool = judged_at or _now(), str(pool)
+    notes = grades["note"] if "note" in grades.columns else [None] * len(grades)
+    rows = [Judgment(str(q), str(c), annotator, check_relevance(r),
+                     (n.strip() or None) if isinstance(n, str) else None, pool, when)
+            for q, c, r, n in zip(grades["question_id"], grades["chunk_id"], grades["relevance"], notes)]
+    with engine.begin() as conn:
+        pooled = {(q, c) for q, c in conn.execute(select(pool_table.c.question_id, pool_table.c.chunk_id)
+                                                  .where(pool_table.c.pool == pool))}
+        outside = next((row for row in rows if (row.question_id, row.chunk_id) not in pooled), None)
+        if outside is not None:
+            raise JudgmentError(f"chunk {outside.chunk_id!r} is not in the pool {pool!r} of question "
+                                f"{outside.question_id!r}; only pooled chunks are graded")
+        for row in rows:
+            _write(conn, row)
+    return len(rows)
 
 
 def undo_grade(engine: Engine, change: GradeChange) -> Judgment | None:

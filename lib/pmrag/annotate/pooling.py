@@ -44,6 +44,16 @@ def blind_positions(question_id: str, chunk_ids: Sequence[str], seed: int) -> np
     return positions
 
 
+def rankings_of(rankings: Mapping[str, pd.DataFrame], question_ids: Mapping[str, str]) -> dict[str, pd.DataFrame]:
+    """The rankings of the questions named in ``question_ids`` (a ranked question's id → the id it is pooled
+    under, e.g. the candidate made from it), with their ids replaced: another question's rows are left out."""
+    renamed = {}
+    for name, ranking in rankings.items():
+        kept = ranking[ranking["question_id"].astype(str).isin(list(question_ids))]
+        renamed[name] = kept.assign(question_id=kept["question_id"].astype(str).map(question_ids)).reset_index(drop=True)
+    return renamed
+
+
 def build_pool(rankings: Mapping[str, pd.DataFrame], depth: int = POOL_DEPTH,
                retrievers: Sequence[str] | None = POOL_RETRIEVERS, recovered: pd.DataFrame | None = None, *,
                seed: int = 0, questions: Sequence[str] | None = None) -> pd.DataFrame:

@@ -677,6 +677,14 @@ class CandidatesSection(Section):
             "max_output_tokens": self.max_output_tokens})
 
 
+class PoolSection(Section):
+    depth: int = key(10, "pmrag pool and notebook 11: the top depth chunks of each pooled retriever are graded (the "
+                         "paper's pooling depth for new gold; pmrag pool --depth overrides it)", ge=1)
+    seed: int = key(0, "pmrag pool and notebook 11: seed of the blind grading order (each question's chunks are "
+                       "shuffled by a generator seeded from it and the question id; pmrag pool --seed overrides it)",
+                    ge=0)
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -708,6 +716,7 @@ class StudyParams(Section):
     statistics: StatisticsSection = StatisticsSection()
     incompleteness: IncompletenessSection = IncompletenessSection()
     candidates: CandidatesSection = CandidatesSection()
+    pool: PoolSection = PoolSection()
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")

@@ -46,9 +46,9 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 7            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+SCHEMA_VERSION = 8            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
                               # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions;
-                              # 6: revisions; 7: the gold-annotation tables)
+                              # 6: revisions; 7: the gold-annotation tables; 8: candidate_hints.batch)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -268,7 +268,8 @@ candidate_hints = Table(                                 # a candidate's evidenc
     Column("time_to", DateTime),                         # a range's end; NULL: time_from alone (with a tolerance)
     Column("speaker", Text),
     Column("excerpt", Text),
-)
+    Column("batch", String),                             # the batch (message batch or file) that gave the hint;
+)                                                        # NULL: the candidate's own (a store of schema 7)
 
 hint_matches = Table(                                    # what each hint matched, and how
     "hint_matches", metadata,
@@ -457,14 +458,17 @@ def _columns(conn, name: str) -> list[str]:
 def _upgrade(conn) -> None:
     """Bring a store written by an earlier pmrag to :data:`SCHEMA_VERSION` (messages it already holds keep a
     NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``).
-    Versions 4, 5 and 6 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``;
-    ``revisions``), which :func:`_claim` creates."""
+    Versions 4, 5, 6 and 7 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``;
+    ``revisions``; the gold-annotation tables), which :func:`_claim` creates; version 8 adds
+    ``candidate_hints.batch`` (NULL for the hints already stored: the candidate's own batch)."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
         conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS ix_messages_merge_key ON messages (merge_key)")
     if "rejections" in tables and "action" not in _columns(conn, "rejections"):
         conn.exec_driver_sql("ALTER TABLE rejections ADD COLUMN action VARCHAR NOT NULL DEFAULT 'rejected'")
+    if "candidate_hints" in tables and "batch" not in _columns(conn, "candidate_hints"):
+        conn.exec_driver_sql("ALTER TABLE candidate_hints ADD COLUMN batch VARCHAR")
     if "files" in tables:
         key = [row[1] for row in conn.exec_driver_sql('PRAGMA table_info("files")').all() if row[5]]
         if key == ["sha256"]:   # version 1: one row per content, the path of the last name ingested

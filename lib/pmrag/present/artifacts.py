@@ -278,6 +278,15 @@ class T:
          "Δ ndcg@5", "rank change"))
 
 
+    # 11_make_gold (§4.2–4.3): the walkthrough of making gold for a history (its annotation store, not the study's)
+    gold_pool_sizes = TableSpec("gold_pool_sizes", "11_make_gold",
+                                "The walkthrough's pool: chunks to grade per question, brought by a retriever or a hint",
+                                ("question_id", "chunks", "by_retriever", "by_hint"))
+    gold_agreement = TableSpec("gold_agreement", "11_make_gold",
+                               "Agreement of the annotators of the walkthrough's pool (weighted κ, ordinal α, raw), "
+                               "with bootstrap intervals over questions",
+                               ("measure", "annotators", "type", "n_questions", "n_rows", "value", "ci_low", "ci_high"))
+
 class F:
     """The figures, by name."""
 

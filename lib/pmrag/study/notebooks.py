@@ -21,7 +21,8 @@ from pmrag.study.params import FOLDER_KEYS
 
 NOTEBOOKS_DIR = "notebooks"   # executed copies, in the run folder
 NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
-NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier")}   # its cross-check's evaluator
+NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier"),   # its cross-check's evaluator
+                           "11_make_gold": ("anywidget",)}                                  # the grading key pad
 NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS)
 
 

@@ -12,7 +12,10 @@ Three layers, as in the failure inspector, so everything but the wiring is teste
   :mod:`pmrag.annotate.judgments`, which writes every grade, note and drop to the store at once;
 * :mod:`~pmrag.present.grading.adjudicate` — :class:`AdjudicationWidget`: the same widget walking only the
   chunks annotators graded differently, each annotator's grade shown, the adjudicator's grade written to
-  ``adjudications`` (:mod:`pmrag.annotate.adjudicate`).
+  ``adjudications`` (:mod:`pmrag.annotate.adjudicate`);
+* :mod:`~pmrag.present.grading.questions` — the questions before grading: :class:`QuestionEntryWidget` (type a
+  question and its evidence hints, stored as a typed candidate) and :class:`CandidateReviewWidget` (accept, edit
+  or drop the proposed candidates), through :mod:`pmrag.annotate.candidates`.
 
 Blind by construction: a candidate is known by its position in the pool's seeded order; the pool's
 ``origins`` (which retriever at which rank) are never read here.
@@ -28,6 +31,7 @@ from pmrag.present.grading.adjudicate import AdjudicationWidget
 from pmrag.present.grading.data import (NEIGHBOURS, CandidateView, Line, PoolReader, QuestionView, candidate_view,
                                         question_view)
 from pmrag.present.grading.keys import CSS_KEYPAD, keypad_class
+from pmrag.present.grading.questions import CandidateReviewWidget, QuestionEntryWidget
 from pmrag.present.grading.render import (GRADE_LABELS, KEYS_HELP, grade_text, mark_excerpts, render_annotator_grades,
                                           render_candidate, render_message, render_progress, render_question,
                                           render_strip)
@@ -35,7 +39,7 @@ from pmrag.present.grading.widget import (CSS_CANDIDATE, CSS_QUESTION, CSS_ROOT,
                                           GradingWidget)
 
 __all__ = [
-    "AdjudicationWidget",
+    "AdjudicationWidget", "CandidateReviewWidget", "QuestionEntryWidget",
     "CSS_CANDIDATE", "CSS_KEYPAD", "CSS_QUESTION", "CSS_ROOT", "CSS_STATUS", "GRADE_LABELS", "KEYS_HELP",
     "NEIGHBOURS", "WIDGET_HINT", "CandidateView", "GradingWidget", "Line", "PoolReader", "QuestionView",
     "candidate_view", "grade_text", "keypad_class", "mark_excerpts", "question_view", "render_candidate",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 
 import pandas as pd
 from sqlalchemy import Engine
@@ -88,14 +87,28 @@ class PoolReader:
     def __init__(self, engine: Engine, pool: str):
         self.engine = engine
         self.pool = str(pool)
+        self._questions: pd.DataFrame | None = None
+        self._seen: tuple | None = None
 
     def _rows(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         with self.engine.connect() as conn:
             return [tuple(r) for r in conn.exec_driver_sql(sql, parameters).all()]
 
-    @cached_property
+    @property
     def questions(self) -> pd.DataFrame:
-        """``question_id, text, type`` of every question of the pool, in :func:`question_order`."""
+        """``question_id, text, type`` of every question of the pool, in :func:`question_order`.  Read once, and
+        again when the pool's number of rows or of questions has changed since (one small count query per use:
+        a question pooled later is seen) or after :meth:`refresh` (a question's text edited since)."""
+        seen = self._rows("SELECT COUNT(*), COUNT(DISTINCT question_id) FROM pool WHERE pool = ?", (self.pool,))[0]
+        if self._questions is None or seen != self._seen:
+            self._questions, self._seen = self._read_questions(), seen
+        return self._questions
+
+    def refresh(self) -> None:
+        """Read the questions again at their next use."""
+        self._questions = None
+
+    def _read_questions(self) -> pd.DataFrame:
         rows = self._rows(
             "SELECT p.question_id, COALESCE(q.text, c.edited_text, c.text), COALESCE(q.type, c.type) "
             "FROM (SELECT DISTINCT question_id FROM pool WHERE pool = ?) p "

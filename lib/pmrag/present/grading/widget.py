@@ -144,6 +144,7 @@ class GradingWidget:
     def open(self, question_id: str, position: int | None = None) -> None:
         """Show ``question_id`` at the candidate in ``position`` (default: its first ungraded one, else the first)."""
         self.question_id = str(question_id)
+        self._sync_questions()
         self._candidates = self._candidates_of(self.question_id)
         positions = list(self._candidates["position"])
         if position is None:
@@ -236,11 +237,34 @@ class GradingWidget:
         else:
             self._say(f"Question {self.question_id} was not dropped.")
 
+    def refresh(self) -> None:
+        """Read the pool's questions again (a question pooled, or a question's text edited, since the widget was
+        built) and re-render; a pool that held no question when grading started is started now."""
+        self.reader.refresh()
+        if self.annotator_id is not None and self.question_id is None and self._question_ids():
+            self.start(self.annotator_id)
+            return
+        self._sync_questions()
+        self.render()
+
     # -- views -----------------------------------------------------------------------------------------
+    def _sync_questions(self) -> None:
+        """The question menu lists the pool's questions as the store holds them now."""
+        options = [(f"{n}. {q}", q) for n, q in enumerate(self._question_ids(), 1)]
+        if list(self.question.options) == options:
+            return
+        self._quiet = True
+        try:
+            self.question.options = options
+            self.question.value = self.question_id if self.question_id in dict(options).values() else None
+        finally:
+            self._quiet = False
+
     def render(self) -> None:
         """Re-render the question header and the current candidate from the store."""
         if self.question_id is None or self.annotator_id is None:
             return
+        self._sync_questions()
         grades = self._stored_grades(self.question_id)
         view = question_view(self.reader, self.question_id, self._candidates, grades,
                              self._dropped_reason(self.question_id), self._overall())
@@ -357,14 +381,20 @@ class GradingWidget:
                 f"question={self.question_id!r}, candidate={self.index + 1})")
 
 
-@cache
 def _grading_box() -> type:
-    """The root ``VBox`` class whose ``text/plain`` is :data:`WIDGET_HINT` (built on first use)."""
+    """The root ``VBox`` class whose ``text/plain`` is :data:`WIDGET_HINT`."""
+    return hinted_box(WIDGET_HINT)
+
+
+@cache
+def hinted_box(hint: str) -> type:
+    """A ``VBox`` class whose ``text/plain`` is ``hint`` (built on first use): what a saved notebook shows
+    where the widget was, instead of the widgets' reprs."""
     import ipywidgets as w
 
-    class GradingBox(w.VBox):
+    class HintedBox(w.VBox):
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs) or {}
-            return {**bundle, "text/plain": WIDGET_HINT}
+            return {**bundle, "text/plain": hint}
 
-    return GradingBox
+    return HintedBox

@@ -1,0 +1,50 @@
+"""An annotation store beside a study (000 §4.2–4.3): candidates, pools and grades kept apart from the study.
+
+A study's own store holds its stages' results, cached by content; grades written there would mix a person's
+work with what a rerun recomputes.  The annotation store is a store of its own (a file, e.g. in the run folder)
+holding a copy of the history it is graded against (``messages``, ``chunks``, ``chunk_messages``), so the
+grading widget, hint recovery and the export read everything from it; the study's store is only read, once per
+:func:`annotation_store` call, and the copy is replaced there by what the study holds now.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from sqlalchemy import Engine
+
+from pmrag.core.store import StoreError, metadata, open_store
+
+HISTORY_TABLES = ("messages", "chunks", "chunk_messages")
+
+
+def annotation_store(path, study_store) -> Engine:
+    """Open (creating it when missing) the annotation store at ``path`` with the history of the store file
+    ``study_store`` copied in (:data:`HISTORY_TABLES`, replacing what it held of them; its candidates, hints,
+    pools and grades are kept).  The two must be different files: the study's store is never written."""
+    path, study_store = Path(path), Path(study_store)
+    if not study_store.is_file():
+        raise StoreError(f"{study_store}: no study store to copy the history from")
+    if path.exists() and path.resolve() == study_store.resolve():
+        raise StoreError(f"{path}: the annotation store must be another file than the study's store")
+    engine = open_store(path)
+    connection = sqlite3.connect(_uri(path), uri=True, timeout=60)
+    try:
+        connection.execute("ATTACH DATABASE ? AS study", (_uri(study_store) + "?mode=ro",))
+        with connection:
+            for table in HISTORY_TABLES:
+                columns = ", ".join(f'"{column.name}"' for column in metadata.tables[table].columns)
+                connection.execute(f"DELETE FROM main.{table}")
+                connection.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM study.{table}")
+    except sqlite3.Error as exc:
+        engine.dispose()
+        raise StoreError(f"{study_store}: cannot copy the history into {path.name} ({exc})") from None
+    finally:
+        connection.close()
+    return engine
+
+
+def _uri(path: Path) -> str:
+    return "file:" + quote(str(path.resolve()))
