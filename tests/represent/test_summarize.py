@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import openai
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
@@ -427,3 +428,13 @@ def test_extractive_runs_through_the_batch_runner_without_sleeping(engine, capsy
     again = run(engine, chunks, shorter)
     assert (again.skipped, again.skipped_mismatched, again.ok) == (2, 2, 0)
     assert "2 skipped rows came from another model or input" in again.line()
+
+
+def test_the_summaries_identity_reads_a_failed_chunk_without_summary():
+    from pmrag.represent.summarize import summaries_identity
+
+    ok = pd.DataFrame({"chunk_id": ["a", "b"], "status": ["ok", "ok"], "summary": ["s1", "s2"]})
+    failed = ok.assign(status=["ok", "error"], summary=["s1", None])
+    assert summaries_identity(failed) != summaries_identity(ok)
+    assert summaries_identity(failed) == summaries_identity(failed.assign(summary=["s1", float("nan")]))
+    assert summaries_identity(ok) == summaries_identity(ok.copy())

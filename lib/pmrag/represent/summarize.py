@@ -392,8 +392,10 @@ def summarize_study(engine: Engine, chunks: pd.DataFrame, section: SummarizerSec
 
 def summaries_identity(summaries: pd.DataFrame) -> str:
     """The summaries' content (chunk, status, text): what representations and vectors depend on, so a rerun that
-    writes the same summaries leaves its dependents current."""
+    writes the same summaries leaves its dependents current.  A chunk whose call failed has no summary (NULL in
+    the store): it enters as an empty text beside its ``error`` status."""
     import hashlib
 
-    rows = summaries[["chunk_id", "status", "summary"]].astype(str).itertuples(index=False)
+    columns = summaries[["chunk_id", "status", "summary"]]
+    rows = (tuple("" if pd.isna(value) else str(value) for value in row) for row in columns.itertuples(index=False))
     return hashlib.sha256("\x1e".join("\x1f".join(row) for row in rows).encode("utf-8")).hexdigest()
