@@ -485,7 +485,7 @@ def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy)
 class StepProgress:
     """Where a run of a step stands, for a progress display: items done of ``total`` (resumed ones included;
     ``None``: unknown), those that needed a call and how many are left, ok and failed calls, the calls' rate
-    (items a second since the first call), the estimated seconds left (``None``: unknown), the calls allowed in
+    (calls a second since the run started), the estimated seconds left (``None``: unknown), the calls allowed in
     flight now, and why calls wait now (``None``, ``"retry-after"``: the server asked, ``"budget"``:
     ``requests_per_minute``).  Holds no text."""
 
@@ -566,10 +566,11 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         if on_progress is None:
             return
         called = counts["ok"] + counts["error"]
+        finished = counts["skipped"] + called
         elapsed = time.monotonic() - started
         rate = called / elapsed if called and elapsed > 0 else None
-        left = None if total is None else total - counts["seen"]
-        on_progress(StepProgress(step.title, counts["seen"], total, called, counts["ok"], counts["error"], rate,
+        left = None if total is None else total - finished
+        on_progress(StepProgress(step.title, finished, total, called, counts["ok"], counts["error"], rate,
                                  None if rate is None or left is None else left / rate, limiter.limit,
                                  waiting.reason if waiting else None))
 
