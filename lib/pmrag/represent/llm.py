@@ -26,21 +26,30 @@ check of a reply, what one item is called, what its report counts as dropped and
 * **Pacing and retries** (:class:`CallPolicy`, the params' ``summarizer`` section): ``interval_s`` before every
   call but the first; a retryable error (429, 5xx, timeout, connection error) retried up to ``max_retries``
   times after a capped exponential backoff (``backoff_initial_s`` doubling up to ``backoff_max_s``: 0.5 s to
-  8 s, the SDK's own); then ``failure_policy``: ``stop_on_first_error`` (the paper's) records the item as an
-  error and raises the step's :class:`StepStopped`, ``retry`` records it and goes on.
+  8 s, the SDK's own), shortened by up to ``backoff_jitter`` by a share fixed by the item and the attempt, or after
+  the refusal's Retry-After when it sent one; then ``failure_policy``: ``stop_on_first_error`` (the paper's)
+  records the item as an error and raises the step's :class:`StepStopped`, ``retry`` records it and goes on.
+* **Concurrency** (:mod:`pmrag.represent.calls`): ``summarizer.concurrency`` calls in flight at once (1, the
+  paper's, runs them one after the other in the caller's thread), halved while the server refuses (429, 5xx) and
+  raised again as calls succeed; a refusal's Retry-After holds every new call; ``requests_per_minute`` spaces the
+  starts.  Each row is committed in the caller's thread as its call returns, and what an item stores never depends
+  on the order in which calls return, so a study stores the same tables at any concurrency.
 * **Validation**: the step's ``validate`` turns a reply's text into the step's output, or raises a
   non-retryable :class:`CallError` whose one-line message names the item and the key, never the reply's text
   (:func:`reply_object` reads a reply that must be one JSON object).
 * **Provenance and resume** (a store: :class:`ExtractionStore`, table ``graph_extractions``, for the JSON
   steps; :class:`SummaryStore`, tables ``summaries`` and ``summary_runs``, for the summaries): one row per call
   (the item's last outcome: status, output or error, requested and reported model, SDK version, the input's
-  length and SHA-256, tokens, latency of the last attempt, attempts, run), committed before the next call, so a
-  killed run loses at most the item in flight.  A rerun takes the items with an ``ok`` row from the store
+  length and SHA-256, tokens, latency of the last attempt, attempts, run), committed as its call returns, so a
+  killed run loses at most the items in flight.  A rerun takes the items with an ``ok`` row from the store
   (which rows count is the store's rule) and calls the model for the others, error rows included.
-* **Report** (:class:`StepReport`): what a run did, as one line without any text or key.
+* **Report** (:class:`StepReport`): what a run did, as one line without any text or key; while it runs,
+  :class:`StepProgress` (items done of all, rate, ETA, calls in flight, waiting on a Retry-After or the budget)
+  for a progress display.
 
-Concurrency and rate-limit handling belong to :class:`CallPolicy` and :func:`run_step`; nothing outside this
-module makes a call.
+Concurrency and rate-limit handling belong to :class:`CallPolicy`, :func:`run_step` and
+:mod:`pmrag.represent.calls` (which the ``openai`` embedder's batches go through too); no other module makes an LLM
+call.
 """
 
 from __future__ import annotations

@@ -33,8 +33,10 @@ Failure handling is the LLM step's (:func:`~pmrag.represent.llm.run_step`): a re
 timeout, connection error) is retried up to ``max_retries`` times (default 2, the SDK default the paper ran
 with) with capped exponential backoff (0.5 s doubling to 8 s, the SDK's).  Then ``failure_policy =
 "stop_on_first_error"`` is the paper's (stop; everything committed so far is kept) and ``"retry"`` records the
-chunk as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
-loses at most the chunk in flight; rerunning skips chunks whose status is already ``ok``.
+chunk as an error and goes on (the study then gives it an empty summary and counts it among its losses:
+:func:`pmrag.evaluate.coverage.chunks_without_summary`).  ``concurrency`` chunks are summarized at once (1, the
+paper's, one after the other).  Each chunk's row is committed right after its call returns, so a killed run
+loses at most the chunks in flight; rerunning skips chunks whose status is already ``ok``.
 """
 
 from __future__ import annotations
