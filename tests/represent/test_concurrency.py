@@ -229,3 +229,16 @@ def test_the_embedding_section_sets_the_openai_embedders_bounds(server):
     embedder = make_embedder(EmbeddingSection(backend="openai", base_url=server.base_url, concurrency=3,
                                               requests_per_minute=600))
     assert (embedder.limiter.maximum, embedder.limiter.budget.spacing) == (3, 0.1)
+
+
+def test_a_run_inside_reporting_progress_reports_to_its_listener_an_offline_one_does_not(server, engine):
+    from pmrag.represent.llm import reporting_progress
+
+    heard = []
+    params = settings(server)
+    with reporting_progress(heard.append):
+        summarize_chunks(engine, CHUNKS[:3], make_summarizer(params), params, progress=False)
+        summarize_chunks(engine, CHUNKS[3:6], make_summarizer(SummarizerSection(), "en"), SummarizerSection(),
+                         progress=False)
+    summarize_chunks(engine, CHUNKS[6:8], make_summarizer(params), params, progress=False)
+    assert [p.done for p in heard] == [1, 2, 3] and {p.title for p in heard} == {"summaries"}

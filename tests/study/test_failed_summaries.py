@@ -1,12 +1,13 @@
-"""A study whose summarizer refuses some chunks (``failure_policy: retry``) finishes, counts the chunks it could not
-summarize among its losses, and the next run calls the model for exactly those chunks."""
+"""A study whose summarizer refuses some chunks (``failure_policy: retry``) finishes (``pmrag study``), counts the
+chunks it could not summarize among its losses, and the next run calls the model for exactly those chunks."""
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from pmrag.study.runner import run_study
 from responses_server import Reply
 from tests.study.test_study_runner import write_notebook
 
@@ -37,16 +38,23 @@ def refused(body: dict) -> bool:
     return any(line in (body or {}).get("input", "") for line in REFUSED)
 
 
+def pmrag_study(params: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pmrag", "study", str(params)], cwd=params.parent,
+                          capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.integration
-def test_a_study_with_failed_summaries_finishes_counts_them_and_the_next_run_fills_exactly_them(
-        server, tmp_path, capsys):
+def test_a_study_with_failed_summaries_finishes_counts_them_and_the_next_run_fills_exactly_them(server, tmp_path):
     from pmrag.study import Study
 
     healthy = {"now": False}
     server.route = lambda body: None if healthy["now"] or not refused(body) else Reply.error(503)
     params = write_study(tmp_path, server.base_url)
 
-    run_study(params, progress=False)                                  # finishes: no internal error
+    result = pmrag_study(params)
+    assert result.returncode == 0, result.stderr[-2000:]              # finishes: no internal error
+    assert "warning: 2 of 5 chunks have no summary" in result.stderr
+    assert "[calls] summaries: 5/5 (ok 3, error 2)" in result.stderr
     study = Study.from_params(params)
     summaries = study.summaries().set_index("chunk_id")
     failed = sorted(summaries.index[summaries["status"] == "error"])
@@ -60,13 +68,13 @@ def test_a_study_with_failed_summaries_finishes_counts_them_and_the_next_run_fil
     coverage = study.coverage()
     assert coverage.chunks_without_summary == 2
     assert any(line.startswith("2 of 5 chunks have no summary") for line in coverage.warnings)
-    assert "warning: 2 of 5 chunks have no summary" in capsys.readouterr().err
     assert (tmp_path / "out" / "tiny" / "notebooks" / "01_done.ipynb").is_file()   # the notebooks ran too
     assert {row.name: row.state for row in study.engine.status()}["summaries"] == "partial"
 
     healthy["now"] = True
     before = len(server.response_requests())
-    run_study(params, progress=False)
+    result = pmrag_study(params)
+    assert result.returncode == 0 and "no summary" not in result.stderr, result.stderr[-2000:]
     again = server.response_requests()[before:]
     assert len(again) == 2 and all(refused(request.body) for request in again)   # exactly the failed chunks
     study = Study.from_params(params)

@@ -62,6 +62,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -521,6 +523,20 @@ class StepProgress:
         return text + (f", waiting: {self.waiting}" if self.waiting else "")
 
 
+_PROGRESS: ContextVar[Callable[[StepProgress], None] | None] = ContextVar("step_progress", default=None)
+
+
+@contextmanager
+def reporting_progress(listener: Callable[[StepProgress], None]) -> Iterator[None]:
+    """Within the block, every :func:`run_step` given no ``on_progress`` of its own reports to ``listener`` (the
+    command line prints it; a stage cannot hand it down through its key-free runtime otherwise)."""
+    token = _PROGRESS.set(listener)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store: StepStore, policy: CallPolicy,
              run_id: str | None = None, total: int | None = None, progress: bool = False,
              on_progress: Callable[[StepProgress], None] | None = None) -> StepResult:
@@ -535,7 +551,8 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     policy : pacing, retries, concurrency and failure policy (:class:`CallPolicy`).
     run_id : the run's id in the rows (default: a new one); total : the item count for the progress bar when
     ``items`` has no length; progress : show a progress bar; on_progress : called with a :class:`StepProgress`
-    after each item (in this thread).
+    after each item (in this thread; default: for a client that calls an API, the listener of
+    :func:`reporting_progress`, if any).
 
     Returns
     -------
@@ -567,6 +584,7 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     bar = tqdm(total=total, desc=f"{step.title} ({client.backend})", unit=step.noun, disable=not progress)
     limiter = policy.limiter if client.calls_api else Limiter(1)
     started = time.monotonic()
+    on_progress = on_progress or (_PROGRESS.get() if client.calls_api else None)   # a stand-in's are not calls
 
     def report_progress() -> None:
         waiting = limiter.waiting()
