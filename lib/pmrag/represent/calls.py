@@ -5,8 +5,8 @@ Every model call of pmrag starts through a :class:`Limiter` (the LLM steps throu
 :func:`~pmrag.represent.embed.embed_with_cache`) and is run by :func:`run_bounded`:
 
 * **Concurrency** (a section's ``concurrency``, default 1: the paper's one call at a time): at most that many calls
-  in flight, on a thread pool (the ``openai`` client is thread-safe).  At 1 no thread is started: the calls run one
-  after the other in the caller's thread, as they always did.
+  in flight, each in a daemon thread of its own (the ``openai`` client is thread-safe; an interrupted run exits at
+  once).  At 1 no thread is started: the calls run one after the other in the caller's thread, as they always did.
 * **AIMD**: a refusal (HTTP 429 or 5xx) halves the number of calls allowed in flight (at least 1; once per round:
   the refusals of calls started before the last decrease do not decrease it again); after as many successes in a
   row as are allowed, one more is allowed, up to ``concurrency``.  The server's refusals set the pace, not ours.
@@ -25,10 +25,10 @@ None of this can change a reply, so none of it enters a stage's key (the params 
 from __future__ import annotations
 
 import hashlib
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -179,10 +179,11 @@ def run_bounded(jobs: Iterable[Job], call: Callable[[Job], Any], limiter: Limite
                 done: Callable[[Job, Any], bool | None]) -> None:
     """``call(job)`` for every job, at most ``limiter.limit`` at once, started in the jobs' order.
 
-    ``done(job, result)`` runs in this thread as each call returns (the calls that return together in the jobs'
-    order); when it returns true no further job starts, and the calls in flight are still handed to ``done``.
-    ``jobs`` is read lazily, in this thread, only when a call may start.  An exception of ``call`` is raised here
-    (the calls in flight are not waited for).  With ``limiter.maximum`` 1 every call runs in this thread.
+    ``done(job, result)`` runs in this thread as each call returns; when it returns true no further job starts,
+    and the calls in flight are still handed to ``done``.  ``jobs`` is read lazily, in this thread, only when a
+    call may start.  An exception of ``call`` is raised here (the calls in flight are not waited for).  With
+    ``limiter.maximum`` 1 every call runs in this thread.  Each other call runs in a daemon thread of its own, so
+    an interrupted run (Ctrl-C) exits at once: it loses the calls in flight, never what ``done`` committed.
     """
     if limiter.maximum == 1:
         for job in jobs:
@@ -190,26 +191,28 @@ def run_bounded(jobs: Iterable[Job], call: Callable[[Job], Any], limiter: Limite
                 return
         return
     pending = iter(jobs)
-    in_flight: dict[Future, tuple[int, Job]] = {}
-    started, stopping = 0, False
-    pool = ThreadPoolExecutor(max_workers=limiter.maximum, thread_name_prefix="pmrag-call")
-    try:
-        while True:
-            while not stopping and len(in_flight) < limiter.limit:
-                job = next(pending, _END)
-                if job is _END:
-                    stopping = True
-                    break
-                in_flight[pool.submit(call, job)] = (started, job)
-                started += 1
-            if not in_flight:
+    returned: queue.SimpleQueue = queue.SimpleQueue()
+    in_flight, stopping = 0, False
+
+    def run(job: Job) -> None:
+        try:
+            returned.put((job, True, call(job)))
+        except BaseException as exc:   # handed to the caller's thread, raised there
+            returned.put((job, False, exc))
+
+    while True:
+        while not stopping and in_flight < limiter.limit:
+            job = next(pending, _END)
+            if job is _END:
+                stopping = True
                 break
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=lambda f: in_flight[f][0]):
-                _, job = in_flight.pop(future)
-                if done(job, future.result()):
-                    stopping = True
-    finally:
-        for future in in_flight:
-            future.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
+            threading.Thread(target=run, args=(job,), name="pmrag-call", daemon=True).start()
+            in_flight += 1
+        if not in_flight:
+            return
+        job, ok, value = returned.get()
+        in_flight -= 1
+        if not ok:
+            raise value
+        if done(job, value):
+            stopping = True
