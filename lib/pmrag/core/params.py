@@ -461,8 +461,8 @@ class GraphSection(Section):
         "offline", "offline: a stand-in with no model (SudachiPy nouns and English word rules, interests by "
         "recurrence), labelled as a stand-in wherever the graph is shown; openai: an LLM, the paper's method (one "
         "Responses API call per memory for its semantic details, then calls over interest_batch memories for the "
-        "interests), connected through the summarizer section (model, base_url, timeout, retries, failure policy) and "
-        "allow_remote / proxy as the summaries are")
+        "interests), connected through the summarizer section (model, base_url, timeout, retries, failure policy, "
+        "concurrency) and allow_remote / proxy as the summaries are")
     split_mode: Literal["A", "B", "C"] = key(
         "C", "SudachiPy split mode of the offline extractor: A shortest units (東京 / 都庁), C longest (東京都庁), B between")
     min_memories: int = key(3, "a phrase or named thing becomes an interest when it occurs in at least this many "
@@ -566,7 +566,8 @@ class ExpansionSection(Section):
 class DecompositionSection(Section):
     backend: Literal["offline", "openai"] = key(
         "offline", "decomp retrievers: sub-queries from the summarizer's model (openai, the paper's Query2doc / "
-        "decomposition suggestion) or an offline stand-in (the question's content-word phrases), labelled as such")
+        "decomposition suggestion; through the summarizer section, its concurrency included) or an offline stand-in "
+        "(the question's content-word phrases), labelled as such")
     max_subqueries: int = key(4, "sub-queries per question besides the question itself", ge=1)
     rrf_k: int = key(60, "the question's and its sub-queries' rankings are fused by RRF with this k", ge=1)
 
