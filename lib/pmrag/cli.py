@@ -180,6 +180,7 @@ def _candidates(args) -> int:
 def _propose(args) -> int:
     """``pmrag candidates --propose PARAMS``: a model proposes question candidates from the study's messages."""
     from pmrag.annotate.propose import propose_candidates
+    from pmrag.represent.llm import reporting_progress
     from pmrag.study import Study
 
     if args.file or args.params or args.db:
@@ -193,9 +194,12 @@ def _propose(args) -> int:
     study = Study.from_params(args.propose)
     study.messages()                 # the ingest stage, computed if the store does not hold it yet
     params = study.params
-    proposal = propose_candidates(study.store, params.candidates, summarizer=params.summarizer,
-                                  prompts=params.representations.prompts, allow_remote=params.allow_remote,
-                                  proxy=params.proxy, limit=args.limit, progress=not args.quiet)
+    with ExitStack() as stack:
+        if not args.quiet:
+            stack.enter_context(reporting_progress(StepProgressLines()))
+        proposal = propose_candidates(study.store, params.candidates, summarizer=params.summarizer,
+                                      prompts=params.representations.prompts, allow_remote=params.allow_remote,
+                                      proxy=params.proxy, limit=args.limit, progress=not args.quiet)
     print("\n".join(proposal.lines()))
     for location, reason in proposal.candidates.problems:
         print(f"  rejected {location}: {reason}")
