@@ -8,6 +8,9 @@ tests can check exactly what the client sent.
 A hostile server echoes the credentials it was sent: in an ok reply's text and model, and in an error's message,
 the placeholders of :func:`echo` are replaced by the request's ``Authorization`` header in several forms.
 
+``latency_s=(low, high)`` waits a seeded random time before each answer (requests answered at once are counted:
+``most_in_flight``); a scripted error may carry headers (``Reply.error(429, headers={"Retry-After": "1"})``).
+
 ``POST /v1/embeddings`` answers like the Embeddings API with ``server.embedding(text)`` for each input text
 (default :func:`default_embedding`, a unit vector of 8 numbers); a test replaces it to send what a broken
 server would (NaN is written as JSON's common ``NaN`` extension, which the client's parser reads).
@@ -20,7 +23,9 @@ server would (NaN is written as JSON's common ``NaN`` extension, which the clien
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,14 +43,15 @@ class Reply:
     message: str = "scripted error"   # status: the error message; echo placeholders ("{auth}": the header)
     seconds: float = 0.0              # hang: how long to wait before answering (ok) — past the client's timeout
     model: str = RESPONSE_MODEL       # ok: the model the response reports; echo placeholders
+    headers: tuple[tuple[str, str], ...] = ()   # status: extra response headers (Retry-After, ...)
 
     @classmethod
     def ok(cls, text: str | None = None, model: str = RESPONSE_MODEL) -> "Reply":
         return cls("ok", text=text, model=model)
 
     @classmethod
-    def error(cls, status: int, message: str = "scripted error") -> "Reply":
-        return cls("status", status=status, message=message)
+    def error(cls, status: int, message: str = "scripted error", headers: dict[str, str] | None = None) -> "Reply":
+        return cls("status", status=status, message=message, headers=tuple((headers or {}).items()))
 
     @classmethod
     def hang(cls, seconds: float) -> "Reply":
@@ -123,12 +129,17 @@ def response_json(text: str, model: str, input_text: str) -> dict:
 class ResponsesServer:
     """Threaded HTTP server on an ephemeral loopback port; use as a context manager (always shut down)."""
 
-    def __init__(self, delay_s: float = 0.0, default: Reply = Reply.ok(), route=None):
+    def __init__(self, delay_s: float = 0.0, default: Reply = Reply.ok(), route=None,
+                 latency_s: tuple[float, float] | None = None, seed: int = 0):
         self.delay_s = delay_s            # added before every answer (slows a run down for the kill test)
+        self.latency_s = latency_s        # (low, high): a random wait before every answer, seeded
+        self._random = random.Random(seed)
+        self.in_flight = self.most_in_flight = 0   # requests being answered now, and the most at once
         self.default = default
         self.route = route                # request JSON body -> Reply or None, asked once the script is exhausted
         self.requests: list[Recorded] = []
         self._script: deque[Reply] = deque()
+        self._embedding_script: deque[Reply] = deque()
         self.embedding = default_embedding   # text -> the vector /embeddings answers for it
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -144,6 +155,11 @@ class ResponsesServer:
     def script(self, *replies: Reply) -> None:
         with self._lock:
             self._script.extend(replies)
+
+    def script_embeddings(self, *refusals: Reply) -> None:
+        """Errors (``Reply.error``) the next ``/embeddings`` requests get, one each, before the vectors again."""
+        with self._lock:
+            self._embedding_script.extend(refusals)
 
     def response_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/responses")]
@@ -179,21 +195,38 @@ class ResponsesServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True   # headers and body leave at once: no 40 ms delayed-ACK stall per answer
 
             def log_message(self, *args):  # quiet
                 pass
 
-            def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
+            def _send(self, status: int, payload: bytes, content_type: str = "application/json",
+                      headers: tuple[tuple[str, str], ...] = ()) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(payload)))
+                    for name, value in headers:
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout)
 
             def do_POST(self):
+                with server._lock:
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                    wait = server._random.uniform(*server.latency_s) if server.latency_s else 0.0
+                try:
+                    if wait:
+                        time.sleep(wait)
+                    self._answer()
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _answer(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
                     body = json.loads(raw)
@@ -201,6 +234,13 @@ class ResponsesServer:
                     body = None
                 with server._lock:
                     server.requests.append(Recorded(self.path, dict(self.headers.items()), body, raw))
+                if self.path.endswith("/embeddings") and server._embedding_script:
+                    with server._lock:
+                        refusal = server._embedding_script.popleft() if server._embedding_script else None
+                    if refusal is not None:
+                        error = {"message": refusal.message, "type": "server_error", "param": None, "code": None}
+                        self._send(refusal.status, json.dumps({"error": error}).encode(), headers=refusal.headers)
+                        return
                 if self.path.endswith("/embeddings"):
                     texts = (body or {}).get("input") or []
                     texts = [texts] if isinstance(texts, str) else texts
@@ -226,7 +266,7 @@ class ResponsesServer:
                 elif reply.kind == "status":
                     message = echo(reply.message, authorization)
                     error = {"message": message, "type": "server_error", "param": None, "code": None}
-                    self._send(reply.status, json.dumps({"error": error}).encode())
+                    self._send(reply.status, json.dumps({"error": error}).encode(), headers=reply.headers)
                 elif reply.kind == "malformed":
                     self._send(200, b'{"id": "resp_test", "object": "response", "output": [')
                 else:

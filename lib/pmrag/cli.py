@@ -22,11 +22,37 @@ from pmrag.core.errors import PmragError
 from pmrag.core.text import one_line
 
 
+class StepProgressLines:
+    """Prints a model step's progress (:class:`~pmrag.represent.llm.StepProgress`) to stderr as one line: when calls
+    start or stop waiting on a rate limit, at most every ``every_s`` seconds otherwise, and when the step is done."""
+
+    def __init__(self, every_s: float = 10.0, out=None, clock=None):
+        import time
+
+        self.every_s, self.out, self.clock = every_s, out or sys.stderr, clock or time.monotonic
+        self._last: dict[str, tuple[float, str | None]] = {}
+
+    def __call__(self, progress) -> None:
+        now = self.clock()
+        last_at, last_waiting = self._last.get(progress.title, (None, None))
+        finished = progress.total is not None and progress.done >= progress.total
+        if (last_at is None and not finished) or progress.waiting != last_waiting or finished or \
+                now - last_at >= self.every_s:
+            print(f"[calls] {progress.line()}", file=self.out, flush=True)
+            self._last[progress.title] = (now, progress.waiting)
+        if finished:
+            self._last.pop(progress.title, None)
+
+
 def _study(args) -> int:
     from pmrag.core.cache import one_warning_per_file
+    from pmrag.represent.llm import reporting_progress
     from pmrag.study.runner import run_study
 
-    with one_warning_per_file():   # each stage opens the embedding cache anew: one line per cache file for the run
+    with ExitStack() as stack:
+        stack.enter_context(one_warning_per_file())   # each stage opens the embedding cache anew: one line per file
+        if not args.quiet:
+            stack.enter_context(reporting_progress(StepProgressLines()))
         run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
     executed = len(run.notebook_seconds)
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
@@ -154,6 +180,7 @@ def _candidates(args) -> int:
 def _propose(args) -> int:
     """``pmrag candidates --propose PARAMS``: a model proposes question candidates from the study's messages."""
     from pmrag.annotate.propose import propose_candidates
+    from pmrag.represent.llm import reporting_progress
     from pmrag.study import Study
 
     if args.file or args.params or args.db:
@@ -167,9 +194,12 @@ def _propose(args) -> int:
     study = Study.from_params(args.propose)
     study.messages()                 # the ingest stage, computed if the store does not hold it yet
     params = study.params
-    proposal = propose_candidates(study.store, params.candidates, summarizer=params.summarizer,
-                                  prompts=params.representations.prompts, allow_remote=params.allow_remote,
-                                  proxy=params.proxy, limit=args.limit, progress=not args.quiet)
+    with ExitStack() as stack:
+        if not args.quiet:
+            stack.enter_context(reporting_progress(StepProgressLines()))
+        proposal = propose_candidates(study.store, params.candidates, summarizer=params.summarizer,
+                                      prompts=params.representations.prompts, allow_remote=params.allow_remote,
+                                      proxy=params.proxy, limit=args.limit, progress=not args.quiet)
     print("\n".join(proposal.lines()))
     for location, reason in proposal.candidates.problems:
         print(f"  rejected {location}: {reason}")

@@ -460,3 +460,15 @@ def test_a_real_study_runs_end_to_end_and_agrees_with_a_brute_force_recount(tmp_
             assert split.loc[name, "recall_all_shown"] == pytest.approx(sum(shown) / len(shown))
     warnings = cov.coverage_warnings(coverage, losses, p.chunking, cov.visibility_summary(frame))
     assert warnings and all("\n" not in w for w in warnings)
+
+
+def test_chunks_without_summary_are_counted_and_warned_about():
+    texts = pd.DataFrame({"chunk_id": ["a", "b", "c"], "raw_text": ["x", "y", "z"],
+                          "summary_status": ["ok", "error", "missing"]})
+    assert cov.chunks_without_summary(texts) == 2
+    assert cov.chunks_without_summary(texts.drop(columns="summary_status")) == 0
+    coverage = pd.DataFrame({"in_no_chunk": [0], "messages": [3]})
+    losses = pd.DataFrame(columns=["question_id", "stage", "reason"])
+    [line] = cov.coverage_warnings(coverage, losses, ChunkingSection(), unsummarized=(2, 3))
+    assert line.startswith("2 of 3 chunks have no summary (their summarizer call failed)")
+    assert cov.coverage_warnings(coverage, losses, ChunkingSection(), unsummarized=(0, 3)) == []

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import openai
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
@@ -280,22 +281,24 @@ import json, sys
 from pmrag.core.store import open_store
 from pmrag.core.params import SummarizerSection
 from pmrag.represent.summarize import make_summarizer, summarize_chunks
-db, url, chunks_path = sys.argv[1:4]
+db, url, chunks_path, concurrency = sys.argv[1:5]
 chunks = [tuple(c) for c in json.loads(open(chunks_path, encoding="utf-8").read())]
-params = SummarizerSection(backend="openai", base_url=url, interval_s=0.0)
+params = SummarizerSection(backend="openai", base_url=url, interval_s=0.0, concurrency=int(concurrency))
 summarize_chunks(open_store(db), chunks, make_summarizer(params), params, progress=False)
 """
 
 
 @pytest.mark.integration
-def test_sigkill_loses_at_most_the_chunk_in_flight_and_resume_redoes_nothing(server, engine, tmp_path):
+@pytest.mark.parametrize("concurrency", [1, 4])   # at 4: at most the four chunks in flight are lost
+def test_sigkill_loses_at_most_the_chunk_in_flight_and_resume_redoes_nothing(server, engine, tmp_path, concurrency):
     n = 12
     chunks = make_chunks(n, prefix="k")
     chunks_path = tmp_path / "chunks.json"
     chunks_path.write_text(json.dumps(chunks, ensure_ascii=False), encoding="utf-8")
     db = tmp_path / "store.sqlite"
     server.delay_s = 0.3
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_SCRIPT, str(db), server.base_url, str(chunks_path)],
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SCRIPT, str(db), server.base_url, str(chunks_path),
+                             str(concurrency)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
@@ -427,3 +430,13 @@ def test_extractive_runs_through_the_batch_runner_without_sleeping(engine, capsy
     again = run(engine, chunks, shorter)
     assert (again.skipped, again.skipped_mismatched, again.ok) == (2, 2, 0)
     assert "2 skipped rows came from another model or input" in again.line()
+
+
+def test_the_summaries_identity_reads_a_failed_chunk_without_summary():
+    from pmrag.represent.summarize import summaries_identity
+
+    ok = pd.DataFrame({"chunk_id": ["a", "b"], "status": ["ok", "ok"], "summary": ["s1", "s2"]})
+    failed = ok.assign(status=["ok", "error"], summary=["s1", None])
+    assert summaries_identity(failed) != summaries_identity(ok)
+    assert summaries_identity(failed) == summaries_identity(failed.assign(summary=["s1", float("nan")]))
+    assert summaries_identity(ok) == summaries_identity(ok.copy())

@@ -43,9 +43,13 @@ DEFAULT_EMBEDDING_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "t
 E5_LOCAL_MODELS = ("multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4")
 
 
-def key(default: Any, description: str, *, paper: Any = None, **constraints) -> Any:
-    """A params key: its default, what it means and, when the paper states one, the paper's value."""
-    extra = {"paper": paper} if paper is not None else None
+def key(default: Any, description: str, *, paper: Any = None, keyed: bool = True, **constraints) -> Any:
+    """A params key: its default, what it means and, when the paper states one, the paper's value.
+
+    ``keyed=False``: the key can never change a result (how many model calls run at once, how fast they start),
+    so it enters no stage's key (:func:`unkeyed_keys`): changing it leaves every stage current.
+    """
+    extra = {**({"paper": paper} if paper is not None else {}), **({} if keyed else {"keyed": False})} or None
     return Field(default, description=description, json_schema_extra=extra, **constraints)
 
 
@@ -180,6 +184,18 @@ class SummarizerSection(Section):
                               "with the SDK's default, 2", paper=2, ge=0)
     backoff_initial_s: Number = key(0.5, "wait before the first retry, doubled each retry (the SDK's 0.5 s)", ge=0)
     backoff_max_s: Number = key(8.0, "longest wait between retries (the SDK's 8 s)", ge=0)
+    backoff_jitter: Number = key(
+        0.0, "each retry's backoff is shortened by up to this share, by an amount fixed by the item and the attempt "
+        "(deterministic; 0.25 is the SDK's jitter); a refusal's Retry-After (at most 60 s) replaces the backoff; "
+        "never keyed", ge=0, le=1, keyed=False)
+    concurrency: int = key(
+        1, "model calls in flight at once for every LLM step (summaries, graph extraction and relevance, query "
+        "decomposition, question candidates); 1 is the paper's one at a time.  Halved while the server refuses (429, "
+        "5xx) and raised again as calls succeed; interval_s is each call's pause; never keyed (results do not depend "
+        "on it)", ge=1, le=64, keyed=False)
+    requests_per_minute: Number | None = key(
+        None, "at most this many call starts a minute over all LLM steps' calls in flight (null: no budget); never "
+        "keyed", gt=0, keyed=False)
 
     @field_validator("base_url")
     @classmethod
@@ -213,6 +229,13 @@ class EmbeddingSection(Section):
     base_url: str | None = key(None, "an OpenAI-compatible server (openai backend)")
     batch_size: int = key(64, "texts per embedding call", ge=1)
     timeout_s: Number = key(60, "per-call timeout in seconds (openai backend)", gt=0)
+    concurrency: int = key(
+        1, "openai backend: embedding calls (batches) in flight at once (1: one at a time, as the paper); halved "
+        "while the server refuses and raised again as calls succeed; never keyed (vectors do not depend on it)",
+        ge=1, le=64, keyed=False)
+    requests_per_minute: Number | None = key(
+        None, "openai backend: at most this many embedding calls a minute (null: no budget); never keyed", gt=0,
+        keyed=False)
     max_chars: int = key(2000, "a text longer than this is shortened to its head and tail before embedding", paper=2000, ge=1)
     head_fraction: Number = key(0.5, "share of max_chars taken from the head", paper=0.5, ge=0, le=1)
     long_text: Literal["shorten", "window_average"] = key(
@@ -438,8 +461,8 @@ class GraphSection(Section):
         "offline", "offline: a stand-in with no model (SudachiPy nouns and English word rules, interests by "
         "recurrence), labelled as a stand-in wherever the graph is shown; openai: an LLM, the paper's method (one "
         "Responses API call per memory for its semantic details, then calls over interest_batch memories for the "
-        "interests), connected through the summarizer section (model, base_url, timeout, retries, failure policy) and "
-        "allow_remote / proxy as the summaries are")
+        "interests), connected through the summarizer section (model, base_url, timeout, retries, failure policy, "
+        "concurrency) and allow_remote / proxy as the summaries are")
     split_mode: Literal["A", "B", "C"] = key(
         "C", "SudachiPy split mode of the offline extractor: A shortest units (東京 / 都庁), C longest (東京都庁), B between")
     min_memories: int = key(3, "a phrase or named thing becomes an interest when it occurs in at least this many "
@@ -543,7 +566,8 @@ class ExpansionSection(Section):
 class DecompositionSection(Section):
     backend: Literal["offline", "openai"] = key(
         "offline", "decomp retrievers: sub-queries from the summarizer's model (openai, the paper's Query2doc / "
-        "decomposition suggestion) or an offline stand-in (the question's content-word phrases), labelled as such")
+        "decomposition suggestion; through the summarizer section, its concurrency included) or an offline stand-in "
+        "(the question's content-word phrases), labelled as such")
     max_subqueries: int = key(4, "sub-queries per question besides the question itself", ge=1)
     rrf_k: int = key(60, "the question's and its sub-queries' rankings are fused by RRF with this k", ge=1)
 
@@ -786,6 +810,18 @@ class StudyParams(Section):
         return tuple(sorted({*self.retrieval.ks, self.analysis.failure_k, *self.analysis.recovery_ks}))
 
 # --------------------------------------------------------------------------------------------- reference
+
+def unkeyed_keys(model: type[BaseModel] = StudyParams, prefix: str = "") -> tuple[str, ...]:
+    """The dotted keys declared ``keyed=False`` (:func:`key`): they enter no stage's key."""
+    found: list[str] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += unkeyed_keys(annotation, f"{prefix}{name}.")
+        elif (field.json_schema_extra or {}).get("keyed") is False:
+            found.append(f"{prefix}{name}")
+    return tuple(found)
+
 
 def reference_rows(model: type[BaseModel] = StudyParams, prefix: str = "") -> Iterator[dict]:
     """One row per key (depth first, declaration order): key, type, default, paper, description."""

@@ -1,5 +1,5 @@
 """What a study loses before any retriever ranks anything: messages in no chunk, questions dropped, and
-primary evidence a retriever never sees (paper §3.2–3.3, §4.2).
+primary evidence a retriever never sees (paper §3.2–3.3, §4.2); and chunks whose summary call failed.
 
 Three losses, each measured from the store's frames and the params sections that caused it:
 
@@ -53,6 +53,13 @@ Three losses, each measured from the store's frames and the params sections that
   at least one chunk holding it, **partly** shown when some do, **hidden** when none do (or it is in no
   chunk: reason ``in no chunk``).  A not-shown message's reason is that of the chunk showing most of its
   line (ties: the chunk where it got furthest), naming the first cut that removed characters there.
+
+Beside them, **chunks without a summary** (:func:`chunks_without_summary`): under ``summarizer.failure_policy:
+retry`` a chunk whose call still failed after its retries is recorded as an error and the study goes on.  The
+paper is silent here (all its chunks were summarized); pmrag gives such a chunk an empty summary, so the
+``summary`` retrievers cannot find it and its embedding_text holds the prefix, label and excerpt only (its
+evidence is counted hidden from ``summary_*`` with reason "chunk has no summary"), says how many there are in the
+study's warnings, and calls the model again for them, and only them, on the next ``pmrag study``.
 """
 
 from __future__ import annotations
@@ -500,14 +507,31 @@ def recall_by_visibility(by_question: pd.DataFrame, per_question_metrics: pd.Dat
 
 # ---------------------------------------------------------------------------------------------- warnings
 
+def chunks_without_summary(texts: pd.DataFrame) -> int:
+    """Chunks whose ``summary_status`` is not ``ok`` (their summary call failed under ``failure_policy: retry``,
+    or was never made): the paper has none (every chunk was summarized), so what pmrag does with them is its own
+    choice (:func:`~pmrag.represent.representations.build_representations`): the summary is empty, embedding_text
+    keeps its prefix, label and excerpt, and the next ``pmrag study`` calls the model again for them.  0 when
+    ``texts`` has no ``summary_status``."""
+    if "summary_status" not in texts:
+        return 0
+    return int((texts["summary_status"] != "ok").sum())
+
+
 def coverage_warnings(coverage: pd.DataFrame, losses: pd.DataFrame, chunking: ChunkingSection,
-                      summary: pd.DataFrame | None = None) -> list[str]:
+                      summary: pd.DataFrame | None = None, unsummarized: tuple[int, int] = (0, 0)) -> list[str]:
     """One line per loss, for a stage to print and a README to show (empty when nothing is lost).
 
     ``coverage``: :func:`chunk_coverage`; ``losses``: :func:`question_losses`; ``summary``:
-    :func:`visibility_summary` (optional).
+    :func:`visibility_summary` (optional); ``unsummarized``: chunks without a summary
+    (:func:`chunks_without_summary`) and all chunks.
     """
     lines = []
+    missing, chunks = unsummarized
+    if missing:
+        lines.append(f"{missing:,} of {chunks:,} chunks have no summary (their summarizer call failed): their summary "
+                     "is empty, so summary retrievers cannot find them, and their embedding_text holds the prefix, "
+                     "label and excerpt only; the next `pmrag study` calls the model again for them")
     left, total = int(coverage["in_no_chunk"].sum()), int(coverage["messages"].sum())
     if left:
         why = ("chunking.trim_policy is 'fixed' (the paper's loop): messages trimmed off a window's end are in no "
@@ -547,6 +571,7 @@ class Coverage:
     summary: pd.DataFrame
     reasons: pd.DataFrame
     warnings: tuple[str, ...]
+    chunks_without_summary: int = 0  # their summary call failed (:func:`chunks_without_summary`)
 
 
 def coverage_report(messages: pd.DataFrame, chunk_messages: pd.DataFrame, question_evidence: pd.DataFrame,
@@ -563,9 +588,10 @@ def coverage_report(messages: pd.DataFrame, chunk_messages: pd.DataFrame, questi
                                      question_ids=evaluated)
     summary = visibility_summary(visibility)
     dropped = int(((rejections["kind"] == "evidence") & (rejections["action"] == "dropped")).sum())
-    warnings = coverage_warnings(coverage, losses, chunking, summary)
+    unsummarized = chunks_without_summary(texts)
+    warnings = coverage_warnings(coverage, losses, chunking, summary, (unsummarized, len(texts)))
     if dropped:
         warnings.insert(0, f"{dropped:,} evidence ids named no turn and were dropped at ingest (the questions kept "
                            "their other evidence; see the rejections table, kind 'evidence')")
     return Coverage(coverage, losses, losses_by_reason(losses), dropped, visibility, visibility_by_question(visibility),
-                    summary, visibility_reasons(visibility), tuple(warnings))
+                    summary, visibility_reasons(visibility), tuple(warnings), unsummarized)

@@ -40,8 +40,9 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
 from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
 from pmrag.represent import privacy
+from pmrag.represent.calls import Limiter, jitter_fraction, retry_after_s, run_bounded
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
@@ -203,6 +205,12 @@ class OpenAIEmbedder:
     environment; ``proxy`` is used only for a remote server that ``allow_remote`` permits
     (:func:`pmrag.represent.privacy.http_client`).
 
+    Retries (``max_retries``, the SDK's 2 by default) are ours, not the SDK's, so that every model call of pmrag
+    is bounded the same way (:mod:`pmrag.represent.calls`): a 429, 5xx, timeout or connection error is retried
+    after the SDK's backoff (0.5 s doubling to 8 s, shortened by up to a quarter by a jitter fixed by the batch and
+    the attempt) or the refusal's Retry-After; ``concurrency`` batches are in flight at once
+    (:func:`embed_with_cache`), halved while the server refuses, and ``requests_per_minute`` spaces their starts.
+
     Only the vectors of a response are read (:func:`batch_vectors`); the model it reports is not, and the model id
     of the cache and the tables comes from the params.  An error's text is redacted
     (:func:`pmrag.represent.privacy.redact`), so a server that echoes the key cannot bring it into either.  The
@@ -215,7 +223,8 @@ class OpenAIEmbedder:
 
     def __init__(self, model: str = DEFAULT_MODELS["openai"], query_model: str | None = None,
                  base_url: str | None = None, allow_remote: bool = False, batch_size: int = 64,
-                 timeout_s: float = 60.0, max_retries: int = 2, *, proxy: str | None = None):
+                 timeout_s: float = 60.0, max_retries: int = 2, *, proxy: str | None = None, concurrency: int = 1,
+                 requests_per_minute: float | None = None, sleep: Callable[[float], None] = time.sleep):
         url = privacy.resolve_base_url(base_url)
         privacy.require_remote_allowed("the openai embedder", url, allow_remote, setting="allow_remote")
         api_key = privacy.api_key_for(url)
@@ -231,7 +240,9 @@ class OpenAIEmbedder:
         self.sdk_version = openai.__version__
         self._openai = openai
         http_client = privacy.http_client(url, allow_remote=allow_remote, proxy=proxy, timeout_s=timeout_s)
-        self._client = openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=max_retries,
+        self.max_retries = max_retries
+        self.limiter = Limiter(concurrency, requests_per_minute, sleep=sleep)
+        self._client = openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout_s, max_retries=0,
                                      http_client=http_client)
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
@@ -241,13 +252,7 @@ class OpenAIEmbedder:
         rows: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start:start + self.batch_size]
-            try:
-                response = self._client.embeddings.create(model=model, input=batch, encoding_format="float")
-            except self._openai.OpenAIError as exc:
-                raise PmragError(
-                    f"embedding request to {_server_label(self.base_url)} (model {model!r}, {len(batch)} texts) "
-                    f"failed: {privacy.redact(str(exc), self.secrets)}"
-                ) from None
+            response = self._create(model, batch)
             rows.append(batch_vectors(response, len(batch), _server_label(self.base_url)))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
@@ -256,13 +261,50 @@ class OpenAIEmbedder:
                              f"{sorted({batch.shape[1] for batch in rows})} dimensions; nothing was stored")
         return np.ascontiguousarray(np.concatenate(rows, axis=0))
 
+    def _create(self, model: str, batch: list[str]):
+        """One Embeddings API request for ``batch``, retried as the class docstring says; a last failure is a
+        one-line :class:`PmragError` (redacted)."""
+        openai, limiter = self._openai, self.limiter
+        batch_id = hashlib.sha256("\x1e".join(batch).encode("utf-8", "surrogatepass")).hexdigest()
+        pause, attempt = 0.0, 0
+        while True:
+            limiter.wait(pause)
+            started_round = limiter.round
+            try:
+                response = self._client.embeddings.create(model=model, input=batch, encoding_format="float")
+                limiter.succeeded()
+                return response
+            except openai.APIStatusError as exc:
+                status, retry_after = exc.status_code, retry_after_s(exc.response.headers)
+                retryable = status == 429 or status >= 500
+                if retryable:
+                    limiter.refused(retry_after, started_round)
+                error = exc
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                retryable, retry_after, error = True, None, exc
+            except openai.OpenAIError as exc:
+                retryable, retry_after, error = False, None, exc
+            attempt += 1
+            if not retryable or attempt > self.max_retries:
+                raise PmragError(
+                    f"embedding request to {_server_label(self.base_url)} (model {model!r}, {len(batch)} texts) "
+                    f"failed: {privacy.redact(str(error), self.secrets)}") from None
+            backoff = min(EMBEDDING_BACKOFF_S[0] * 2 ** (attempt - 1), EMBEDDING_BACKOFF_S[1])
+            pause = retry_after if retry_after is not None else backoff * (1 - 0.25 * jitter_fraction(batch_id, attempt))
+
+
+EMBEDDING_BACKOFF_S = (0.5, 8.0)
+"""The openai embedder's backoff before retry k (from 1): 0.5 · 2^(k−1) s capped at 8 s, the SDK's."""
+
+
 def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy: str | None = None) -> Embedder:
     """The embedder the ``embedding`` section describes (the openai one checks ``allow_remote`` first, and uses
     ``proxy``, the params' top-level one, only for a remote server)."""
     if params.backend == "e5-local":
         return E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
     return OpenAIEmbedder(params.resolved_model, params.resolved_query_model, params.base_url, allow_remote,
-                          batch_size=params.batch_size, timeout_s=params.timeout_s, proxy=proxy)
+                          batch_size=params.batch_size, timeout_s=params.timeout_s, proxy=proxy,
+                          concurrency=params.concurrency, requests_per_minute=params.requests_per_minute)
 
 
 # ---------------------------------------------------------------------------------------------- cache
@@ -407,22 +449,30 @@ def checked_vectors(vectors, n: int, embedder: Embedder, dim: int | None = None)
 
 def _embed_missing(embedder: Embedder, kind: Kind, keys: list[str], text_of: dict[str, str], cache: EmbeddingCache,
                    batch_size: int, dim: int | None, progress: bool) -> dict[str, np.ndarray]:
-    """Embed the texts of ``keys`` in batches, each checked (:func:`checked_vectors`) and stored as it returns."""
+    """Embed the texts of ``keys`` in batches, each checked (:func:`checked_vectors`) and stored as it returns; the
+    embedder's ``limiter`` bounds the batches in flight (:func:`~pmrag.represent.calls.run_bounded`; none: one at a
+    time).  A batch's vectors depend on its texts alone, so the cache holds the same entries in any order."""
     fresh: dict[str, np.ndarray] = {}
     bar = None
     if progress and len(keys) > batch_size:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(keys), desc=f"embedding {kind}s ({embedder.model_id})", unit="text")
+    batches = [keys[start:start + batch_size] for start in range(0, len(keys), batch_size)]
+
+    def embed(batch_keys: list[str]) -> np.ndarray:
+        return embedder.embed([text_of[k] for k in batch_keys], kind)
+
+    def store(batch_keys: list[str], returned) -> None:
+        nonlocal dim
+        vectors = checked_vectors(returned, len(batch_keys), embedder, dim)
+        dim = vectors.shape[1]
+        cache.put_many(embedder.model_id, kind, batch_keys, vectors)   # in this thread: the cache's connection
+        fresh.update(zip(batch_keys, vectors))
+        if bar is not None:
+            bar.update(len(batch_keys))
+
     try:
-        for start in range(0, len(keys), batch_size):
-            batch_keys = keys[start:start + batch_size]
-            vectors = checked_vectors(embedder.embed([text_of[k] for k in batch_keys], kind), len(batch_keys),
-                                      embedder, dim)
-            dim = vectors.shape[1]
-            cache.put_many(embedder.model_id, kind, batch_keys, vectors)
-            fresh.update(zip(batch_keys, vectors))
-            if bar is not None:
-                bar.update(len(batch_keys))
+        run_bounded(batches, embed, getattr(embedder, "limiter", None) or Limiter(1), store)
     finally:
         if bar is not None:
             bar.close()

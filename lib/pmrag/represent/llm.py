@@ -26,21 +26,30 @@ check of a reply, what one item is called, what its report counts as dropped and
 * **Pacing and retries** (:class:`CallPolicy`, the params' ``summarizer`` section): ``interval_s`` before every
   call but the first; a retryable error (429, 5xx, timeout, connection error) retried up to ``max_retries``
   times after a capped exponential backoff (``backoff_initial_s`` doubling up to ``backoff_max_s``: 0.5 s to
-  8 s, the SDK's own); then ``failure_policy``: ``stop_on_first_error`` (the paper's) records the item as an
-  error and raises the step's :class:`StepStopped`, ``retry`` records it and goes on.
+  8 s, the SDK's own), shortened by up to ``backoff_jitter`` by a share fixed by the item and the attempt, or after
+  the refusal's Retry-After when it sent one; then ``failure_policy``: ``stop_on_first_error`` (the paper's)
+  records the item as an error and raises the step's :class:`StepStopped`, ``retry`` records it and goes on.
+* **Concurrency** (:mod:`pmrag.represent.calls`): ``summarizer.concurrency`` calls in flight at once (1, the
+  paper's, runs them one after the other in the caller's thread), halved while the server refuses (429, 5xx) and
+  raised again as calls succeed; a refusal's Retry-After holds every new call; ``requests_per_minute`` spaces the
+  starts.  Each row is committed in the caller's thread as its call returns, and what an item stores never depends
+  on the order in which calls return, so a study stores the same tables at any concurrency.
 * **Validation**: the step's ``validate`` turns a reply's text into the step's output, or raises a
   non-retryable :class:`CallError` whose one-line message names the item and the key, never the reply's text
   (:func:`reply_object` reads a reply that must be one JSON object).
 * **Provenance and resume** (a store: :class:`ExtractionStore`, table ``graph_extractions``, for the JSON
   steps; :class:`SummaryStore`, tables ``summaries`` and ``summary_runs``, for the summaries): one row per call
   (the item's last outcome: status, output or error, requested and reported model, SDK version, the input's
-  length and SHA-256, tokens, latency of the last attempt, attempts, run), committed before the next call, so a
-  killed run loses at most the item in flight.  A rerun takes the items with an ``ok`` row from the store
+  length and SHA-256, tokens, latency of the last attempt, attempts, run), committed as its call returns, so a
+  killed run loses at most the items in flight.  A rerun takes the items with an ``ok`` row from the store
   (which rows count is the store's rule) and calls the model for the others, error rows included.
-* **Report** (:class:`StepReport`): what a run did, as one line without any text or key.
+* **Report** (:class:`StepReport`): what a run did, as one line without any text or key; while it runs,
+  :class:`StepProgress` (items done of all, rate, ETA, calls in flight, waiting on a Retry-After or the budget)
+  for a progress display.
 
-Concurrency and rate-limit handling belong to :class:`CallPolicy` and :func:`run_step`; nothing outside this
-module makes a call.
+Concurrency and rate-limit handling belong to :class:`CallPolicy`, :func:`run_step` and
+:mod:`pmrag.represent.calls` (which the ``openai`` embedder's batches go through too); no other module makes an LLM
+call.
 """
 
 from __future__ import annotations
@@ -49,10 +58,13 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,17 +77,25 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import SummarizerSection
 from pmrag.core.store import graph_extractions, summaries, summary_runs
 from pmrag.represent import privacy
+from pmrag.represent.calls import Limiter, jitter_fraction, retry_after_s, run_bounded
 
 MAX_ERROR_CHARS = 2000
 
 
 class CallError(Exception):
     """One failed call: the client's (an HTTP status, a timeout, a malformed response) or the step's check of
-    the reply.  ``retryable``: 429, 5xx, timeout or connection error."""
+    the reply.  ``retryable``: 429, 5xx, timeout or connection error; ``status``: the HTTP status of a refusal;
+    ``retry_after``: the seconds it asked to wait (:func:`~pmrag.represent.calls.retry_after_s`)."""
 
-    def __init__(self, message: str, retryable: bool):
+    def __init__(self, message: str, retryable: bool, *, status: int | None = None,
+                 retry_after: float | None = None):
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable, self.status, self.retry_after = retryable, status, retry_after
+
+    @property
+    def refused(self) -> bool:
+        """Whether the server refused the call (429 or 5xx): the concurrency is lowered while it does."""
+        return self.status is not None and (self.status == 429 or self.status >= 500)
 
 
 # --------------------------------------------------------------------------------------------- prompts
@@ -237,10 +257,9 @@ class ResponsesClient:
                 input=self.prompts.render_input(text),
                 max_output_tokens=self.settings.max_output_tokens,
             )
-        except openai.RateLimitError as exc:
-            raise CallError(error_text(exc, self.secrets), retryable=True) from exc
-        except openai.APIStatusError as exc:
-            raise CallError(error_text(exc, self.secrets), retryable=exc.status_code >= 500) from exc
+        except openai.APIStatusError as exc:   # RateLimitError (429) included
+            raise CallError(error_text(exc, self.secrets), retryable=exc.status_code == 429 or exc.status_code >= 500,
+                            status=exc.status_code, retry_after=retry_after_s(exc.response.headers)) from exc
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise CallError(error_text(exc, self.secrets), retryable=True) from exc
         except (openai.APIResponseValidationError, ValueError) as exc:  # includes json.JSONDecodeError
@@ -383,23 +402,41 @@ class StepResult:
 
 
 class CallPolicy:
-    """How calls are paced and retried and what a failed call does: the ``summarizer`` section's ``interval_s``,
-    ``max_retries``, backoff and ``failure_policy`` (module docstring).  One per backend and run: the steps of
-    one extractor share it, so the first call of its second step waits the interval too.  ``sleep`` waits
-    (inject a recorder in tests)."""
+    """How calls are paced, retried and bounded, and what a failed call does: the ``summarizer`` section's
+    ``interval_s``, ``max_retries``, backoff (and ``backoff_jitter``), ``failure_policy``, ``concurrency`` and
+    ``requests_per_minute`` (module docstring; :mod:`pmrag.represent.calls`).  One per backend and run: the steps of
+    one extractor share it, so the first call of its second step waits the interval too.  ``sleep`` waits and
+    ``clock`` tells the time (inject a recorder in tests)."""
 
-    def __init__(self, settings: SummarizerSection, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, settings: SummarizerSection, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
         self.settings, self.sleep = settings, sleep
+        self.limiter = Limiter(settings.concurrency, settings.requests_per_minute, sleep=sleep, clock=clock)
         self.calls = 0
+        self._lock = threading.Lock()
 
-    def before(self, attempt: int) -> None:
+    def before(self, attempt: int, item_id: str = "", error: CallError | None = None) -> None:
         """Wait before an item's ``attempt`` (0: its first): nothing before the first call of all, then the
-        interval before an item's first attempt and the backoff before a retry."""
-        if self.calls:
-            wait = self.settings.backoff_s(attempt - 1) if attempt else self.settings.interval_s
-            if wait > 0:
-                self.sleep(wait)
-        self.calls += 1
+        interval before an item's first attempt and the backoff (:meth:`retry_wait`) before a retry; longer while
+        a refusal's Retry-After holds the calls or the budget spaces them."""
+        with self._lock:
+            first = not self.calls
+            self.calls += 1
+        if attempt:
+            pause = self.retry_wait(attempt, item_id, error)
+        else:
+            pause = 0.0 if first else self.settings.interval_s
+        self.limiter.wait(pause)
+
+    def retry_wait(self, attempt: int, item_id: str = "", error: CallError | None = None) -> float:
+        """The pause before ``attempt`` (≥ 1) of an item after ``error``: the Retry-After it asked for, else the
+        backoff (``backoff_initial_s · 2^(attempt − 1)``, capped) shortened by its jitter share
+        (:func:`~pmrag.represent.calls.jitter_fraction` of the item and attempt)."""
+        if error is not None and error.retry_after is not None:
+            return error.retry_after
+        backoff = self.settings.backoff_s(attempt - 1)
+        jitter = self.settings.backoff_jitter
+        return backoff * (1 - jitter * jitter_fraction(item_id, attempt)) if jitter else backoff
 
     def retries(self, error: CallError, attempts: int) -> bool:
         """Whether a call that failed with ``error`` after ``attempts`` attempts is tried again."""
@@ -425,15 +462,19 @@ class Outcome:
 
 
 def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy) -> Outcome:
-    """Call ``client`` for one item and check the reply, retrying as ``policy`` says.  The reply is redacted
+    """Call ``client`` for one item and check the reply, retrying as ``policy`` says (a refusal lowers the calls
+    in flight, a success raises them: :class:`~pmrag.represent.calls.Limiter`).  The reply is redacted
     (:func:`redacted`) before the check reads it, so the output is made from the redacted text."""
     secrets = client_secrets(client)
+    limiter = policy.limiter
     attempts = 0
+    error = None
     while True:
         if client.calls_api:
-            policy.before(attempts)
+            policy.before(attempts, item.item_id, error)
         attempts += 1
         reply = output = dropped = error = None
+        started_round = limiter.round
         start = time.perf_counter()
         try:
             reply = redacted(client.call(item.text), secrets)
@@ -442,28 +483,87 @@ def call_item(step: LLMStep, item: StepItem, client: Client, policy: CallPolicy)
         except CallError as exc:
             output, error = None, exc
         latency = time.perf_counter() - start
+        if client.calls_api:
+            if error is not None and error.refused:
+                limiter.refused(error.retry_after, started_round)
+            elif reply is not None:
+                limiter.succeeded()
         if error is None or not policy.retries(error, attempts):
             return Outcome(reply, output, dropped, error, attempts, latency)
 
 
+@dataclass(frozen=True)
+class StepProgress:
+    """Where a run of a step stands, for a progress display: items done of ``total`` (resumed ones included;
+    ``None``: unknown), those that needed a call and how many are left, ok and failed calls, the calls' rate
+    (calls a second since the run started), the estimated seconds left (``None``: unknown), the calls allowed in
+    flight now, and why calls wait now (``None``, ``"retry-after"``: the server asked, ``"budget"``:
+    ``requests_per_minute``).  Holds no text."""
+
+    title: str
+    done: int
+    total: int | None
+    called: int
+    ok: int
+    error: int
+    rate_per_s: float | None
+    eta_s: float | None
+    concurrency: int
+    waiting: str | None
+
+    def line(self) -> str:
+        """``<title>: 12/40 (ok 11, error 1), 3.2/s, ETA 9 s, 8 in flight[, waiting: retry-after]``."""
+        total = "?" if self.total is None else str(self.total)
+        text = f"{self.title}: {self.done}/{total} (ok {self.ok}, error {self.error})"
+        if self.rate_per_s is not None:
+            text += f", {self.rate_per_s:.1f}/s"
+        if self.eta_s is not None:
+            text += f", ETA {self.eta_s:.0f} s"
+        text += f", {self.concurrency} in flight"
+        return text + (f", waiting: {self.waiting}" if self.waiting else "")
+
+
+_PROGRESS: ContextVar[Callable[[StepProgress], None] | None] = ContextVar("step_progress", default=None)
+
+
+@contextmanager
+def reporting_progress(listener: Callable[[StepProgress], None]) -> Iterator[None]:
+    """Within the block, every :func:`run_step` given no ``on_progress`` of its own reports to ``listener`` (the
+    command line prints it; a stage cannot hand it down through its key-free runtime otherwise)."""
+    token = _PROGRESS.set(listener)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store: StepStore, policy: CallPolicy,
-             run_id: str | None = None, total: int | None = None, progress: bool = False) -> StepResult:
+             run_id: str | None = None, total: int | None = None, progress: bool = False,
+             on_progress: Callable[[StepProgress], None] | None = None) -> StepResult:
     """Run ``step`` over ``items``: resume from ``store``, call ``client`` for the rest, one committed row each.
 
     Parameters
     ----------
     step : what is asked and how replies are checked (:class:`LLMStep`).
-    items : the items, ids unique; their order is the order of the calls.
+    items : the items, ids unique; their order is the order in which calls start.
     client : the backend (:class:`ResponsesClient`, or an offline stand-in with ``calls_api = False``).
     store : where rows are committed and resumed from (:class:`ExtractionStore`, :class:`SummaryStore`).
-    policy : pacing, retries and failure policy (:class:`CallPolicy`).
+    policy : pacing, retries, concurrency and failure policy (:class:`CallPolicy`).
     run_id : the run's id in the rows (default: a new one); total : the item count for the progress bar when
-    ``items`` has no length; progress : show a progress bar.
+    ``items`` has no length; progress : show a progress bar; on_progress : called with a :class:`StepProgress`
+    after each item (in this thread; default: for a client that calls an API, the listener of
+    :func:`reporting_progress`, if any).
 
     Returns
     -------
-    StepResult: the outputs by item id and the :class:`StepReport`.  Raises ``step.stopped`` (its ``report``
-    set) under ``stop_on_first_error`` when an item fails.
+    StepResult: the outputs by item id, in the items' order, and the :class:`StepReport`.  Raises
+    ``step.stopped`` (its ``report`` set) under ``stop_on_first_error`` when an item fails: no call starts after
+    it, the calls in flight are recorded, and the first failed item in the items' order is named.
+
+    Up to ``settings.concurrency`` calls are in flight (:func:`~pmrag.represent.calls.run_bounded`); each row is
+    committed in this thread as its call returns, so a killed run loses only the calls in flight, and what an item
+    stores does not depend on the order in which calls return.  An offline stand-in (``calls_api`` false) runs
+    one item at a time.
 
     Nothing it stores, returns or raises holds the API key or a credential header value: replies are redacted
     before they are checked (:func:`call_item`), errors before they are recorded, stored outputs before they are
@@ -474,39 +574,72 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     run = StepRun(step, run_id or uuid.uuid4().hex, client, policy.settings, _now())
     secrets = client_secrets(client)
     done = store.begin(run)
-    outputs: dict[str, Any] = {}
+    found_outputs: dict[str, Any] = {}
+    order: list[str] = []
     counts: Counter[str] = Counter()
-    stopped: StepStopped | None = None
+    failed: list[tuple[int, str, str]] = []   # (position, item id, error) of failed items
     status = "stopped"   # until the loop ends normally
     if total is None and hasattr(items, "__len__"):
         total = len(items)
     bar = tqdm(total=total, desc=f"{step.title} ({client.backend})", unit=step.noun, disable=not progress)
-    try:
-        for item in items:
+    limiter = policy.limiter if client.calls_api else Limiter(1)
+    started = time.monotonic()
+    on_progress = on_progress or (_PROGRESS.get() if client.calls_api else None)   # a stand-in's are not calls
+
+    def report_progress() -> None:
+        waiting = limiter.waiting()
+        bar.set_postfix(ok=counts["ok"], error=counts["error"], in_flight=limiter.limit,
+                        **({"waiting": waiting.reason} if waiting else {}), refresh=False)
+        if on_progress is None:
+            return
+        called = counts["ok"] + counts["error"]
+        finished = counts["skipped"] + called
+        elapsed = time.monotonic() - started
+        rate = called / elapsed if called and elapsed > 0 else None
+        left = None if total is None else total - finished
+        on_progress(StepProgress(step.title, finished, total, called, counts["ok"], counts["error"], rate,
+                                 None if rate is None or left is None else left / rate, limiter.limit,
+                                 waiting.reason if waiting else None))
+
+    def to_call() -> Iterator[tuple[int, StepItem, str]]:
+        """The items that need a call, in order; the others are resumed from the store on the way."""
+        for position, item in enumerate(items):
+            order.append(item.item_id)
             counts["seen"] += 1
-            bar.update(1)
             digest = _sha256(item.text)
             found = done.get(item.item_id)
             if found is not None and (found.input_sha256 == digest or store.keeps_changed_input):
                 counts["skipped"] += 1
                 counts["skipped_mismatched"] += found.other_maker or found.input_sha256 != digest
                 counts["dropped"] += found.dropped or 0
-                outputs[item.item_id] = store.output(privacy.redact(found.stored, secrets))
+                found_outputs[item.item_id] = store.output(privacy.redact(found.stored, secrets))
+                bar.update(1)
+                report_progress()
                 continue
-            outcome = call_item(step, item, client, policy)
-            counts["calls"] += outcome.attempts if client.calls_api else 0
-            counts["ok" if outcome.error is None else "error"] += 1
-            counts["dropped"] += outcome.dropped or 0
-            call = Call(item.item_id, len(item.text), digest, outcome,
-                        None if outcome.error is None else privacy.redact(str(outcome.error), secrets))
-            store.record(run, call, counts)   # committed before the next call
-            bar.set_postfix(ok=counts["ok"], error=counts["error"], refresh=False)
-            if outcome.error is None:
-                outputs[item.item_id] = outcome.output
-            elif policy.stops:
-                stopped = step.stopped(step, item.item_id, call.error, run.run_id, counts["ok"])
-                break
-        else:
+            yield position, item, digest
+
+    def call(job: tuple[int, StepItem, str]) -> Outcome:
+        return call_item(step, job[1], client, policy)
+
+    def record(job: tuple[int, StepItem, str], outcome: Outcome) -> bool:
+        position, item, digest = job
+        counts["calls"] += outcome.attempts if client.calls_api else 0
+        counts["ok" if outcome.error is None else "error"] += 1
+        counts["dropped"] += outcome.dropped or 0
+        call = Call(item.item_id, len(item.text), digest, outcome,
+                    None if outcome.error is None else privacy.redact(str(outcome.error), secrets))
+        store.record(run, call, counts)   # committed as the call returns
+        bar.update(1)
+        report_progress()
+        if outcome.error is None:
+            found_outputs[item.item_id] = outcome.output
+            return False
+        failed.append((position, item.item_id, call.error))
+        return policy.stops
+
+    try:
+        run_bounded(to_call(), call, limiter, record)
+        if not (failed and policy.stops):
             status = "done"
     finally:
         bar.close()
@@ -517,9 +650,12 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
             finished_at=_now(), skipped_mismatched=counts["skipped_mismatched"], dropped_ids=counts["dropped"],
             dropped_words=step.dropped)
         store.finish(run, report)
-    if stopped is not None:
+    if failed and policy.stops:
+        _, item_id, error = min(failed)
+        stopped = step.stopped(step, item_id, error, run.run_id, counts["ok"])
         stopped.report = report
         raise stopped
+    outputs = {item_id: found_outputs[item_id] for item_id in order if item_id in found_outputs}
     return StepResult(outputs, report)
 
 

@@ -33,8 +33,10 @@ Failure handling is the LLM step's (:func:`~pmrag.represent.llm.run_step`): a re
 timeout, connection error) is retried up to ``max_retries`` times (default 2, the SDK default the paper ran
 with) with capped exponential backoff (0.5 s doubling to 8 s, the SDK's).  Then ``failure_policy =
 "stop_on_first_error"`` is the paper's (stop; everything committed so far is kept) and ``"retry"`` records the
-chunk as an error and goes on.  Each chunk's row is committed right after its call returns, so a killed run
-loses at most the chunk in flight; rerunning skips chunks whose status is already ``ok``.
+chunk as an error and goes on (the study then gives it an empty summary and counts it among its losses:
+:func:`pmrag.evaluate.coverage.chunks_without_summary`).  ``concurrency`` chunks are summarized at once (1, the
+paper's, one after the other).  Each chunk's row is committed right after its call returns, so a killed run
+loses at most the chunks in flight; rerunning skips chunks whose status is already ``ok``.
 """
 
 from __future__ import annotations
@@ -392,8 +394,10 @@ def summarize_study(engine: Engine, chunks: pd.DataFrame, section: SummarizerSec
 
 def summaries_identity(summaries: pd.DataFrame) -> str:
     """The summaries' content (chunk, status, text): what representations and vectors depend on, so a rerun that
-    writes the same summaries leaves its dependents current."""
+    writes the same summaries leaves its dependents current.  A chunk whose call failed has no summary (NULL in
+    the store): it enters as an empty text beside its ``error`` status."""
     import hashlib
 
-    rows = summaries[["chunk_id", "status", "summary"]].astype(str).itertuples(index=False)
+    columns = summaries[["chunk_id", "status", "summary"]]
+    rows = (tuple("" if pd.isna(value) else str(value) for value in row) for row in columns.itertuples(index=False))
     return hashlib.sha256("\x1e".join("\x1f".join(row) for row in rows).encode("utf-8")).hexdigest()

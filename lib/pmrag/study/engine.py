@@ -153,6 +153,7 @@ class Engine:
         self.run_dir = Path(runtime.run_dir)
         self._file_label = file_label
         self.memo: dict[StageKey, tuple[str, Any]] = {}
+        self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
         for stage in self.stages.values():
             unknown = [str(n) for n in stage.needs if n not in self.stages]
             if unknown:
@@ -284,13 +285,15 @@ class Engine:
         for path in (self.run_dir / STAGE_DIR).glob("*.pkl"):
             path.unlink()
         self.memo.clear()
+        self.retried.clear()
 
     # -- results -----------------------------------------------------------------------------------
     def get(self, key: StageKey | str, *, retry: bool = False):
         """The stage's result: from the memo, else the cache, else computed (upstream first), each checked by key.
 
         ``retry`` recomputes a stage whose cached result has parts to retry (``finished`` said so: e.g.
-        summaries that failed under ``failure_policy: retry``); the runner asks for that, notebooks do not.
+        summaries that failed under ``failure_policy: retry``), once per engine: its dependents, asking with
+        ``retry`` too, read that result instead of retrying again; the runner asks for that, notebooks do not.
         """
         stage = self.stage(key)
         own = self.key(stage.key)
@@ -307,7 +310,7 @@ class Engine:
     def _cached(self, stage: Stage, own: str, retry: bool):
         """The memoised or cached result under ``own`` key, else ``_NONE``."""
         record = self.record(stage.key)
-        if retry and record is not None and record.get("retry"):
+        if retry and record is not None and record.get("retry") and stage.key not in self.retried:
             return _NONE
         if stage.key in self.memo and self.memo[stage.key][0] == own:
             return self.memo[stage.key][1]
@@ -329,6 +332,7 @@ class Engine:
         if stage.resumable:
             self._write_record(stage.key, own, {"manifest": self.manifest(stage.key), "complete": False})
         started = time.perf_counter()
+        self.retried.add(stage.key)
         value = stage.run(inputs, self.runtime.resumed(resuming))
         self.finish(stage.key, value, time.perf_counter() - started)
         return value

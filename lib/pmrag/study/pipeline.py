@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pmrag.core.params import StudyParams
+from pmrag.core.params import StudyParams, unkeyed_keys
 from pmrag.study import stages
 from pmrag.study.declare import Stage, resolve_stage
 from pmrag.study.notebooks import notebook
@@ -36,8 +36,16 @@ def build_stages(params: StudyParams, notebooks: list[Path] = ()) -> list[Stage]
 
 def relocatable_params(params: StudyParams) -> Callable[[str], Any]:
     """A params value at a dotted key as JSON, as it enters a stage's key: a path is written relative to the
-    params file's folder (a study moved with its data keeps its keys; the file's content is keyed apart)."""
+    params file's folder (a study moved with its data keeps its keys; the file's content is keyed apart), and a
+    key that can never change a result (:func:`~pmrag.core.params.unkeyed_keys`: how many model calls run at
+    once, how fast they start) is left out, so a whole section keys without it."""
     tree = params.model_dump(mode="json")
+    for dotted in unkeyed_keys():
+        *parents, last = dotted.split(".")
+        node = tree
+        for part in parents:
+            node = node[part]
+        del node[last]
     base = params.path.parent if params.path is not None else None
     for dotted in PATH_KEYS:
         *parents, last = dotted.split(".")
