@@ -28,7 +28,13 @@ def write_study(root: Path, base_url: str) -> Path:
     path.write_text(
         "run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: notebooks\n"
         "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
-        "analysis: {aggregate_type: contextual}\nstatistics: {coverage_datasets: 50, coverage_resamples: 100}\n"
+        # BM25 retrievers only: the summaries reach the rankings through summary_bm25 and embedding_text_bm25,
+        # and no new text waits for the embedding model
+        "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
+        "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n"
+        "analysis: {aggregate_type: contextual, reference_retriever: summary_bm25, "
+        "diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, 0.5]}\n"
+        "statistics: {coverage_datasets: 50, coverage_resamples: 100}\n"
         "bootstrap: {n_resamples: 100}\n"
         f"summarizer: {{backend: openai, base_url: '{base_url}', interval_s: 0, timeout_s: 10, "
         "failure_policy: retry, max_retries: 1, backoff_initial_s: 0, backoff_max_s: 0}\n", encoding="utf-8")
