@@ -63,8 +63,8 @@ def prompt_set(tmp_path):
 
 def settings(server, **overrides) -> SummarizerSection:
     values = {"backend": "openai", "base_url": server.base_url, "interval_s": 0.25, "timeout_s": 5.0,
-              "backoff_initial_s": 0.5, "backoff_max_s": 8.0, "failure_policy": "retry"}
-    values.update(overrides)
+              "backoff_initial_s": 0.5, "backoff_max_s": 8.0, "backoff_jitter": 0, "failure_policy": "retry"}
+    values.update(overrides)   # no jitter: the waits are the exact doubling (the jitter: test_concurrency)
     return SummarizerSection(**values)
 
 
@@ -277,7 +277,8 @@ def test_the_report_line_is_redacted(monkeypatch):
 
 def test_the_policy_waits_nothing_first_then_the_interval_then_the_backoff():
     sleeps = Sleeps()
-    policy = CallPolicy(SummarizerSection(interval_s=0.2, backoff_initial_s=1.0, backoff_max_s=3.0, max_retries=3),
+    policy = CallPolicy(SummarizerSection(interval_s=0.2, backoff_initial_s=1.0, backoff_max_s=3.0, max_retries=3,
+                                          backoff_jitter=0),
                         sleeps)
     for attempt in (0, 0, 1, 2, 3, 0):
         policy.before(attempt)

@@ -43,7 +43,8 @@ class Sleeps(list):
 
 
 def params_for(server, **overrides):
-    values = {"backend": "openai", "base_url": server.base_url, "interval_s": 0.0, "timeout_s": 5.0}
+    values = {"backend": "openai", "base_url": server.base_url, "interval_s": 0.0, "timeout_s": 5.0,
+              "backoff_jitter": 0}   # the exact doubling (the default jitter: test_concurrency)
     values.update(overrides)
     return SummarizerSection(**values)
 
@@ -74,7 +75,8 @@ def provenance(engine):
 def test_params_are_validated_up_front():
     defaults = SummarizerSection()
     assert defaults.max_output_tokens == 700 and defaults.interval_s == 0.2
-    assert (defaults.max_retries, defaults.backoff_initial_s, defaults.backoff_max_s) == (2, 0.5, 8.0)   # the SDK's
+    assert (defaults.max_retries, defaults.backoff_initial_s, defaults.backoff_max_s, defaults.backoff_jitter) == (
+        2, 0.5, 8.0, 0.25)   # the SDK's
     assert [defaults.backoff_s(k) for k in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
     for bad, key in [({"backend": "gpt"}, "backend"), ({"failure_policy": "ignore"}, "failure_policy"),
                      ({"timeout_s": 0}, "timeout_s"), ({"max_output_tokens": True}, "max_output_tokens"),
@@ -206,10 +208,10 @@ def test_retry_policy_backs_off_counts_attempts_and_moves_on(server, engine):
         Reply.error(503), Reply.error(500), Reply.error(502), Reply.error(500),         # chunk 1: gives up after 3 retries
     )
     params = params_for(server, failure_policy="retry", timeout_s=0.5, max_retries=3, backoff_initial_s=1.0,
-                        backoff_max_s=3.0)
+                        backoff_max_s=3.0, backoff_jitter=0)
     sleeps = Sleeps()
     report = run(engine, make_chunks(3), params, sleeps)
-    assert sleeps == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]           # initial * 2**k, capped at backoff_max_s
+    assert sleeps == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]           # initial * 2**k, capped at backoff_max_s (no jitter)
     stored = rows(engine)
     assert (stored["c00"]["status"], stored["c00"]["attempts"], stored["c00"]["summary"]) == ("ok", 4, "三度目の正直")
     assert (stored["c01"]["status"], stored["c01"]["attempts"]) == ("error", 4)

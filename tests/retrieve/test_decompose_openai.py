@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("clean_env")   # server, engine: tests/conf
 
 def llm(base_url: str, **overrides) -> SummarizerSection:
     values = {"backend": "openai", "base_url": base_url, "interval_s": 0.0, "timeout_s": 5.0,
-              "backoff_initial_s": 0.0, "backoff_max_s": 0.0, "failure_policy": "retry"}
+              "backoff_initial_s": 0.0, "backoff_max_s": 0.0, "backoff_jitter": 0, "failure_policy": "retry"}
     values.update(overrides)
     return SummarizerSection(**values)
 

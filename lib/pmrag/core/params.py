@@ -185,9 +185,9 @@ class SummarizerSection(Section):
     backoff_initial_s: Number = key(0.5, "wait before the first retry, doubled each retry (the SDK's 0.5 s)", ge=0)
     backoff_max_s: Number = key(8.0, "longest wait between retries (the SDK's 8 s)", ge=0)
     backoff_jitter: Number = key(
-        0.0, "each retry's backoff is shortened by up to this share, by an amount fixed by the item and the attempt "
-        "(deterministic; 0.25 is the SDK's jitter); a refusal's Retry-After (at most 60 s) replaces the backoff; "
-        "never keyed", ge=0, le=1, keyed=False)
+        0.25, "each retry's backoff is shortened by up to this share, by an amount fixed by the item and the attempt "
+        "(deterministic; 0.25 is the SDK's jitter, which the paper ran with; 0: exact doubling); a refusal's "
+        "Retry-After (at most 60 s) replaces the backoff; never keyed", ge=0, le=1, keyed=False)
     concurrency: int = key(
         1, "model calls in flight at once for every LLM step (summaries, graph extraction and relevance, query "
         "decomposition, question candidates); 1 is the paper's one at a time.  Halved while the server refuses (429, "
