@@ -39,7 +39,9 @@ def section_models(model=StudyParams):
 
 def dotted_keys(mapping, prefix=""):
     for name, value in mapping.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not value:   # an empty mapping (prices: {}) is a key of its own
+            yield f"{prefix}{name}"
+        elif isinstance(value, dict):
             yield from dotted_keys(value, f"{prefix}{name}.")
         else:
             yield f"{prefix}{name}"

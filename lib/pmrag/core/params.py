@@ -709,6 +709,15 @@ class PoolSection(Section):
                     ge=0)
 
 
+# --------------------------------------------------------------------------------------------- prices
+
+class ModelPrice(Section):
+    """What one model costs, in the currency the user chooses (the cost table prints it as ``$``)."""
+
+    input_per_million: Number = Field(..., ge=0, description="price of a million input tokens")
+    output_per_million: Number = Field(..., ge=0, description="price of a million output tokens")
+
+
 # --------------------------------------------------------------------------------------------- the study
 
 class StudyParams(Section):
@@ -741,6 +750,10 @@ class StudyParams(Section):
     incompleteness: IncompletenessSection = IncompletenessSection()
     candidates: CandidatesSection = CandidatesSection()
     pool: PoolSection = PoolSection()
+    prices: dict[str, ModelPrice] = key(
+        {}, "pmrag status and pmrag study: the price of each remote model, e.g. {gpt-4o-mini: {input_per_million: "
+        "0.15, output_per_million: 0.6}}, by the model name the params request; the cost table prices the calls "
+        "still to make with it (none is built in: prices change); never keyed", keyed=False)
     _source: Path | None = PrivateAttr(None)
 
     @field_validator("proxy")
@@ -879,6 +892,11 @@ def _describe(annotation, plural: bool = False) -> str:
         else:
             text = " or ".join(_describe(a, plural) for a in members)
         return f"{text} or null" if len(members) < len(args) else text
+    if origin is dict:
+        return "mapping of " + _describe(args[0], plural=True) + " to " + _describe(args[1], plural=True)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        fields = ", ".join(f"{name}: {_describe(f.annotation)}" for name, f in annotation.model_fields.items())
+        return "{" + fields + "}"
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return "list of " + _describe(args[0], plural=True)

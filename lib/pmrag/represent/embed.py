@@ -235,8 +235,7 @@ class OpenAIEmbedder:
         self.query_model = query_model or model
         self.base_url = url
         self.batch_size = batch_size
-        models = self.model if self.query_model == self.model else f"{self.model}+query={self.query_model}"
-        self.model_id = f"openai/{models}@{_server_label(url)}"
+        self.model_id = openai_model_id(self.model, self.query_model, url)
         self.sdk_version = openai.__version__
         self._openai = openai
         http_client = privacy.http_client(url, allow_remote=allow_remote, proxy=proxy, timeout_s=timeout_s)
@@ -295,6 +294,29 @@ class OpenAIEmbedder:
 
 EMBEDDING_BACKOFF_S = (0.5, 8.0)
 """The openai embedder's backoff before retry k (from 1): 0.5 · 2^(k−1) s capped at 8 s, the SDK's."""
+
+
+def openai_model_id(model: str, query_model: str, base_url: str) -> str:
+    """The ``openai`` embedder's model id: ``openai/<model>[+query=<query model>]@<host[:port]>``."""
+    models = model if query_model == model else f"{model}+query={query_model}"
+    return f"openai/{models}@{_server_label(base_url)}"
+
+
+def embedder_model_id(params: EmbeddingSection) -> str:
+    """The model id of the embedder the ``embedding`` section describes (its cache entries are filed under it),
+    without making the embedder: no model is loaded and no client exists."""
+    if params.backend == "e5-local":
+        return f"e5-local/{params.resolved_model}"
+    return openai_model_id(params.resolved_model, params.resolved_query_model,
+                           privacy.resolve_base_url(params.base_url))
+
+
+def passage_texts_sent(texts: Sequence[str], params: EmbeddingSection) -> list[str]:
+    """The texts :func:`embed_passages` sends for ``texts`` under ``params.long_text``, in order: each shortened
+    text (``shorten``), or each text's windows one after the other (``window_average``)."""
+    if params.long_text == "shorten":
+        return [shorten_for_embedding(t, params.max_chars, params.head_fraction) for t in texts]
+    return [piece for t in texts for piece in long_text_windows(t, params.max_chars)]
 
 
 def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy: str | None = None) -> Embedder:
@@ -583,12 +605,11 @@ def embed_passages(embedder: Embedder, texts: Sequence[str], cache: EmbeddingCac
     if params.long_text not in LONG_TEXT_RULES:
         raise ParamsError(f"key 'embedding.long_text' must be one of {', '.join(LONG_TEXT_RULES)}, "
                           f"got {params.long_text!r}")
+    sent = passage_texts_sent(texts, params)
+    vectors = embed_with_cache(embedder, sent, "passage", cache, progress=progress, batch_size=params.batch_size)
     if params.long_text == "shorten":
-        sent = [shorten_for_embedding(t, params.max_chars, params.head_fraction) for t in texts]
-        return embed_with_cache(embedder, sent, "passage", cache, progress=progress, batch_size=params.batch_size)
+        return vectors
     pieces = [long_text_windows(t, params.max_chars) for t in texts]
-    flat = [piece for parts in pieces for piece in parts]
-    vectors = embed_with_cache(embedder, flat, "passage", cache, progress=progress, batch_size=params.batch_size)
     if not texts:
         return vectors
     return average_windows(vectors, np.array([len(parts) for parts in pieces]))

@@ -739,11 +739,15 @@ class ExtractionStore:
         self.engine = engine
 
     def begin(self, run: StepRun) -> dict[str, Done]:
-        system_sha, user_sha = run.client.prompts.sha256().values()
+        return self.done(run.step.name, run.client.requested_model, run.client.prompts)
+
+    def done(self, step: str, requested_model: str, prompts: Prompts) -> dict[str, Done]:
+        """The ``ok`` rows a run of ``step`` with this model and prompts resumes from, by item id (reads only)."""
+        system_sha, user_sha = prompts.sha256().values()
         c = graph_extractions.c
         with self.engine.connect() as conn:
             rows = conn.execute(select(c.item_id, c.input_sha256, c.output, c.dropped_ids).where(
-                c.step == run.step.name, c.status == "ok", c.requested_model == run.client.requested_model,
+                c.step == step, c.status == "ok", c.requested_model == requested_model,
                 c.system_sha256 == system_sha, c.user_sha256 == user_sha)).all()
         return {row.item_id: Done(row.output, row.input_sha256, row.dropped_ids) for row in rows}
 

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated
 
-from pmrag.core.params import StudyParams
+from pmrag.core.params import StudyParams, unkeyed_keys
 from pmrag.study.declare import Restricted, Runtime, stage
 from pmrag.study.params import FOLDER_KEYS
 
@@ -23,7 +23,7 @@ NOTEBOOKS_DIR = "notebooks"   # executed copies, in the run folder
 NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
 NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier"),   # its cross-check's evaluator
                            "11_make_gold": ("anywidget",)}                                  # the grading key pad
-NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS)
+NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS + unkeyed_keys())
 
 
 def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
