@@ -4,7 +4,8 @@
 ``pmrag judgments export PARAMS|--db FILE``, ``pmrag judgments agreement PARAMS|--db FILE``.
 
 Bad input (a params file, a malformed export, a database that cannot be the store) exits with status 2 and one
-line naming the file and the line or key; no traceback.  Ctrl-C (SIGINT) prints one line and exits with status
+line naming the file and the line or key; no traceback.  ``pmrag study --max-calls N`` stopped before a model stage
+that would make more than ``N`` remote calls in the run exits with status 3 and one line (rerun to resume).  Ctrl-C (SIGINT) prints one line and exits with status
 130: what was committed stays, and running the command again resumes.  Any other error is one line too, with
 exit status 1 (its traceback when the environment sets ``PMRAG_TRACEBACK=1``); it never quotes a database
 statement's parameters or an exception's text, which may hold message text.
@@ -53,7 +54,14 @@ def _study(args) -> int:
         stack.enter_context(one_warning_per_file())   # each stage opens the embedding cache anew: one line per file
         if not args.quiet:
             stack.enter_context(reporting_progress(StepProgressLines()))
-        run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force)
+        if args.max_calls is not None and args.max_calls < 0:
+            raise PmragError(f"--max-calls: an integer ≥ 0, got {args.max_calls}")
+        run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force,
+                        dry_run=args.dry_run, max_calls=args.max_calls)
+    if run.dry_run:
+        print("\n".join(run.costs))
+        print("dry run: no model was called; run without --dry-run to make these calls")
+        return 0
     executed = len(run.notebook_seconds)
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
           f"in {run.notebooks[0].parent}")
@@ -368,9 +376,16 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--force", action="store_true",
                        help="write into a run folder that holds files pmrag did not write (refused otherwise: its "
                             "README.md, environment.json, qrels.trec... would be replaced)")
+    study.add_argument("--dry-run", action="store_true",
+                       help="count the calls each model stage still has to make (and their price, from the params' "
+                            "prices) and stop before any model call; the stages that call no model are computed")
+    study.add_argument("--max-calls", type=int, default=None, metavar="N",
+                       help="stop (exit status 3, resumable) before a model stage that would bring this run's remote "
+                            "model calls above N")
     study.set_defaults(func=_study)
 
-    status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing; computes nothing")
+    status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing, and the model calls "
+                                           "still to make (and their price); computes nothing")
     status.add_argument("params", help="params YAML, e.g. params/demo.yaml")
     status.set_defaults(func=_status)
 

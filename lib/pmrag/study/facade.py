@@ -86,11 +86,12 @@ class Study:
         ``study.get(StageKey("vectors", "summary"))``."""
         return self.engine.get(stage)
 
-    def build(self, *, progress: bool | None = None) -> None:
+    def build(self, *, progress: bool | None = None, before=None) -> None:
         """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
 
         With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
-        and the long stages (summaries, embeddings) add their own bars with an ETA."""
+        and the long stages (summaries, embeddings) add their own bars with an ETA.  ``before(name)``, when
+        given, runs before each stage is asked for, its upstream stages computed (it may raise to stop there)."""
         from tqdm.auto import tqdm
 
         previous = self.progress
@@ -99,6 +100,8 @@ class Study:
         try:
             for name in self.computed_stages:
                 bar.set_postfix_str(name, refresh=True)
+                if before is not None:
+                    before(name)
                 self.engine.get(name, retry=True)
                 bar.update(1)
         finally:

@@ -48,11 +48,20 @@ class RunInUse(PmragError):
     """Another ``pmrag study`` is running on the same run folder."""
 
 
+class CallBudgetReached(PmragError):
+    """``pmrag study --max-calls N``: the next model stage would make more remote calls than are left of ``N``;
+    stopped before it, so a rerun (with a larger budget) resumes there."""
+
+    exit_code = 3
+
+
 @dataclass
 class StudyRun:
     """What one ``pmrag study`` did: the executed notebooks and where the time went."""
 
     notebooks: list[Path] = field(default_factory=list)
+    costs: list[str] = field(default_factory=list)                       # the cost table printed at the start
+    dry_run: bool = False
     stage_seconds: dict[str, float] = field(default_factory=dict)      # computed in the runner, by stage
     notebook_seconds: dict[str, float] = field(default_factory=dict)   # executed ones, kernel start included
 
@@ -86,7 +95,8 @@ def default_jobs() -> int:
 
 
 def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: int | None = None,
-              kernel_name: str = "python3", force: bool = False) -> StudyRun:
+              kernel_name: str = "python3", force: bool = False, dry_run: bool = False,
+              max_calls: int | None = None) -> StudyRun:
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
@@ -96,6 +106,11 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     Raises :class:`RunInUse` when another run holds the run folder, and
     :class:`~pmrag.study.runfolder.ForeignRunFolder`, with nothing written, when the run folder holds files pmrag
     did not write (unless ``force``: ``pmrag study --force``).
+
+    First the calls each model stage still has to make are counted and printed (:mod:`pmrag.study.costs`; the
+    stages that call no model are computed for it).  ``dry_run``: stop there, no model called.  ``max_calls``:
+    before each model stage, its remote calls are counted again (exactly, its inputs now made); the run stops with
+    :class:`CallBudgetReached` before a stage that would bring this run's remote calls above ``max_calls``.
     """
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
@@ -104,10 +119,12 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     claim_run_folder(params.run_dir, force=force)
     with run_folder_lock(params.run_dir):
-        return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name)
+        return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name,
+                           dry_run=dry_run, max_calls=max_calls)
 
 
-def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, jobs: int, kernel_name: str) -> StudyRun:
+def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, jobs: int, kernel_name: str,
+                dry_run: bool = False, max_calls: int | None = None) -> StudyRun:
     """:func:`run_study`'s work, under the run folder's lock."""
     from pmrag.present.report import write_run_readme
     from pmrag.study.facade import Study
@@ -118,8 +135,15 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     if fresh:
         study.forget()
     started = time.time()
+    from pmrag.study.costs import study_costs
+
+    run.costs = study_costs(study, compute=True).lines(params.prices)
+    run.dry_run = dry_run
+    if dry_run:
+        return run
+    _say(progress, "\n".join(run.costs))
     _say(progress, f"[stages] {len(study.computed_stages)} stages of run {params.run}")
-    study.build(progress=progress)
+    study.build(progress=progress, before=None if max_calls is None else CallBudget(study, max_calls))
     for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
         print(f"warning: {warning}", file=sys.stderr)
     for line in stage_log(params.run_dir, started):
@@ -153,6 +177,29 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
     return run
+
+
+class CallBudget:
+    """``pmrag study --max-calls N``: called before each stage is computed (:meth:`Study.build`'s ``before``),
+    it counts a model stage's remote calls (:func:`~pmrag.study.costs.study_costs`, its inputs made by then) and
+    raises :class:`CallBudgetReached` when they would bring this run's calls above ``N``."""
+
+    def __init__(self, study, max_calls: int):
+        self.study, self.max_calls, self.spent = study, max_calls, 0
+
+    def __call__(self, name: str) -> None:
+        from pmrag.study.costs import MODEL_STAGES, study_costs
+
+        if name.split(":")[0] not in MODEL_STAGES:
+            return
+        costs = study_costs(self.study, compute=True, stages=[name])
+        calls = costs.remote_calls()
+        if self.spent + calls > self.max_calls:
+            raise CallBudgetReached(
+                f"--max-calls {self.max_calls}: stage {name} would make {calls} remote call(s) after {self.spent} "
+                "in this run; stopped before it, nothing of it was called (what was computed is kept: rerun with a "
+                "larger --max-calls to go on)")
+        self.spent += calls
 
 
 def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool,
@@ -360,7 +407,8 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
 
 def status_lines(params_path) -> list[str]:
     """``pmrag status``: one line per stage (name, state, reason), computing nothing and creating nothing: a run
-    folder holding files pmrag did not write is refused, one without a store has every stage missing."""
+    folder holding files pmrag did not write is refused, one without a store has every stage missing.  Then the
+    calls each model stage still has to make, counted from the cached stages (:mod:`pmrag.study.costs`)."""
     from pmrag.study.engine import StageStatus
     from pmrag.study.facade import Study
     from pmrag.study.pipeline import build_stages
@@ -368,10 +416,16 @@ def status_lines(params_path) -> list[str]:
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
     check_run_folder(params.run_dir)
+    from pmrag.study.costs import study_costs
+
     if (params.run_dir / STORE_FILE).exists():
-        rows = Study(params, notebooks, claim=False).status()
+        study = Study(params, notebooks, claim=False)
+        rows = study.status()
+        costs = study_costs(study).lines(params.prices)
     else:
         rows = [StageStatus(str(stage.key), "missing", "never computed") for stage in build_stages(params, notebooks)]
+        costs = ["model calls still to make: not counted, nothing is ingested yet (pmrag study --dry-run ingests and "
+                 "chunks, calling no model, and counts them)"]
     width = max(len(r.name) for r in rows)
     counts = defaultdict(int)
     lines = []
@@ -379,4 +433,4 @@ def status_lines(params_path) -> list[str]:
         counts[row.state] += 1
         lines.append(f"{row.name:<{width}}  {row.state:<10}  {row.reason}".rstrip())
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-    return [f"run {params.run} ({params.run_dir}): {summary}", *lines]
+    return [f"run {params.run} ({params.run_dir}): {summary}", *lines, *costs]
