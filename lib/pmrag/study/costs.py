@@ -232,6 +232,7 @@ MODEL_STAGES = ("summaries", "vectors", "subvectors", "query_vectors", "decompos
                 "interest_relevance", "graph_evaluation")
 """The stages that call a model: an LLM, or the embedder (graph_evaluation embeds RAGv1's summary pieces)."""
 NO_MODEL_UPSTREAM = ("synthetic", "ingest", "chunks", "qrels")
+UPSTREAM_ORDER = (*NO_MODEL_UPSTREAM, "summaries", "representations")
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,10 @@ class _Inputs:
         self.planned: set[str] = set()
 
     def get(self, name: str):
+        if name not in self.how and self.compute and name in NO_MODEL_UPSTREAM:
+            for earlier in NO_MODEL_UPSTREAM[:NO_MODEL_UPSTREAM.index(name)]:   # said as computed, if they are
+                if StageKey(earlier) in self.study.engine.stages:
+                    self.get(earlier)
         if name not in self.how:
             if self.study.engine.is_current(name):
                 how = "read from the cache"
@@ -295,8 +300,8 @@ class _Inputs:
 
     def describe(self) -> str:
         groups: dict[str, list[str]] = {}
-        for name, how in self.how.items():
-            groups.setdefault(how, []).append(name)
+        for name in sorted(self.how, key=lambda n: UPSTREAM_ORDER.index(n) if n in UPSTREAM_ORDER else 99):
+            groups.setdefault(self.how[name], []).append(name)
         return "; ".join(f"{', '.join(names)}: {how}" for how, names in groups.items()) or "no input read"
 
 
