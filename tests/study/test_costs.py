@@ -124,7 +124,7 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
 
 
 def test_status_reads_only_cached_stages_and_says_so(server, tmp_path):
-    from pmrag.study.runner import status_lines
+    from pmrag.study.runner import cost_status_lines as status_lines
 
     from pmrag.study import Study
 

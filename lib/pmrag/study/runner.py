@@ -407,8 +407,7 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
 
 def status_lines(params_path) -> list[str]:
     """``pmrag status``: one line per stage (name, state, reason), computing nothing and creating nothing: a run
-    folder holding files pmrag did not write is refused, one without a store has every stage missing.  Then the
-    calls each model stage still has to make, counted from the cached stages (:mod:`pmrag.study.costs`)."""
+    folder holding files pmrag did not write is refused, one without a store has every stage missing."""
     from pmrag.study.engine import StageStatus
     from pmrag.study.facade import Study
     from pmrag.study.pipeline import build_stages
@@ -416,16 +415,10 @@ def status_lines(params_path) -> list[str]:
     params = load_params(params_path)
     notebooks = numbered_notebooks(params.notebooks_dir)
     check_run_folder(params.run_dir)
-    from pmrag.study.costs import study_costs
-
     if (params.run_dir / STORE_FILE).exists():
-        study = Study(params, notebooks, claim=False)
-        rows = study.status()
-        costs = study_costs(study).lines(params.prices)
+        rows = Study(params, notebooks, claim=False).status()
     else:
         rows = [StageStatus(str(stage.key), "missing", "never computed") for stage in build_stages(params, notebooks)]
-        costs = ["model calls still to make: not counted, nothing is ingested yet (pmrag study --dry-run ingests and "
-                 "chunks, calling no model, and counts them)"]
     width = max(len(r.name) for r in rows)
     counts = defaultdict(int)
     lines = []
@@ -433,4 +426,19 @@ def status_lines(params_path) -> list[str]:
         counts[row.state] += 1
         lines.append(f"{row.name:<{width}}  {row.state:<10}  {row.reason}".rstrip())
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-    return [f"run {params.run} ({params.run_dir}): {summary}", *lines, *costs]
+    return [f"run {params.run} ({params.run_dir}): {summary}", *lines]
+
+
+def cost_status_lines(params_path) -> list[str]:
+    """``pmrag status``, after the stages: the calls each model stage still has to make and their price, counted
+    from the cached stages only (:mod:`pmrag.study.costs`), computing nothing and creating nothing."""
+    from pmrag.study.costs import study_costs
+    from pmrag.study.facade import Study
+
+    params = load_params(params_path)
+    check_run_folder(params.run_dir)
+    if not (params.run_dir / STORE_FILE).exists():
+        return ["model calls still to make: not counted, nothing is ingested yet (pmrag study --dry-run ingests and "
+                "chunks, calling no model, and counts them)"]
+    study = Study(params, numbered_notebooks(params.notebooks_dir), claim=False)
+    return study_costs(study).lines(params.prices)
