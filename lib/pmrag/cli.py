@@ -71,7 +71,7 @@ def _study(args) -> int:
 def _status(args) -> int:
     from pmrag.study.runner import cost_status_lines, status_lines
 
-    print("\n".join(status_lines(args.params) + cost_status_lines(args.params)))
+    print("\n".join(status_lines(args.params) + [""] + cost_status_lines(args.params)))
     return 0
 
 

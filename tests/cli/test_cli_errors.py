@@ -265,7 +265,7 @@ def test_a_missing_notebooks_dir_is_one_line_for_study_and_no_notebook_stage_for
                                          f"notebooks (NN_name.ipynb) in {tmp_path / 'nowhere'}"]
     status = pmrag(tmp_path, "status", "p.yaml")
     assert status.returncode == 0, status.stderr
-    stages = [line.split()[0] for line in status.stdout.splitlines()[1:]]
+    stages = [line.split()[0] for line in status.stdout.split("\n\n")[0].splitlines()[1:]]
     assert "ingest" in stages and "failures" in stages and not any(s.startswith("notebook:") for s in stages)
 
 

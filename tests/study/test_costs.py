@@ -140,7 +140,9 @@ def test_status_reads_only_cached_stages_and_says_so(server, tmp_path):
     assert header.endswith(": not available):") and "chunks" in header and "computed" not in header
     assert any(line.split()[:3] == ["summaries", "openai/gpt-4o-mini", "?"] for line in lines)
     study.get("chunks")
+    logged = (study.run_dir / "stage_log.jsonl").read_bytes()
     lines = status_lines(tmp_path / "p.yaml")
+    assert (study.run_dir / "stage_log.jsonl").read_bytes() == logged   # read, not loaded: nothing logged
     header = next(line for line in lines if line.startswith("model calls still to make"))
     assert header.endswith("(counted without calling a model; ingest, chunks: read from the cache; qrels, summaries, "
                            "representations: not available):")

@@ -427,7 +427,9 @@ def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cac
     result = subprocess.run([sys.executable, "-m", "pmrag", "status", str(path)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    header, *lines = result.stdout.strip().splitlines()
+    stages, costs = result.stdout.strip().split("\n\n")   # the stages, then the model calls still to make
+    header, *lines = stages.splitlines()
+    assert costs.startswith("model calls still to make (counted without calling a model; ")
     n_stale = len(BM25_RUNS | ANALYSIS | {"interest_relevance"})
     assert header.startswith("run tiny (")
     assert header.endswith(f"{len(STAGES) - n_stale} cached, {n_stale} stale, {len(notebooks)} missing")

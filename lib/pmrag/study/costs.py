@@ -254,9 +254,9 @@ def study_costs(study, *, compute: bool = False, stages: Sequence[str] | None = 
     """The calls each model stage of ``study`` (a :class:`~pmrag.study.facade.Study`) still has to make.
 
     ``compute``: compute the upstream stages that call no model (ingest, chunks, qrels) when they are not cached;
-    otherwise (``pmrag status``) only cached ones are read.  The representations are read (or built from cached
-    summaries) once the summaries are cached.  ``stages``: only these (``name`` or ``name:item``).  A text two
-    stages would embed is counted once, in the first (the second finds it in the cache).
+    otherwise (``pmrag status``) only cached ones are read, computing nothing.  With ``compute`` the
+    representations are built too once the summaries are cached.  ``stages``: only these (``name`` or
+    ``name:item``).  A text two stages would embed is counted once, in the first (the second finds it cached).
     """
     reader = _Inputs(study, compute)
     wanted = [key for key in study.engine.stages if key.name in MODEL_STAGES
@@ -274,12 +274,13 @@ def study_costs(study, *, compute: bool = False, stages: Sequence[str] | None = 
 
 class _Inputs:
     """The upstream results the counts read: cached ones, or, when ``compute``, the ones that call no model
-    computed; the representations once the summaries are cached.  Records which (:meth:`describe`), and the
+    computed, and the representations once the summaries are cached.  Records which (:meth:`describe`), and the
     embedding cache keys the stages counted so far will fill (``planned``)."""
 
     def __init__(self, study, compute: bool):
         self.study, self.compute = study, compute
         self.how: dict[str, str] = {}
+        self.values: dict[str, object] = {}
         self.planned: set[str] = set()
 
     def get(self, name: str):
@@ -288,15 +289,15 @@ class _Inputs:
                 if StageKey(earlier) in self.study.engine.stages:
                     self.get(earlier)
         if name not in self.how:
-            if self.study.engine.is_current(name):
-                how = "read from the cache"
-            elif (self.compute and name in NO_MODEL_UPSTREAM) or (
-                    name == "representations" and self.get("summaries") is not None):
-                how = "computed (no model call)"
+            found, value = self.study.engine.peek(name)   # nothing loaded into the memo, nothing logged
+            if found:
+                self.how[name], self.values[name] = "read from the cache", value
+            elif self.compute and (name in NO_MODEL_UPSTREAM or (
+                    name == "representations" and self.get("summaries") is not None)):
+                self.how[name], self.values[name] = "computed (no model call)", self.study.get(name)
             else:
-                how = "not available"
-            self.how[name] = how
-        return None if self.how[name] == "not available" else self.study.get(name)
+                self.how[name], self.values[name] = "not available", None
+        return self.values[name]
 
     def describe(self) -> str:
         groups: dict[str, list[str]] = {}
@@ -410,7 +411,7 @@ def _passages(study, key: StageKey, inputs: _Inputs, chunks) -> StageCost:
                               "unknown until the " + ("chunks are computed" if chunks is None else "summaries are made"))
         n = len(chunks.chunks)
         return bound_cost(name, section.backend, section.resolved_model, math.ceil(n / section.batch_size), n,
-                          "at most a text per chunk; its characters known once the summaries are made")
+                          "at most a text per chunk, known once the representations are built from the summaries")
     if key.name == "subvectors":
         multivector = study.params.multivector
         texts = subwindow_texts(texts, multivector.window_lines, multivector.stride_lines)[1]

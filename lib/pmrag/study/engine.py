@@ -345,14 +345,21 @@ class Engine:
 
     def is_current(self, key: StageKey | str) -> bool:
         """Whether a stage's cached result matches its key today (without loading it into the memo)."""
+        return self.peek(key)[0]
+
+    def peek(self, key: StageKey | str) -> tuple[bool, Any]:
+        """``(True, result)`` when a stage's cached result matches its key today, else ``(False, None)``: nothing
+        computed, memoised or logged (``pmrag status`` reads results this way)."""
         stage = self.stage(key)
         own = self.key(stage.key)
+        if stage.key in self.memo and self.memo[stage.key][0] == own:
+            return True, self.memo[stage.key][1]
         record = self.record(stage.key)
         if (record is None or record["key"] != own or not record.get("complete") or foreign(stage.key, record)
                 or self._store_changed(stage, record)):
-            return False
+            return False, None
         value, valid = self._load(stage.key, own)
-        return valid and self._outputs_present(stage, value)
+        return (True, value) if valid and self._outputs_present(stage, value) else (False, None)
 
     def finish(self, key: StageKey | str, value, seconds: float) -> None:
         """Record ``value`` as a stage's result under its current key (for a stage computed elsewhere, e.g. a
