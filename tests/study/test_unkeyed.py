@@ -18,7 +18,16 @@ BOUNDS = ("summarizer: {concurrency: 8, requests_per_minute: 600, backoff_jitter
 def test_the_call_bounds_are_declared_unkeyed():
     assert set(unkeyed_keys()) == {"summarizer.concurrency", "summarizer.requests_per_minute",
                                    "summarizer.backoff_jitter", "embedding.concurrency",
-                                   "embedding.requests_per_minute"}
+                                   "embedding.requests_per_minute", "prices"}
+
+
+def test_the_price_table_keys_no_stage_the_notebooks_included():
+    notebooks = sorted((REPO / "notebooks").glob("[0-9]*_*.ipynb"))
+    base = {"run": "x", "dataset": {"synthetic": {"enabled": True}}, "summarizer": {"backend": "openai"}}
+    priced = {**base, "prices": {"gpt-4o-mini": {"input_per_million": 0.15, "output_per_million": 0.6}}}
+    first, second = (build_stages(StudyParams.model_validate(p), notebooks) for p in (base, priced))
+    assert [(s.key, s.params) for s in first] == [(s.key, s.params) for s in second]
+    assert all("prices" not in s.params for s in first)
 
 
 def test_no_stage_keys_on_the_call_bounds_not_even_a_whole_section():
