@@ -242,3 +242,25 @@ def test_a_run_inside_reporting_progress_reports_to_its_listener_an_offline_one_
                          progress=False)
     summarize_chunks(engine, CHUNKS[6:8], make_summarizer(params), params, progress=False)
     assert [p.done for p in heard] == [1, 2, 3] and {p.title for p in heard} == {"summaries"}
+
+
+def test_the_embedding_progress_bar_shows_the_batches_in_flight_and_a_rate_limits_wait(tmp_path, capsys):
+    import numpy as np
+
+    from pmrag.represent.calls import Limiter
+    from pmrag.represent.embed import EmbeddingCache, embed_with_cache
+
+    class Budgeted:
+        """Waits on its budget as the openai embedder does; the clock stands still, so the wait is still on."""
+
+        model_id, batch_size = "stub/budgeted", 1
+        limiter = Limiter(2, requests_per_minute=60, sleep=lambda s: None, clock=lambda: 0.0)
+
+        def embed(self, texts, kind):
+            self.limiter.wait()
+            return np.ones((len(texts), 3), dtype=np.float32)
+
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        embed_with_cache(Budgeted(), ["a", "b", "c"], "passage", cache, progress=True)
+    bar = capsys.readouterr().err
+    assert "3/3" in bar and "in_flight=2" in bar and "waiting=budget" in bar

@@ -480,6 +480,7 @@ def _embed_missing(embedder: Embedder, kind: Kind, keys: list[str], text_of: dic
         from tqdm.auto import tqdm
         bar = tqdm(total=len(keys), desc=f"embedding {kind}s ({embedder.model_id})", unit="text")
     batches = [keys[start:start + batch_size] for start in range(0, len(keys), batch_size)]
+    limiter = getattr(embedder, "limiter", None) or Limiter(1)
 
     def embed(batch_keys: list[str]) -> np.ndarray:
         return embedder.embed([text_of[k] for k in batch_keys], kind)
@@ -490,11 +491,13 @@ def _embed_missing(embedder: Embedder, kind: Kind, keys: list[str], text_of: dic
         dim = vectors.shape[1]
         cache.put_many(embedder.model_id, kind, batch_keys, vectors)   # in this thread: the cache's connection
         fresh.update(zip(batch_keys, vectors))
-        if bar is not None:
+        if bar is not None:   # as the LLM steps' bars: the batches allowed in flight, and a rate limit's wait
+            waiting = limiter.waiting()
+            bar.set_postfix(in_flight=limiter.limit, **({"waiting": waiting.reason} if waiting else {}), refresh=False)
             bar.update(len(batch_keys))
 
     try:
-        run_bounded(batches, embed, getattr(embedder, "limiter", None) or Limiter(1), store)
+        run_bounded(batches, embed, limiter, store)
     finally:
         if bar is not None:
             bar.close()

@@ -195,7 +195,8 @@ def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: A
     from pmrag.represent.graph import memory_graph, write_graph
 
     with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
-        embed = lambda texts: embed_with_cache(embedder, list(texts), "passage", cache)   # noqa: E731
+        embed = lambda texts: embed_with_cache(embedder, list(texts), "passage", cache,   # noqa: E731
+                                               progress=runtime.progress)
         extras = {} if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
@@ -350,6 +351,7 @@ def graph_evaluation(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFr
     with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         return evaluate_graph(questions, qrels.qrels, chunks.chunks, summaries, graph, interest_relevance,
                               query_vectors.rows(questions["question_id"]), chunk_vectors, _rankings(runs),
-                              lambda texts: embed_with_cache(embedder, list(texts), "passage", cache),
+                              lambda texts: embed_with_cache(embedder, list(texts), "passage", cache,
+                                                             progress=runtime.progress),
                               section=section, betas=hybrid.betas(), depth=retrieval.depth, bootstrap=bootstrap,
                               ks=ks, type_order=question_types(questions))
