@@ -331,3 +331,12 @@ def test_a_params_file_asking_for_session_memories_is_a_one_line_error(tmp_path)
     path = write_file(tmp_path, "run: x\ndataset: {synthetic: {enabled: true}}\ngraph: {memory_unit: session}\n")
     message = params_error(path)
     assert "graph.memory_unit" in message and "not implemented yet" in message
+
+
+def test_the_offline_extraction_shows_its_progress_over_the_memories_only_when_asked(capsys):
+    memories = [memory(f"m{i}", [("Aki", "京都のカフェに行った"), ("Ben", "Kyoto was great")], day=i) for i in range(3)]
+    make_extractor(GraphSection(), embedder=char_ngram_vectors).extract(memories)
+    assert "graph semantic" not in capsys.readouterr().err
+    make_extractor(GraphSection(), embedder=char_ngram_vectors, progress=True).extract(memories)
+    bar = capsys.readouterr().err
+    assert "graph semantic (offline)" in bar and "3/3" in bar

@@ -158,7 +158,7 @@ def make_extractor(params: GraphSection, *, embedder: Embedder, llm: SummarizerS
     prompts: the params' ``representations.prompts`` (``ja``, ``en`` or a folder), for the openai backend's prompts.
     allow_remote, proxy: the params' top-level keys, as the summarizer takes them.
     engine: the study store, where the openai backend records each call (``graph_extractions``) and resumes.
-    progress: show the openai backend's progress bars.
+    progress: show progress bars (the offline backend's over the memories, the openai backend's over its calls).
 
     Returns
     -------
@@ -429,9 +429,10 @@ class OfflineExtractor:
 
     backend = "offline"
 
-    def __init__(self, params: GraphSection, *, embedder: Embedder):
+    def __init__(self, params: GraphSection, *, embedder: Embedder, progress: bool = False):
         self.params = params
         self.embedder = embedder
+        self.progress = progress
         self.japanese = JapaneseTerms(params.split_mode)
 
     def label(self) -> str:
@@ -450,9 +451,11 @@ class OfflineExtractor:
 
     def extract(self, memories: Sequence[Memory]) -> list[MemorySemantics]:
         _check_unique([m.memory_id for m in memories])
+        from tqdm.auto import tqdm
+
         cache: dict[str, list[tuple[str, str]]] = {}   # a line repeated (window overlap, "了解") is cut once
         out = []
-        for memory in memories:
+        for memory in tqdm(memories, desc="graph semantic (offline)", unit="memory", disable=not self.progress):
             counts: Counter[tuple[str, str]] = Counter()
             for line in message_texts(memory.text, memory.speakers):
                 found = cache.get(line)
@@ -504,9 +507,9 @@ class OfflineExtractor:
 
 
 @EXTRACTORS.register("offline")
-def _offline(params: GraphSection, *, embedder: Embedder, **_connection) -> OfflineExtractor:
+def _offline(params: GraphSection, *, embedder: Embedder, progress: bool = False, **_connection) -> OfflineExtractor:
     """The offline stand-in; the connection arguments of :func:`make_extractor` are not its concern."""
-    return OfflineExtractor(params, embedder=embedder)
+    return OfflineExtractor(params, embedder=embedder, progress=progress)
 
 
 # registers the LLM backend (pmrag.represent.extract_llm): it imports this module's values

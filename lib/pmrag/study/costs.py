@@ -213,7 +213,8 @@ def cost_lines(costs: Sequence[StageCost], prices: Mapping[str, ModelPrice], ups
     if any(c.calls is None for c in remote):
         line += " and more not counted yet"
     if remote:
-        line += "; price " + (f"≤ ${total:.4f} (output at max_output_tokens per call)" if total is not None
+        line += "; price " + (f"≤ ${total:.4f} (input estimated, output at max_output_tokens per call)"
+                              if total is not None
                               else "not known (see the stages above)")
         line += "; ETA: from the measured rate once calls start ([calls] lines)"
     for cost in costs:

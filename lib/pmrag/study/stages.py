@@ -197,7 +197,7 @@ def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: A
     with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
         embed = lambda texts: embed_with_cache(embedder, list(texts), "passage", cache,   # noqa: E731
                                                progress=runtime.progress)
-        extras = {} if section.extractor == "offline" else dict(
+        extras = dict(progress=runtime.progress) if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
         built = memory_graph(chunks.chunks, chunks.members, ingest.messages, summaries,
