@@ -10,8 +10,9 @@ from pmrag.core.names import StageKey
 from pmrag.core.params import EmbeddingSection, ModelPrice, SummarizerSection
 from pmrag.represent.embed import cache_key, embedder_model_id
 from pmrag.represent.llm import Done, Prompts
-from pmrag.study.costs import (StageCost, approx_tokens, cost_lines, embedding_cost, llm_cost, price_text,
-                               price_total, study_costs, summary_cost, text_tokens)
+from pmrag.study.costs import (SUMMARY_FREE, StageCost, representations_without_summaries, approx_tokens, cost_lines,
+                               embedding_cost, llm_cost, price_text, price_total, study_costs, summary_cost,
+                               text_tokens)
 
 from conftest import make_tiny_study
 
@@ -108,6 +109,11 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
     assert before["summaries"].calls == 5 and before["vectors:summary"].bound
     study.get("summaries")
     assert len(server.response_requests()) == before["summaries"].calls
+
+    built = study.representations()
+    before_summaries = representations_without_summaries(study, study.chunks())
+    for name in SUMMARY_FREE:   # counted before the summaries from the very texts the stage then builds
+        assert before_summaries[name].tolist() == built[name].tolist(), name
 
     counted = remote(study_costs(study, compute=True))   # the summaries made: every embedding counted exactly
     assert counted["summaries"].calls == 0

@@ -404,8 +404,8 @@ def _passages(study, key: StageKey, inputs: _Inputs, chunks) -> StageCost:
     representations = inputs.get("representations")
     if representations is not None:
         texts = representations[representation].tolist()
-    elif representation == "raw_text" and chunks is not None:
-        texts = chunks.chunks["raw_text"].tolist()
+    elif representation in SUMMARY_FREE and chunks is not None:
+        texts = representations_without_summaries(study, chunks.chunks)[representation].tolist()
     if texts is None:   # texts made from the summaries, which are not made yet
         if chunks is None or key.name == "subvectors":
             return bound_cost(name, section.backend, section.resolved_model, None, None,
@@ -417,6 +417,22 @@ def _passages(study, key: StageKey, inputs: _Inputs, chunks) -> StageCost:
         multivector = study.params.multivector
         texts = subwindow_texts(texts, multivector.window_lines, multivector.stride_lines)[1]
     return _embedding(study, inputs, name, passage_texts_sent(texts, section), "passage")
+
+
+SUMMARY_FREE = ("raw_text", "prefix", "excerpt")
+"""The representations whose text does not depend on the summaries (:mod:`pmrag.represent.representations`)."""
+
+
+def representations_without_summaries(study, chunks):
+    """The representations built with no summary at all: right for :data:`SUMMARY_FREE` ones (the stage builds
+    the same texts once the summaries exist)."""
+    import pandas as pd
+
+    from pmrag.represent.representations import EmbeddingTextTemplate, build_representations
+
+    section = study.params.representations
+    template = EmbeddingTextTemplate.from_prompts(section.prompts, section.excerpt_chars)
+    return build_representations(chunks, pd.DataFrame(columns=["chunk_id", "summary", "status"]), template)
 
 
 def _pieces(study, name: str, inputs: _Inputs) -> StageCost:
