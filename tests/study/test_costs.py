@@ -10,9 +10,9 @@ from pmrag.core.names import StageKey
 from pmrag.core.params import EmbeddingSection, ModelPrice, SummarizerSection
 from pmrag.represent.embed import cache_key, embedder_model_id
 from pmrag.represent.llm import Done, Prompts
-from pmrag.study.costs import (SUMMARY_FREE, StageCost, representations_without_summaries, approx_tokens, cost_lines,
-                               embedding_cost, llm_cost, price_text, price_total, study_costs, summary_cost,
-                               text_tokens)
+from pmrag.study.costs import (SUMMARY_FREE, StageCost, approx_tokens, cost_lines, embedding_cost, llm_cost,
+                               price_text, price_total, representations_without_summaries, run_rate, study_costs,
+                               summaries_rate, summary_cost, text_tokens)
 
 from conftest import make_tiny_study
 
@@ -88,6 +88,35 @@ def test_the_table_marks_bounds_and_unknowns_and_totals_the_remote_calls():
     assert lines[-1].startswith("remote calls: ≤ 4 and more not counted yet; price not known")
 
 
+def test_the_eta_is_the_calls_left_at_the_last_runs_measured_rate():
+    assert run_rate(10, "2024-01-01T00:00:00.000+00:00", "2024-01-01T00:00:05.000+00:00") == 2.0
+    assert run_rate(0, "2024-01-01T00:00:00+00:00", "2024-01-01T00:00:05+00:00") is None
+    assert run_rate(3, "2024-01-01T00:00:05+00:00", "2024-01-01T00:00:05+00:00") is None
+    assert run_rate(3, "2024-01-01T00:00:00+00:00", None) is None
+    cost = StageCost("summaries", "openai", "gpt-4o-mini", 600, 600, 1, 1, 10, rate_per_s=2.0)
+    assert cost.eta_s == 300 and StageCost("s", "openai", "m", 0, 0, 0, 0, rate_per_s=2.0).eta_s is None
+    row = next(line for line in cost_lines([cost], {}, "x") if line.lstrip().startswith("summaries"))
+    assert "≈ 5 min" in row
+
+
+def test_a_steps_rate_is_its_last_runs_rows_over_their_commit_times(engine):
+    from sqlalchemy import insert
+
+    from pmrag.core.store import graph_extractions
+    from pmrag.study.costs import step_rate
+
+    def row(item, run, second):
+        return {"step": "decomposition", "item_id": item, "status": "ok", "requested_model": "m",
+                "system_sha256": "s", "user_sha256": "u", "input_chars": 1, "input_sha256": "i", "attempts": 1,
+                "run_id": run, "created_at": f"2024-01-01T00:00:{second:02d}.000+00:00"}
+
+    assert step_rate(engine, "decomposition") is None
+    with engine.begin() as conn:
+        conn.execute(insert(graph_extractions), [row("a", "old", 0), row("b", "old", 50),
+                                                 row("c", "new", 52), row("d", "new", 53), row("e", "new", 56)])
+    assert step_rate(engine, "decomposition") == 2 / 4   # the last run: 3 commits, 2 calls in 4 s
+
+
 # ------------------------------------------------------------------------------------------- a study
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -109,6 +138,7 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
     assert before["summaries"].calls == 5 and before["vectors:summary"].bound
     study.get("summaries")
     assert len(server.response_requests()) == before["summaries"].calls
+    assert summaries_rate(study.store) > 0   # measured: the next run's ETA
 
     built = study.representations()
     before_summaries = representations_without_summaries(study, study.chunks())

@@ -20,7 +20,9 @@ summary texts before the summaries, the interests before the graph) is an upper 
 Tokens are estimated, said ``≈`` (:func:`approx_tokens`): a kana or kanji character as one token, any other
 four characters as one (no tokenizer is bundled: the models' own differ).  An LLM call's input is its system
 prompt, its user template and its text.  Output tokens are bounded by ``max_output_tokens`` per call.  Prices come
-from the params' ``prices`` table only (:func:`price_text`); a model missing from it is named, never guessed.
+from the params' ``prices`` table only (:func:`price_text`); a model missing from it is named, never guessed.  The
+ETA is the calls left at the rate the stage's last run measured (:func:`summaries_rate`, :func:`step_rate`; the
+embedding cache records no times); while calls run, :class:`~pmrag.represent.llm.StepProgress` gives it live.
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ class StageCost:
     bound: bool = False
     state: str = ""
     note: str = ""
+    rate_per_s: float | None = None   # calls a second measured in the stage's last run (None: no run yet)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds the calls would take at the measured rate (``None``: no rate, or no count)."""
+        if self.rate_per_s is None or not self.calls or self.rate_per_s <= 0:
+            return None
+        return self.calls / self.rate_per_s
 
     @property
     def local(self) -> bool:
@@ -93,10 +103,11 @@ class StageCost:
 
 def llm_cost(stage: str, items: Sequence[tuple[str, str]], done: Mapping[str, Done], *, model: str,
              prompts: Prompts | None, max_output_tokens: int, backend: str = "openai",
-             keeps_changed_input: bool = False) -> StageCost:
+             keeps_changed_input: bool = False, rate_per_s: float | None = None) -> StageCost:
     """An LLM step's calls: one per item ``(id, text sent after the template)`` that ``done`` (the store's ``ok``
     rows by item id) does not hold for that text (any text when ``keeps_changed_input``: the summaries' rule).
-    The input counted is the system prompt, the user template, a blank line and the text."""
+    The input counted is the system prompt, the user template, a blank line and the text; ``rate_per_s``: the
+    calls a second the step's last run measured (the ETA)."""
     import hashlib
 
     def resumed(item_id: str, text: str) -> bool:
@@ -109,7 +120,8 @@ def llm_cost(stage: str, items: Sequence[tuple[str, str]], done: Mapping[str, Do
     if prompts:
         sent = [prompts.system + text for text in sent]
     chars, tokens = text_tokens(sent)
-    return StageCost(stage, backend, model, len(sent), len(sent), chars, tokens, max_output_tokens)
+    return StageCost(stage, backend, model, len(sent), len(sent), chars, tokens, max_output_tokens,
+                     rate_per_s=rate_per_s)
 
 
 def summary_cost(chunks: Sequence[tuple[str, str]], ok_chunks: Iterable[str], section: SummarizerSection,
@@ -192,13 +204,14 @@ def price_total(costs: Sequence[StageCost], prices: Mapping[str, ModelPrice]) ->
 def cost_lines(costs: Sequence[StageCost], prices: Mapping[str, ModelPrice], upstream: str) -> list[str]:
     """The cost table: a header naming where the inputs came from (``upstream``), one line per model stage, and
     the remote calls' total."""
-    header = ("stage", "backend/model", "calls", "items", "input chars", "≈ input tokens", "price")
+    header = ("stage", "backend/model", "calls", "items", "input chars", "≈ input tokens", "ETA", "price")
     rows = [header]
     for cost in costs:
         mark = "≤ " if cost.bound else ""
         rows.append((cost.stage, f"{cost.backend}/{cost.model}", _count(cost.calls, mark), _count(cost.items, mark),
                      "?" if cost.input_chars is None else f"{cost.input_chars:,}",
                      "?" if cost.input_tokens is None else f"≈ {cost.input_tokens:,}",
+                     "" if cost.eta_s is None else f"≈ {_duration(cost.eta_s)}",
                      price_text(cost, prices) + (f" [{cost.state}]" if cost.state == "cached" else "")))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = [f"model calls still to make (counted without calling a model; {upstream}):"]
@@ -216,7 +229,7 @@ def cost_lines(costs: Sequence[StageCost], prices: Mapping[str, ModelPrice], ups
         line += "; price " + (f"≤ ${total:.4f} (input estimated, output at max_output_tokens per call)"
                               if total is not None
                               else "not known (see the stages above)")
-        line += "; ETA: from the measured rate once calls start ([calls] lines)"
+        line += "; ETA at the rate the stage's last run measured (while calls run, the [calls] lines give it)"
     for cost in costs:
         if cost.note and cost.calls != 0:
             lines.append(f"  {cost.stage}: {cost.note}")
@@ -225,6 +238,53 @@ def cost_lines(costs: Sequence[StageCost], prices: Mapping[str, ModelPrice], ups
 
 def _count(value: int | None, mark: str) -> str:
     return "?" if value is None else f"{mark}{value:,}"
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def run_rate(calls: int, started_at: str | None, finished_at: str | None) -> float | None:
+    """Calls a second of a run that made ``calls`` calls between two ISO times (``None`` when unknown)."""
+    from datetime import datetime
+
+    if not calls or not started_at or not finished_at:
+        return None
+    seconds = (datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)).total_seconds()
+    return calls / seconds if seconds > 0 else None
+
+
+def summaries_rate(engine) -> float | None:
+    """The calls a second of the last summaries run that made any (``summary_runs``)."""
+    from sqlalchemy import select
+
+    from pmrag.core.store import summary_runs
+
+    c = summary_runs.c
+    with engine.connect() as conn:
+        row = conn.execute(select(c.started_at, c.finished_at, c.n_ok, c.n_error)
+                           .where(c.finished_at.is_not(None), (c.n_ok + c.n_error) > 0)
+                           .order_by(c.started_at.desc()).limit(1)).first()
+    return None if row is None else run_rate(row.n_ok + row.n_error, row.started_at, row.finished_at)
+
+
+def step_rate(engine, step: str) -> float | None:
+    """The calls a second of a step's last run in ``graph_extractions`` (its rows' first to last commit)."""
+    from sqlalchemy import func, select
+
+    from pmrag.core.store import graph_extractions
+
+    c = graph_extractions.c
+    with engine.connect() as conn:
+        last = conn.execute(select(c.run_id).where(c.step == step).order_by(c.created_at.desc()).limit(1)).scalar()
+        if last is None:
+            return None
+        row = conn.execute(select(func.count(), func.min(c.created_at), func.max(c.created_at))
+                           .where(c.step == step, c.run_id == last)).one()
+    return run_rate(row[0] - 1, row[1], row[2])   # n commits span n − 1 calls' time
 
 
 # --------------------------------------------------------------------------------------------- a study
@@ -374,8 +434,9 @@ def _summaries(study, chunks, name: str) -> StageCost:
     with study.store.connect() as conn:
         ok = [row.chunk_id for row in conn.execute(select(summaries.c.chunk_id).where(summaries.c.status == "ok"))]
     prompts = load_prompts(study.params.representations.prompts) if section.backend == "openai" else None
-    return summary_cost(list(zip(chunks["chunk_id"], chunks["raw_text"])), ok, section, prompts, resumes=resumes,
+    cost = summary_cost(list(zip(chunks["chunk_id"], chunks["raw_text"])), ok, section, prompts, resumes=resumes,
                         stage=name)
+    return replace(cost, rate_per_s=summaries_rate(study.store)) if section.backend == "openai" else cost
 
 
 def _embedding(study, inputs: _Inputs, name: str, texts: Sequence[str], kind: str) -> StageCost:
@@ -463,7 +524,8 @@ def _decomposition(study, name: str, qrels) -> StageCost:
     items = [(decomposition_item_id(q, text, section.max_subqueries), decomposition_input(text, section.max_subqueries))
              for q, text in zip(questions["question_id"].astype(str), questions["text"])]
     done = ExtractionStore(study.store).done(DECOMPOSITION.name, llm.model, prompts)
-    return llm_cost(name, items, done, model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens)
+    return replace(llm_cost(name, items, done, model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens),
+                   rate_per_s=step_rate(study.store, DECOMPOSITION.name))
 
 
 def _graph(study, name: str, chunks) -> StageCost:
@@ -480,7 +542,8 @@ def _graph(study, name: str, chunks) -> StageCost:
              zip(ordered["chunk_id"], ordered["raw_text"])]
     prompts = load_graph_prompts(study.params.representations.prompts)[SEMANTIC.name]
     semantic = llm_cost(name, items, ExtractionStore(study.store).done(SEMANTIC.name, llm.model, prompts),
-                        model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens)
+                        model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens,
+                        rate_per_s=step_rate(study.store, SEMANTIC.name))
     if not semantic.calls:
         return semantic   # the interest calls' inputs are the semantic replies: resumed from the store as well
     batches = math.ceil(len(items) / section.interest_batch)
