@@ -138,7 +138,7 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
     assert before["summaries"].calls == 5 and before["vectors:summary"].bound
     study.get("summaries")
     assert len(server.response_requests()) == before["summaries"].calls
-    assert summaries_rate(study.store) > 0   # measured: the next run's ETA
+    assert summaries_rate(study.store) > 0 and summaries_rate(study.store, "extractive") is None   # the next ETA
 
     built = study.representations()
     before_summaries = representations_without_summaries(study, study.chunks())
@@ -157,6 +157,32 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
 
     after = remote(study_costs(study))
     assert all(after[name].calls == 0 for name in counted if not name.startswith("graph")), after
+
+
+def test_the_decomposition_and_the_graph_extraction_are_counted_by_their_resume_rule(server, tmp_path):
+    from responses_server import Reply
+
+    base = server.base_url
+    study = make_tiny_study(tmp_path, f"summarizer: {{backend: openai, base_url: '{base}', interval_s: 0}}\n"
+                                      f"embedding: {{backend: openai, base_url: '{base}', model: e5}}\n"
+                                      "decomposition: {backend: openai}\ngraph: {extractor: openai}\n"
+                                      "retrieval: {retrievers: [raw_text_bm25, raw_text_decomp_bm25]}\n"
+                                      "hybrid: {pairings: [[raw_text_bm25, raw_text_decomp_bm25]]}\n"
+                                      "analysis: {aggregate_type: contextual, reference_retriever: raw_text_bm25, "
+                                      "diagnostic_hybrid: [raw_text_bm25, raw_text_decomp_bm25, 0.5]}\n")
+    server.default = Reply.ok('{"subqueries": ["a part"]}')
+    before = remote(study_costs(study, compute=True))
+    graph = before["graph"]
+    assert graph.bound and graph.calls == 5 + 1 and "5 semantic calls (counted) and ≤ 1 interest calls" in graph.note
+    assert before["decomposition"].calls == len(study.evaluation().questions) == 2
+    assert before["graph (interest label vectors)"].calls is None
+    study.get("decomposition")
+    assert len(server.response_requests()) == 2
+    assert remote(study_costs(study))["decomposition"].state == "cached"
+    study.forget()   # no stage cached: the rows of graph_extractions decide (a rerun resumes from them)
+    after = remote(study_costs(study, compute=True))
+    assert after["decomposition"].calls == 0 and after["decomposition"].state == "missing"
+    assert after["decomposition"].rate_per_s > 0 and after["graph"].calls == 6
 
 
 def test_status_reads_only_cached_stages_and_says_so(server, tmp_path):

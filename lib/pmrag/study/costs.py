@@ -257,8 +257,8 @@ def run_rate(calls: int, started_at: str | None, finished_at: str | None) -> flo
     return calls / seconds if seconds > 0 else None
 
 
-def summaries_rate(engine) -> float | None:
-    """The calls a second of the last summaries run that made any (``summary_runs``)."""
+def summaries_rate(engine, backend: str = "openai") -> float | None:
+    """The calls a second of the last summaries run of ``backend`` that made any (``summary_runs``)."""
     from sqlalchemy import select
 
     from pmrag.core.store import summary_runs
@@ -266,7 +266,7 @@ def summaries_rate(engine) -> float | None:
     c = summary_runs.c
     with engine.connect() as conn:
         row = conn.execute(select(c.started_at, c.finished_at, c.n_ok, c.n_error)
-                           .where(c.finished_at.is_not(None), (c.n_ok + c.n_error) > 0)
+                           .where(c.backend == backend, c.finished_at.is_not(None), (c.n_ok + c.n_error) > 0)
                            .order_by(c.started_at.desc()).limit(1)).first()
     return None if row is None else run_rate(row.n_ok + row.n_error, row.started_at, row.finished_at)
 
