@@ -345,14 +345,15 @@ class Engine:
 
     def is_current(self, key: StageKey | str) -> bool:
         """Whether a stage's cached result matches its key today (without loading it into the memo)."""
-        return self.peek(key)[0]
+        return self.peek(key, memo=False)[0]
 
-    def peek(self, key: StageKey | str) -> tuple[bool, Any]:
-        """``(True, result)`` when a stage's cached result matches its key today, else ``(False, None)``: nothing
-        computed, memoised or logged (``pmrag status`` reads results this way)."""
+    def peek(self, key: StageKey | str, *, memo: bool = True) -> tuple[bool, Any]:
+        """``(True, result)`` when a stage's cached result matches its key today (the memo's first, with
+        ``memo``), else ``(False, None)``: nothing computed, memoised or logged (``pmrag status`` reads results
+        this way)."""
         stage = self.stage(key)
         own = self.key(stage.key)
-        if stage.key in self.memo and self.memo[stage.key][0] == own:
+        if memo and stage.key in self.memo and self.memo[stage.key][0] == own:
             return True, self.memo[stage.key][1]
         record = self.record(stage.key)
         if (record is None or record["key"] != own or not record.get("complete") or foreign(stage.key, record)
