@@ -18,6 +18,7 @@ Targets on the 2-core reference machine: speed-up ≥ 1.6 for 12 participants, o
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import shutil
 import tempfile
@@ -37,7 +38,7 @@ def cohort_file(folder: Path, n: int) -> Path:
     shutil.copytree(REPO / "params" / "cohort_demo_cache", params / "cohort_demo_cache")
     cohort = yaml.safe_load((REPO / "params" / "cohort_demo.yaml").read_text(encoding="utf-8"))
     shipped = cohort["participants"]
-    cohort["participants"] = [{**shipped[i % len(shipped)], "id": f"p{i + 1:02d}"} for i in range(n)]
+    cohort["participants"] = [{**copy.deepcopy(shipped[i % len(shipped)]), "id": f"p{i + 1:02d}"} for i in range(n)]
     cohort["run"] = f"bench_{n}"
     path = params / f"cohort_{n}.yaml"
     path.write_text(yaml.safe_dump(cohort, sort_keys=False), encoding="utf-8")

@@ -20,7 +20,7 @@ from pmrag.study.runner import stage_log
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = ("per_participant", "pooled", "differences", "participant_differences", "wins", "participants")
+TABLES = ("per_participant", "pooled", "differences", "participant_differences", "wins", "selection", "participants")
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_the_demo_cohort_writes_pooled_tables_with_a_participant_column(first_ru
     assert not first_run.failed and set(first_run.seconds) == {"p01", "p02", "p03"}
     found = tables(first_run)
     assert {p: run_dir / "tables" / f"cohort_{p}.csv" for p in TABLES} == {p: first_run.tables[p] for p in TABLES}
-    for name in ("per_participant", "participant_differences", "participants"):
+    for name in ("per_participant", "participant_differences", "selection", "participants"):
         assert set(found[name]["participant"]) == {"p01", "p02", "p03"}, name
     questions = found["participants"].set_index("participant")["n_questions"]
     assert (questions > 0).all()

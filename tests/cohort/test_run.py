@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pmrag.cohort.params import load_cohort
-from pmrag.cohort.run import ParticipantFailed, _written_study, failure_line, participant_scores
+from pmrag.cohort.run import ParticipantFailed, _written_study, failure_line, run_participant
 from pmrag.core.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_the_task_turns_a_failing_study_into_one_safe_line(tmp_path):
     cohort = load_cohort(tmp_path / "cohort.yaml")
     study_file = _written_study(cohort, cohort.participants[0])
     with pytest.raises(ParticipantFailed) as info:
-        participant_scores(str(study_file))
+        run_participant(str(study_file))
     assert str(info.value).startswith("InputError: ") and "broken.json" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
 

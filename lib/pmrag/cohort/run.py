@@ -1,7 +1,7 @@
 """``pmrag cohort PARAMS``: every participant's study as one Dask task, then the pooled tables.
 
 Each participant's study params are written to its run folder (``participants/<id>/study.yaml``) and the task
-builds that study there (:func:`participant_scores`): the ordinary stage graph, keyed and cached as for any
+builds that study there (:func:`run_participant`): the ordinary stage graph, keyed and cached as for any
 study, so a rerun recomputes nothing that is cached, and a task that starts again after its worker died (Dask
 moves it to another worker) finds what the dead one had finished.  By default the numbered notebooks are not
 executed per participant (``cohort.notebooks: false``): the cohort computes the stages only.
@@ -30,6 +30,7 @@ from pmrag.cohort.params import TABLES_DIR, Cohort, load_cohort, write_locomo_in
 from pmrag.cohort.tables import SCORE_COLUMNS, cohort_tables
 from pmrag.core.cohort_params import ExecutionSection
 from pmrag.core.errors import PmragError
+from pmrag.core.params import BootstrapSection
 from pmrag.core.text import clip, one_line
 from pmrag.study.runfolder import claim_run_folder
 
@@ -39,6 +40,17 @@ PARTICIPANTS_TABLE = "cohort_participants"
 
 class CohortFailed(PmragError):
     """No participant of the cohort finished: there is nothing to pool."""
+
+
+@dataclass(frozen=True)
+class ParticipantResult:
+    """What a participant's task sends back: its per-question scores (:func:`study_scores`), its sweep (every
+    pairing × β per question), its pairings in order and its bootstrap settings."""
+
+    scores: pd.DataFrame
+    sweep: pd.DataFrame
+    pairings: tuple[tuple[str, str], ...]
+    bootstrap: BootstrapSection
 
 
 @dataclass
@@ -77,11 +89,11 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
         run.dashboard = dashboard_link(active)
         _say(progress, f"[cohort] {len(files)} participants of {cohort.params.run}; dask dashboard: "
                        f"{run.dashboard or 'not available (install bokeh for it)'}")
-        scores = _gather(active, files, section, run, progress)
-    if not scores:
+        results = _gather(active, files, section, run, progress)
+    if not results:
         raise CohortFailed(f"{cohort.path}: no participant finished ({len(run.failed)} failed); nothing to pool")
-    tables = cohort_tables(pd.concat(scores, ignore_index=True), cohort.base.bootstrap)
-    tables["participants"] = participants_table(cohort, run, scores)
+    tables = pooled_tables(results)
+    tables["participants"] = participants_table(cohort, run, [result.scores for result in results])
     folder = cohort.run_dir / TABLES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
@@ -89,6 +101,22 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
         frame.to_csv(target, index=False)
         run.tables[name] = target
     return run
+
+
+def pooled_tables(results: list[ParticipantResult]) -> dict[str, pd.DataFrame]:
+    """The pooled tables of the finished participants (:func:`pmrag.cohort.tables.cohort_tables`, bootstrap settings
+    of the first participant's study), and the selection scored leave-one-participant-out when two or more
+    finished (:func:`pmrag.cohort.selection.leave_one_participant_out`)."""
+    from pmrag.cohort.selection import leave_one_participant_out
+
+    first = results[0]
+    tables = cohort_tables(pd.concat([r.scores for r in results], ignore_index=True), first.bootstrap)
+    if len(results) > 1:
+        own = {r.scores["participant"].iloc[0]: r.scores.loc[r.scores["selected"], "method"].iloc[0] for r in results}
+        sweeps = pd.concat([r.sweep.assign(participant=r.scores["participant"].iloc[0]) for r in results],
+                           ignore_index=True)
+        tables["selection"] = leave_one_participant_out(sweeps, own, first.pairings)
+    return tables
 
 
 def _written_study(cohort: Cohort, participant) -> Path:
@@ -142,13 +170,13 @@ def dashboard_link(client) -> str | None:
 
 
 def _gather(client, files: dict[str, str], section: ExecutionSection, run: CohortRun, progress: bool) -> list:
-    """Submit one task per participant (``section.retries`` retries each) and collect their scores as they
+    """Submit one task per participant (``section.retries`` retries each) and collect their results as they
     finish, in the participants' order; a failed one is booked in ``run.failed`` and reported."""
     from dask.distributed import as_completed
 
     started = time.monotonic()
     token = uuid.uuid4().hex[:8]   # a rerun on the same client submits new tasks, never reuses a finished one
-    futures = {client.submit(participant_scores, file, section.notebooks, key=f"participant-{pid}-{token}",
+    futures = {client.submit(run_participant, file, section.notebooks, key=f"participant-{pid}-{token}",
                              retries=section.retries, pure=False): pid for pid, file in files.items()}
     results = {}
     for future in as_completed(futures):
@@ -177,18 +205,18 @@ class ParticipantFailed(PmragError):
     """A participant's study failed; its message is :func:`failure_line`'s (Dask logs it on the worker)."""
 
 
-def participant_scores(study_file: str, notebooks: bool = False) -> pd.DataFrame:
+def run_participant(study_file: str, notebooks: bool = False) -> ParticipantResult:
     """The Dask task: build one participant's study (and execute its notebooks when ``notebooks``) under its run
-    folder's lock, and return its per-question scores (:func:`study_scores`).  Any error is raised again as a
+    folder's lock, and return its :class:`ParticipantResult`.  Any error is raised again as a
     :class:`ParticipantFailed` whose text is :func:`failure_line`'s: what Dask logs and sends back never quotes
     the data."""
     try:
-        return _participant_scores(study_file, notebooks)
+        return _run_participant(study_file, notebooks)
     except Exception as exc:  # noqa: BLE001 — every error leaves the worker in one safe line
         raise ParticipantFailed(failure_line(exc)) from None
 
 
-def _participant_scores(study_file: str, notebooks: bool) -> pd.DataFrame:
+def _run_participant(study_file: str, notebooks: bool) -> ParticipantResult:
     from pmrag.study.facade import Study
     from pmrag.study.params import load_params
     from pmrag.study.runner import run_folder_lock, run_study
@@ -200,7 +228,8 @@ def _participant_scores(study_file: str, notebooks: bool) -> pd.DataFrame:
         study = Study(params)
         try:
             study.build(progress=False)
-            return study_scores(study)
+            pairings = tuple((str(a), str(b)) for a, b in study.params.hybrid.pairing_ids())
+            return ParticipantResult(study_scores(study), study.sweep(), pairings, study.params.bootstrap)
         finally:
             study.store.dispose()
 
