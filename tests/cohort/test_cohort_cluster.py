@@ -101,6 +101,9 @@ def test_the_demo_cohort_writes_pooled_tables_with_a_participant_column(first_ru
         folder = run_dir / "participants" / participant
         assert (folder / "study.yaml").is_file() and (folder / "study.sqlite").is_file()
         assert not (folder / "notebooks").exists()   # cohort.notebooks: false
+        computed = {line["stage"] for line in stage_log(folder) if line["action"] == "computed"}
+        assert {"metrics", "sweep", "hybrids", "runs:summary_vector"} <= computed   # cohort.stages: pooled
+        assert not computed & {"statistics", "graph", "graph_evaluation", "failures", "reliability"}
 
 
 def test_a_rerun_recomputes_nothing_and_writes_the_same_tables(first_run, project, client):
@@ -112,6 +115,21 @@ def test_a_rerun_recomputes_nothing_and_writes_the_same_tables(first_run, projec
         assert [line["stage"] for line in log if line["action"] == "computed"] == [], participant
     for name, frame in tables(again).items():
         pd.testing.assert_frame_equal(frame, before[name], check_exact=True)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process it started, as a lost node takes them all (an orphaned child would
+    otherwise outlive the test)."""
+    import psutil
+
+    worker = psutil.Process(pid)
+    family = [worker, *worker.children(recursive=True)]
+    for process in family:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
 
 
 def test_a_worker_killed_mid_run_leaves_the_tables_unchanged(first_run, project, client):
@@ -126,7 +144,7 @@ def test_a_worker_killed_mid_run_leaves_the_tables_unchanged(first_run, project,
         running = [worker for worker, keys in client.processing().items() if any("participant-p03" in k for k in keys)]
         if running and stage_log(p03):   # its study has computed a stage at least: mid-run
             killed = client.run(os.getpid, workers=running)[running[0]]
-            os.kill(killed, signal.SIGKILL)
+            kill_tree(killed)
         time.sleep(0.05)
     thread.join(timeout=180)
     assert killed is not None, "p03 finished before a worker could be killed"
@@ -155,6 +173,18 @@ def test_a_failed_participant_is_retried_once_then_reported_and_the_others_finis
     assert set(found["pooled"]["n_participants"]) == {3}
     status = found["participants"].set_index("participant")["status"].to_dict()
     assert status == {"p01": "finished", "p02": "finished", "p03": "finished", "broken": "failed"}
+
+
+def test_a_cohort_where_no_participant_finishes_is_an_error(project, client):
+    from pmrag.cohort.run import CohortFailed
+
+    shutil.copy(REPO / "tests" / "fixtures" / "line_json" / "truncated.json", project / "params" / "broken.json")
+    path = project / "params" / "all_broken.yaml"
+    path.write_text("run: all_broken\nstudy: demo.yaml\nparticipants: [{id: only, inputs: [broken.json]}]\n"
+                    "cohort: {retries: 0}\n", encoding="utf-8")
+    with pytest.raises(CohortFailed, match="no participant finished \\(1 failed\\)"):
+        run_cohort(path, client=client, progress=False)
+    assert not (project / "outputs" / "all_broken" / "tables").exists()
 
 
 def _transitions(dask_scheduler):

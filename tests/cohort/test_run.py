@@ -46,3 +46,18 @@ def test_the_written_study_is_rewritten_only_when_it_changes(tmp_path):
     stamp = first.stat().st_mtime_ns
     assert _written_study(cohort, cohort.participants[0]).stat().st_mtime_ns == stamp
     assert sorted(p.name for p in first.parent.iterdir()) == [".pmrag-run", "study.yaml"]   # claimed, then written
+
+
+def test_pmrag_cohort_exits_1_when_a_participant_failed_and_0_when_none_did(monkeypatch, tmp_path, capsys):
+    import pmrag.cohort.run as cohort_run
+    from pmrag.cli import main
+
+    tables = {"pooled": tmp_path / "tables" / "cohort_pooled.csv"}
+    outcomes = iter([cohort_run.CohortRun(tables=tables, seconds={"a": 1.0}, failed={"b": "InputError: x"}),
+                     cohort_run.CohortRun(tables=tables, seconds={"a": 1.0, "b": 2.0})])
+    monkeypatch.setattr(cohort_run, "run_cohort", lambda path, progress: next(outcomes))
+    assert main(["cohort", "c.yaml", "--quiet"]) == 1
+    assert capsys.readouterr().out.strip() == (f"cohort done: 1 participant(s) finished, 1 failed; tables in "
+                                               f"{tmp_path / 'tables'}")
+    assert main(["cohort", "c.yaml"]) == 0
+

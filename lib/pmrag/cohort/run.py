@@ -3,8 +3,9 @@
 Each participant's study params are written to its run folder (``participants/<id>/study.yaml``) and the task
 builds that study there (:func:`run_participant`): the ordinary stage graph, keyed and cached as for any
 study, so a rerun recomputes nothing that is cached, and a task that starts again after its worker died (Dask
-moves it to another worker) finds what the dead one had finished.  By default the numbered notebooks are not
-executed per participant (``cohort.notebooks: false``): the cohort computes the stages only.
+moves it to another worker) finds what the dead one had finished.  By default only the stages the pooled
+tables read are computed, with what they need (``cohort.stages: pooled``; ``all``: every stage), and the numbered
+notebooks are not executed per participant (``cohort.notebooks: false``): the cohort computes stages only.
 
 The tasks run on a :class:`~dask.distributed.LocalCluster` of one single-threaded worker process per core (the
 stages are CPU-bound Python; processes, not threads) or on the scheduler ``cohort.scheduler`` names (a cluster
@@ -36,10 +37,13 @@ from pmrag.study.runfolder import claim_run_folder
 
 TABLE_PREFIX = "cohort_"
 PARTICIPANTS_TABLE = "cohort_participants"
+POOLED_STAGES = ("metrics", "sweep", "hybrids")   # what the pooled tables read (and, upstream, what these need)
 
 
 class CohortFailed(PmragError):
-    """No participant of the cohort finished: there is nothing to pool."""
+    """No participant of the cohort finished: there is nothing to pool (each failure was reported)."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -176,8 +180,8 @@ def _gather(client, files: dict[str, str], section: ExecutionSection, run: Cohor
 
     started = time.monotonic()
     token = uuid.uuid4().hex[:8]   # a rerun on the same client submits new tasks, never reuses a finished one
-    futures = {client.submit(run_participant, file, section.notebooks, key=f"participant-{pid}-{token}",
-                             retries=section.retries, pure=False): pid for pid, file in files.items()}
+    futures = {client.submit(run_participant, file, section.notebooks, section.stages, retries=section.retries,
+                             key=f"participant-{pid}-{token}", pure=False): pid for pid, file in files.items()}
     results = {}
     for future in as_completed(futures):
         pid = futures[future]
@@ -205,18 +209,19 @@ class ParticipantFailed(PmragError):
     """A participant's study failed; its message is :func:`failure_line`'s (Dask logs it on the worker)."""
 
 
-def run_participant(study_file: str, notebooks: bool = False) -> ParticipantResult:
-    """The Dask task: build one participant's study (and execute its notebooks when ``notebooks``) under its run
-    folder's lock, and return its :class:`ParticipantResult`.  Any error is raised again as a
+def run_participant(study_file: str, notebooks: bool = False, stages: str = "pooled") -> ParticipantResult:
+    """The Dask task: compute one participant's study under its run folder's lock (``stages``: ``pooled``, the
+    :data:`POOLED_STAGES` and what they need, or ``all``; ``notebooks``: execute the notebooks too, as ``pmrag
+    study`` does), and return its :class:`ParticipantResult`.  Any error is raised again as a
     :class:`ParticipantFailed` whose text is :func:`failure_line`'s: what Dask logs and sends back never quotes
     the data."""
     try:
-        return _run_participant(study_file, notebooks)
+        return _run_participant(study_file, notebooks, stages)
     except Exception as exc:  # noqa: BLE001 — every error leaves the worker in one safe line
         raise ParticipantFailed(failure_line(exc)) from None
 
 
-def _run_participant(study_file: str, notebooks: bool) -> ParticipantResult:
+def _run_participant(study_file: str, notebooks: bool, stages: str) -> ParticipantResult:
     from pmrag.study.facade import Study
     from pmrag.study.params import load_params
     from pmrag.study.runner import run_folder_lock, run_study
@@ -227,7 +232,10 @@ def _run_participant(study_file: str, notebooks: bool) -> ParticipantResult:
     with run_folder_lock(params.run_dir):
         study = Study(params)
         try:
-            study.build(progress=False)
+            if stages == "all":
+                study.build(progress=False)
+            for name in POOLED_STAGES:
+                study.engine.get(name, retry=True)
             pairings = tuple((str(a), str(b)) for a, b in study.params.hybrid.pairing_ids())
             return ParticipantResult(study_scores(study), study.sweep(), pairings, study.params.bootstrap)
         finally:

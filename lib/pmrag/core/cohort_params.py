@@ -10,7 +10,7 @@ validates each participant's study params in full before anything runs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import model_validator
 
@@ -39,8 +39,12 @@ class ExecutionSection(Section):
     n_workers: int | None = key(None, "LocalCluster worker processes (one thread each: the stages are CPU-bound "
                                       "Python); null: one per core, at most one per participant", ge=1)
     retries: int = key(1, "times a failed participant is run again before it is reported as failed", ge=0)
-    notebooks: bool = key(False, "also execute the numbered notebooks for every participant (pmrag study); false: "
-                                 "the cohort computes the stages only")
+    stages: Literal["pooled", "all"] = key(
+        "pooled", "stages computed per participant: pooled, those the pooled tables read (per-question metrics, the "
+                  "sweep, the selected hybrids) and what they need; all, every stage of the study (its statistics, "
+                  "graph, failures), as pmrag study computes them")
+    notebooks: bool = key(False, "also execute the numbered notebooks for every participant (pmrag study: every "
+                                 "stage); false: the cohort computes stages only")
 
 
 class CohortParams(Section):
