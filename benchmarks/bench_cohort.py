@@ -4,11 +4,15 @@ The participants are the demo cohort's three (params/cohort_demo.yaml), repeated
 text is in the committed embedding cache (copied: nothing is embedded and params/ is left as it was) and each
 study computes every other stage from an empty run folder.  For each size:
 
-* ``single``: each participant's study built alone in this process (``Study.build``), one after another; the sum;
+* ``single``: each participant's task (:func:`pmrag.cohort.run.run_participant`: the same stages) run alone, one
+  after another, in this process (``warm``: imports and per-process caches paid once) and each in a process of
+  its own (``cold``: as a user running one study after another would, interpreter start and imports included);
+  the sums;
 * ``cohort``: ``run_cohort`` on a fresh LocalCluster (one single-threaded worker process per core), wall time
   from the call to the tables, cluster start and stop included;
-* speed-up = single / cohort; overhead per participant = (workers × cohort − single) / participants: the seconds
-  each participant costs beyond its own study (cluster start, imports in the workers, scheduling, pooling).
+* speed-up = single / cohort (warm and cold); overhead per participant = (workers × cohort − warm single) /
+  participants: the seconds each participant costs beyond its own study (cluster start, imports in the workers,
+  scheduling, pooling).
 
 Targets on the 2-core reference machine: speed-up ≥ 1.6 for 12 participants, overhead ≤ 2 s per participant.
 
@@ -21,6 +25,8 @@ import argparse
 import copy
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,19 +51,27 @@ def cohort_file(folder: Path, n: int) -> Path:
     return path
 
 
-def single_seconds(path: Path) -> float:
-    """Each participant's study built alone, one after another, in this process; the sum of their seconds."""
+def single_seconds(path: Path, cold: bool) -> float:
+    """Each participant's task (the same stages as in the cohort) run alone, one after another, in this process or
+    (``cold``) each in a new Python process; the sum of their seconds."""
     from pmrag.cohort.params import load_cohort, write_study
-    from pmrag.study.facade import Study
+    from pmrag.cohort.run import run_participant
 
     cohort = load_cohort(path)
+    section = cohort.params.cohort
     total = 0.0
+    where = "cold" if cold else "warm"
     for participant in cohort.participants:
-        study = {**participant.study, "outputs_dir": str(cohort.run_dir.parent / "single")}
-        file = write_study(type(participant)(participant.id, study), cohort.run_dir.parent / "single_params" /
+        study = {**participant.study, "outputs_dir": str(cohort.run_dir.parent / f"single_{where}")}
+        file = write_study(type(participant)(participant.id, study), cohort.run_dir.parent / f"params_{where}" /
                            f"{participant.id}.yaml")
         started = time.perf_counter()
-        Study.from_params(file).build(progress=False)
+        if cold:
+            subprocess.run([sys.executable, "-c", "import sys; from pmrag.cohort.run import run_participant; "
+                            "run_participant(sys.argv[1], sys.argv[2] == 'True', sys.argv[3])", str(file),
+                            str(section.notebooks), section.stages], check=True)
+        else:
+            run_participant(str(file), section.notebooks, section.stages)
         total += time.perf_counter() - started
     return total
 
@@ -72,14 +86,15 @@ def main() -> None:
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix="pmrag-bench-cohort-") as folder:
             path = cohort_file(Path(folder), n)
-            single = single_seconds(path)
+            warm, cold = single_seconds(path, cold=False), single_seconds(path, cold=True)
             started = time.perf_counter()
             run = run_cohort(path, progress=False)
             cohort = time.perf_counter() - started
             assert not run.failed, run.failed
-            overhead = (min(workers, n) * cohort - single) / n
-            print(f"{n:>3} participants: single {single:6.1f} s  cohort {cohort:6.1f} s on {min(workers, n)} workers  "
-                  f"speed-up {single / cohort:4.2f}x  overhead {overhead:5.2f} s/participant")
+            overhead = (min(workers, n) * cohort - warm) / n
+            print(f"{n:>3} participants: single warm {warm:5.1f} s, cold {cold:5.1f} s  cohort {cohort:5.1f} s on "
+                  f"{min(workers, n)} workers  speed-up {warm / cohort:4.2f}x warm, {cold / cohort:4.2f}x cold  "
+                  f"overhead {overhead:5.2f} s/participant", flush=True)
 
 
 if __name__ == "__main__":

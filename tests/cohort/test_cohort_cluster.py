@@ -89,6 +89,7 @@ def test_the_demo_cohort_writes_pooled_tables_with_a_participant_column(first_ru
     assert (questions > 0).all()
     for name, table in found.items():
         assert {"n_participants", "n_questions"} <= set(table.columns), name
+        assert set(table["summarizer"]) == {"extractive (offline stand-in, not an LLM)"}, name   # as a study's tables
     assert set(found["pooled"]["n_participants"]) == {3}
     assert set(found["pooled"]["n_questions"]) == {int(questions.sum())}
     assert found["wins"]["wins"].sum() == 3

@@ -61,3 +61,4 @@ def test_pmrag_cohort_exits_1_when_a_participant_failed_and_0_when_none_did(monk
                                                f"{tmp_path / 'tables'}")
     assert main(["cohort", "c.yaml"]) == 0
 
+

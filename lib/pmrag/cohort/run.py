@@ -33,6 +33,7 @@ from pmrag.core.cohort_params import ExecutionSection
 from pmrag.core.errors import PmragError
 from pmrag.core.params import BootstrapSection
 from pmrag.core.text import clip, one_line
+from pmrag.study.facade import STAND_IN_COLUMN
 from pmrag.study.runfolder import claim_run_folder
 
 TABLE_PREFIX = "cohort_"
@@ -49,12 +50,14 @@ class CohortFailed(PmragError):
 @dataclass(frozen=True)
 class ParticipantResult:
     """What a participant's task sends back: its per-question scores (:func:`study_scores`), its sweep (every
-    pairing × β per question), its pairings in order and its bootstrap settings."""
+    pairing × β per question), its pairings in order, its bootstrap settings and what its tables say of its
+    summaries (:meth:`pmrag.study.facade.Study.summarizer_note`: None when an LLM wrote them)."""
 
     scores: pd.DataFrame
     sweep: pd.DataFrame
     pairings: tuple[tuple[str, str], ...]
     bootstrap: BootstrapSection
+    summarizer_note: str | None = None
 
 
 @dataclass
@@ -98,9 +101,14 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
         raise CohortFailed(f"{cohort.path}: no participant finished ({len(run.failed)} failed); nothing to pool")
     tables = pooled_tables(results)
     tables["participants"] = participants_table(cohort, run, [result.scores for result in results])
+    notes = list(dict.fromkeys(r.summarizer_note for r in results if r.summarizer_note))
     folder = cohort.run_dir / TABLES_DIR
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(f"{TABLE_PREFIX}*.csv"):   # a table this run does not write is not left from an older one
+        stale.unlink()
     for name, frame in tables.items():
+        if notes:   # tables made with the offline stand-in say so in every row, as a study's do
+            frame = frame.assign(**{STAND_IN_COLUMN: "; ".join(notes)})
         target = folder / f"{TABLE_PREFIX}{name}.csv"
         frame.to_csv(target, index=False)
         run.tables[name] = target
@@ -237,7 +245,8 @@ def _run_participant(study_file: str, notebooks: bool, stages: str) -> Participa
             for name in POOLED_STAGES:
                 study.engine.get(name, retry=True)
             pairings = tuple((str(a), str(b)) for a, b in study.params.hybrid.pairing_ids())
-            return ParticipantResult(study_scores(study), study.sweep(), pairings, study.params.bootstrap)
+            return ParticipantResult(study_scores(study), study.sweep(), pairings, study.params.bootstrap,
+                                     study.summarizer_note())
         finally:
             study.store.dispose()
 
