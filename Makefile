@@ -50,8 +50,8 @@ demo-cache: $(STAMP)
 # Rebuild the demo cohort's committed embedding cache (params/cohort_demo_cache/: about 10 minutes on 2 cores), compacted:
 # every stage of each participant's study (the graph's texts too, so cohort.stages: all embeds nothing either).
 cohort-demo-cache: $(STAMP)
-	rm -rf params/cohort_demo_cache/embeddings.sqlite* outputs/cohort_demo
-	$(BIN)/python -c "from pathlib import Path; from pmrag.cohort.params import load_cohort, write_study; from pmrag.study import Study; c = load_cohort('params/cohort_demo.yaml'); [Study.from_params(write_study(p, Path('outputs/cohort_demo_cache_build') / f'{p.id}.yaml')).build(progress=True) for p in c.participants]"
+	rm -rf params/cohort_demo_cache/embeddings.sqlite* outputs/cohort_demo outputs/cohort_demo_cache_build
+	$(BIN)/python -c "from pathlib import Path; from pmrag.cohort.params import Participant, load_cohort, write_study; from pmrag.study import Study; out = Path('outputs/cohort_demo_cache_build').resolve(); [Study.from_params(write_study(Participant(p.id, {**p.study, 'outputs_dir': str(out)}), out / f'{p.id}.yaml')).build(progress=True) for p in load_cohort('params/cohort_demo.yaml').participants]"
 	$(BIN)/python -c "import sqlite3; c = sqlite3.connect('params/cohort_demo_cache/embeddings.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.execute('VACUUM'); c.close()"
 
 # Rebuild the small embedding cache the LoCoMo-shaped study test starts from (tests/fixtures/locomo_cache/).
