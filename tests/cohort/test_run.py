@@ -22,6 +22,7 @@ def test_a_pmrag_error_keeps_its_one_line_and_any_other_error_only_its_type():
     assert failure_line(ParticipantFailed("InputError: x")) == "InputError: x"
 
 
+@pytest.mark.integration
 def test_the_task_turns_a_failing_study_into_one_safe_line(tmp_path):
     shutil.copy(REPO / "tests" / "fixtures" / "line_json" / "truncated.json", tmp_path / "broken.json")
     (tmp_path / "base.yaml").write_text("run: base\noutputs_dir: out\ncache_dir: cache\n"
