@@ -1,6 +1,6 @@
 """The package's layout follows the pipeline: a module imports only from its own stage or the stages before it.
 
-    core → ingest → chunking → represent → retrieve → evaluate → annotate → present → study (→ cli)
+    core → ingest → chunking → represent → retrieve → evaluate → annotate → present → study → cohort (→ cli)
 
 ``demo`` stands apart (it writes a corpus that ingest then reads like any export).  Every import counts, the
 ones inside functions too, so a stage can never reach downstream, not even lazily.
@@ -14,7 +14,7 @@ import pytest
 from pmrag.study.closure import imports_of
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "pmrag"
-ORDER = ["core", "ingest", "chunking", "represent", "retrieve", "evaluate", "annotate", "present", "study", "cli"]
+ORDER = ["core", "ingest", "chunking", "represent", "retrieve", "evaluate", "annotate", "present", "study", "cohort", "cli"]
 APART = {"demo": {"demo"}}
 
 

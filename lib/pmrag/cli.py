@@ -1,4 +1,5 @@
 """The ``pmrag`` command: ``pmrag study PARAMS``, ``pmrag status PARAMS``, ``pmrag graph PARAMS``,
+``pmrag cohort COHORT`` (one study per participant on Dask, pooled),
 ``pmrag ingest PATH... --db FILE``, ``pmrag demo OUT_DIR``, and the gold-annotation steps (000 §4.2–4.3):
 ``pmrag candidates FILE PARAMS|--db FILE``, ``pmrag candidates --propose PARAMS``, ``pmrag pool PARAMS``,
 ``pmrag judgments export PARAMS|--db FILE``, ``pmrag judgments agreement PARAMS|--db FILE``.
@@ -66,6 +67,17 @@ def _study(args) -> int:
     print(f"study done: {executed} notebook(s) executed, {len(run.notebooks) - executed} already current, "
           f"in {run.notebooks[0].parent}")
     return 0
+
+
+def _cohort(args) -> int:
+    from pmrag.cohort.run import run_cohort
+    from pmrag.core.cache import one_warning_per_file
+
+    with one_warning_per_file():
+        run = run_cohort(args.params, progress=not args.quiet)
+    folder = next(iter(run.tables.values())).parent
+    print(f"cohort done: {len(run.seconds)} participant(s) finished, {len(run.failed)} failed; tables in {folder}")
+    return 1 if run.failed else 0
 
 
 def _status(args) -> int:
@@ -383,6 +395,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop (exit status 3, resumable) before a model stage that would bring this run's remote "
                             "model calls above N")
     study.set_defaults(func=_study)
+
+    cohort = sub.add_parser("cohort", help="one study per participant of a cohort file, run on Dask (a LocalCluster or "
+                                           "cohort.scheduler), then pooled tables with participant-level statistics")
+    cohort.add_argument("params", help="cohort YAML, e.g. params/cohort_demo.yaml")
+    cohort.add_argument("-q", "--quiet", action="store_true", help="no progress lines (failures are still reported)")
+    cohort.set_defaults(func=_cohort)
 
     status = sub.add_parser("status", help="each stage of a study: cached, stale (and why) or missing, and the model calls "
                                            "still to make (and their price); computes nothing")

@@ -1,0 +1,192 @@
+"""The demo cohort (params/cohort_demo.yaml as shipped) on a 2-worker LocalCluster: pooled tables written, a rerun
+recomputes nothing, a worker killed mid-run changes no table, a failed participant is retried once and reported in
+one line while the others finish.  The committed embedding cache is copied: nothing is embedded, nothing written
+back into params/."""
+
+import os
+import shutil
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pmrag.cohort.run import local_cluster, run_cohort
+from pmrag.study.runner import stage_log
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = ("per_participant", "pooled", "differences", "participant_differences", "wins", "selection", "participants")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from dask.distributed import Client
+
+    cluster = local_cluster(2)
+    connected = Client(cluster)
+    yield connected
+    connected.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """This repository's params/ (the demo cohort, its base study and its embedding cache) in a folder of its own."""
+    root = tmp_path_factory.mktemp("cohort_project")
+    (root / "params").mkdir()
+    for name in ("demo.yaml", "cohort_demo.yaml"):
+        shutil.copy(REPO / "params" / name, root / "params" / name)
+    shutil.copytree(REPO / "params" / "cohort_demo_cache", root / "params" / "cohort_demo_cache")
+    return root
+
+
+def cached_vectors(project: Path) -> int:
+    with sqlite3.connect(project / "params" / "cohort_demo_cache" / "embeddings.sqlite") as db:
+        return db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def first_run(project, client):
+    before = cached_vectors(project)
+    run = run_cohort(project / "params" / "cohort_demo.yaml", client=client, progress=False)
+    assert cached_vectors(project) == before, "the committed cache lacks some text: run make cohort-demo-cache"
+    return run
+
+
+def tables(run) -> dict[str, pd.DataFrame]:
+    return {name: pd.read_csv(run.tables[name]) for name in TABLES}
+
+
+def variant(project: Path, run_name: str, keep: tuple[str, ...], extra: str = "") -> Path:
+    """The demo cohort under another run name, starting from a copy of the first run's participants in ``keep``
+    (their stages current: keys hold no location); ``extra`` is appended to the participants' list."""
+    source = project / "outputs" / "cohort_demo" / "participants"
+    (project / "outputs" / run_name).mkdir()
+    shutil.copy(source.parent / ".pmrag-run", project / "outputs" / run_name / ".pmrag-run")   # pmrag's run folder
+    for participant in keep:
+        shutil.copytree(source / participant, project / "outputs" / run_name / "participants" / participant)
+    text = (project / "params" / "cohort_demo.yaml").read_text(encoding="utf-8").replace(
+        "run: cohort_demo\n", f"run: {run_name}\n", 1)
+    text = text.replace("cohort:\n", f"{extra}cohort:\n", 1)
+    path = project / "params" / f"{run_name}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_demo_cohort_writes_pooled_tables_with_a_participant_column(first_run, project):
+    run_dir = project / "outputs" / "cohort_demo"
+    assert not first_run.failed and set(first_run.seconds) == {"p01", "p02", "p03"}
+    found = tables(first_run)
+    assert {p: run_dir / "tables" / f"cohort_{p}.csv" for p in TABLES} == {p: first_run.tables[p] for p in TABLES}
+    for name in ("per_participant", "participant_differences", "selection", "participants"):
+        assert set(found[name]["participant"]) == {"p01", "p02", "p03"}, name
+    questions = found["participants"].set_index("participant")["n_questions"]
+    assert (questions > 0).all()
+    for name, table in found.items():
+        assert {"n_participants", "n_questions"} <= set(table.columns), name
+        assert set(table["summarizer"]) == {"extractive (offline stand-in, not an LLM)"}, name   # as a study's tables
+    assert set(found["pooled"]["n_participants"]) == {3}
+    assert set(found["pooled"]["n_questions"]) == {int(questions.sum())}
+    assert found["wins"]["wins"].sum() == 3
+    singles = ["raw_text_bm25", "summary_bm25", "embedding_text_bm25", "raw_text_vector", "summary_vector"]
+    for participant, rows in found["per_participant"].groupby("participant"):   # its singles, then its hybrid
+        assert rows["method"].tolist()[:5] == singles and rows["method"].iloc[5].startswith("hybrid:")
+        assert rows["role"].tolist().count("best_single") == 1 and rows["role"].iloc[5] == "selected_hybrid"
+    assert first_run.dashboard is None or first_run.dashboard.startswith("http")
+    for participant in ("p01", "p02", "p03"):
+        folder = run_dir / "participants" / participant
+        assert (folder / "study.yaml").is_file() and (folder / "study.sqlite").is_file()
+        assert not (folder / "notebooks").exists()   # cohort.notebooks: false
+        computed = {line["stage"] for line in stage_log(folder) if line["action"] == "computed"}
+        assert {"metrics", "sweep", "hybrids", "runs:summary_vector"} <= computed   # cohort.stages: pooled
+        assert not computed & {"statistics", "graph", "graph_evaluation", "failures", "reliability"}
+
+
+def test_a_rerun_recomputes_nothing_and_writes_the_same_tables(first_run, project, client):
+    before = tables(first_run)
+    started = time.time()
+    again = run_cohort(project / "params" / "cohort_demo.yaml", client=client, progress=False)
+    for participant in ("p01", "p02", "p03"):
+        log = stage_log(project / "outputs" / "cohort_demo" / "participants" / participant, started)
+        assert [line["stage"] for line in log if line["action"] == "computed"] == [], participant
+    for name, frame in tables(again).items():
+        pd.testing.assert_frame_equal(frame, before[name], check_exact=True)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process it started, as a lost node takes them all (an orphaned child would
+    otherwise outlive the test)."""
+    import psutil
+
+    worker = psutil.Process(pid)
+    family = [worker, *worker.children(recursive=True)]
+    for process in family:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def test_a_worker_killed_mid_run_leaves_the_tables_unchanged(first_run, project, client):
+    path = variant(project, "killed", keep=("p01", "p02"))   # p03 is computed again, and its worker killed
+    p03 = project / "outputs" / "killed" / "participants" / "p03"
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(run=run_cohort(path, client=client, progress=False)))
+    thread.start()
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and thread.is_alive() and time.monotonic() < deadline:
+        running = [worker for worker, keys in client.processing().items() if any("participant-p03" in k for k in keys)]
+        if running and stage_log(p03):   # its study has computed a stage at least: mid-run
+            killed = client.run(os.getpid, workers=running)[running[0]]
+            kill_tree(killed)
+        time.sleep(0.05)
+    thread.join(timeout=180)
+    assert killed is not None, "p03 finished before a worker could be killed"
+    assert not outcome["run"].failed
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed, 0)
+    expected = tables(first_run)
+    for name, frame in tables(outcome["run"]).items():
+        pd.testing.assert_frame_equal(frame, expected[name], check_exact=True)
+
+
+def test_a_failed_participant_is_retried_once_then_reported_and_the_others_finish(first_run, project, client, capfd):
+    shutil.copy(REPO / "tests" / "fixtures" / "line_json" / "truncated.json", project / "params" / "broken.json")
+    path = variant(project, "with_failure", keep=("p01", "p02", "p03"),
+                   extra="  - {id: broken, inputs: [broken.json]}\n")
+    capfd.readouterr()
+    run = run_cohort(path, client=client, progress=False)
+    assert set(run.seconds) == {"p01", "p02", "p03"} and set(run.failed) == {"broken"}
+    reported = [line for line in capfd.readouterr().err.splitlines() if line.startswith("participant ")]
+    assert reported == [f"participant broken failed: {run.failed['broken']}"]
+    assert run.failed["broken"].startswith("InputError: ") and "broken.json" in run.failed["broken"]
+    attempts = [entry for entry in client.run_on_scheduler(_transitions) if "participant-broken" in entry[0]
+                and entry[1] == "processing" and entry[2] in ("erred", "released", "waiting")]
+    assert len(attempts) == 2   # the first try and one retry (cohort.retries: 1)
+    found = tables(run)
+    assert set(found["pooled"]["n_participants"]) == {3}
+    status = found["participants"].set_index("participant")["status"].to_dict()
+    assert status == {"p01": "finished", "p02": "finished", "p03": "finished", "broken": "failed"}
+
+
+def test_a_cohort_where_no_participant_finishes_is_an_error(project, client):
+    from pmrag.cohort.run import CohortFailed
+
+    shutil.copy(REPO / "tests" / "fixtures" / "line_json" / "truncated.json", project / "params" / "broken.json")
+    path = project / "params" / "all_broken.yaml"
+    path.write_text("run: all_broken\nstudy: demo.yaml\nparticipants: [{id: only, inputs: [broken.json]}]\n"
+                    "cohort: {retries: 0}\n", encoding="utf-8")
+    with pytest.raises(CohortFailed, match="no participant finished \\(1 failed\\)"):
+        run_cohort(path, client=client, progress=False)
+    assert not (project / "outputs" / "all_broken" / "tables").exists()
+
+
+def _transitions(dask_scheduler):
+    return [(str(entry[0]), entry[1], entry[2]) for entry in dask_scheduler.transition_log]
