@@ -93,7 +93,8 @@ def test_an_ingest_into_a_finished_studys_store_makes_its_readers_stale(built, t
 
     status = subprocess.run([sys.executable, "-m", "pmrag", "status", str(root / "p.yaml")], capture_output=True,
                             text=True, timeout=300)
-    rows = {line.split()[0]: line.split(maxsplit=2)[1:] for line in status.stdout.strip().splitlines()[1:]}
+    stages = status.stdout.split("\n\n")[0]                        # the stages, then the model calls still to make
+    rows = {line.split()[0]: line.split(maxsplit=2)[1:] for line in stages.strip().splitlines()[1:]}
     assert rows["ingest"][0] == "stale" and "the store's data changed since this stage ran" in rows["ingest"][1]
     assert rows["chunks"][0] == "stale" and rows["metrics"][0] == "stale"   # through the chain
     again = Study.from_params(root / "p.yaml")

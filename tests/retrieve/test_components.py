@@ -246,7 +246,7 @@ def _status(params: Path) -> dict[str, list[str]]:
     result = subprocess.run([sys.executable, "-m", "pmrag", "status", str(params)], cwd=params.parent,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    _, *lines = result.stdout.strip().splitlines()
+    _, *lines = result.stdout.split("\n\n")[0].strip().splitlines()   # the stages, then the model calls to make
     return {line.split()[0]: line.split(maxsplit=2)[1:] for line in lines}
 
 
