@@ -1,0 +1,211 @@
+"""Tables for a notebook column: what a reader needs first, at the width of a laptop's notebook panel.
+
+One helper for every notebook table (:func:`show`): interval triples become one compact ``0.653 [0.567, 0.743]``
+cell that never wraps, column names become human headers, long method names are abbreviated with the full name on
+hover, detail columns stay in the linked CSV, and a table over ``max_rows`` rows shows its first rows with the rest
+folded below.  Everything here is pure (a DataFrame in, a :class:`Table` holding its display frame and HTML out),
+so it is tested without a kernel; the HTML is what JupyterLab renders, the plain text (every row, every full name)
+is what a console and nbval read.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from pmrag.core.names import InvalidName, parse_method
+from pmrag.evaluate.metric_names import is_metric, parse_metric
+from pmrag.present.labels import short_label
+from pmrag.present.paper import format_ci
+
+PANEL_PX = 900          # the notebook panel's output width at 1,280 px with JupyterLab's file browser open
+CHAR_PX = 7.2           # one character of JupyterLab's 13 px table font, on average (digits, Latin letters)
+CELL_PADDING_PX = 14    # a cell's left and right padding and border
+MAX_ROWS = 20           # longer tables show this many rows and fold the rest
+NAME_CHARS = 24         # a method name longer than this is abbreviated (the full name on hover)
+
+# the suffixes that mark an interval's bounds beside its estimate column
+_BOUNDS = (("_low", "_high"), (" low", " high"), ("_lo", "_hi"))
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table ready for a notebook: ``frame`` (display strings, full names) and its ``html``."""
+
+    frame: pd.DataFrame
+    html: str
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.frame.to_string()
+
+
+def interval_triples(frame: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
+    """The interval columns of a frame, as ``{estimate: (estimate, low, high)}``.
+
+    Found by name: ``mean`` with ``ci_low``/``ci_high``, and any column ``x`` with ``x_low``/``x_high`` (or
+    ``x low``/``x high``, ``x_lo``/``x_hi``); the estimate of ``conditional_low`` is ``in_sample`` when there is no
+    ``conditional`` column (notebook 09's selection table).
+    """
+    columns = [str(c) for c in frame.columns]
+    triples = {}
+    if {"mean", "ci_low", "ci_high"} <= set(columns):
+        triples["mean"] = ("mean", "ci_low", "ci_high")
+    for column in columns:
+        for low, high in _BOUNDS:
+            if column.endswith(low) and column.removesuffix(low) + high in columns:
+                stem = column.removesuffix(low)
+                estimate = stem if stem in columns else ("in_sample" if stem == "conditional" and "in_sample" in columns
+                                                         else None)
+                if estimate is not None:
+                    triples[stem] = (estimate, column, stem + high)
+    return triples
+
+
+def compact_intervals(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Each interval triple (:func:`interval_triples`) as one ``0.653 [0.567, 0.743]`` string column in the
+    estimate's place; the bound columns are dropped.  A missing bound leaves the estimate alone (``0.653``)."""
+    out = frame.copy()
+    for stem, (estimate, low, high) in interval_triples(frame).items():
+        cells = [_interval(m, lo, hi, digits) for m, lo, hi in zip(frame[estimate], frame[low], frame[high])]
+        position = list(out.columns).index(estimate)
+        out = out.drop(columns=[estimate, low, high])
+        out.insert(position, stem if stem != "mean" else estimate, cells)
+    return out
+
+
+def _interval(mean, low, high, digits: int) -> str:
+    if pd.isna(mean):
+        return ""
+    if pd.isna(low) or pd.isna(high):
+        return f"{mean:.{digits}f}"
+    return format_ci(mean, low, high) if digits == 3 else f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def human_header(column) -> str:
+    """A column name as a reader's header: a metric's label (``recall@5`` → ``Recall@5``, ``Δ recall@5`` →
+    ``Δ Recall@5``), ``mean`` with an interval → ``mean [95% CI]``, underscores as spaces (``share_hidden`` →
+    ``share hidden``).  A tuple (a column MultiIndex) is joined by a space."""
+    if isinstance(column, tuple):
+        return " ".join(human_header(part) for part in column if str(part))
+    text = str(column)
+    words = []
+    for word in text.split(" "):
+        words.append(parse_metric(word).label if is_metric(word) else word.replace("_", " "))
+    return " ".join(words)
+
+
+def method_cell(name) -> tuple[str, str | None]:
+    """A method name for a narrow column: ``(shown, hover)``, the short label (:func:`~pmrag.present.labels.short_label`)
+    with the full name on hover when the name is longer than :data:`NAME_CHARS`; anything else unchanged."""
+    text = str(name)
+    if len(text) <= NAME_CHARS:
+        return text, None
+    try:
+        parse_method(text)
+    except InvalidName:
+        return text, None
+    return short_label(text), text
+
+
+def estimated_width(frame: pd.DataFrame) -> float:
+    """The rendered width of a display frame in pixels, estimated from its longest cell per column (headers
+    included, method names as shown): :data:`CHAR_PX` a character plus :data:`CELL_PADDING_PX` a cell."""
+    index = frame.index.to_frame(index=False) if frame.index.name or frame.index.names[0] else pd.DataFrame()
+    width = 0.0
+    for part in (index, frame):
+        for column in part.columns:
+            cells = [method_cell(v)[0] for v in part[column]]
+            longest = max([len(human_header(column)), *map(len, cells)])
+            width += longest * CHAR_PX + CELL_PADDING_PX
+    return width
+
+
+def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_ROWS, note: str = "") -> str:
+    """The HTML of a display frame: no cell wraps, long method names abbreviated (:func:`method_cell`), a named
+    index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then a line
+    linking the CSV (``csv``, relative to the notebook) and ``note``."""
+    shown = frame.reset_index() if (frame.index.name or frame.index.names[0]) else frame
+    headers = "".join(f"<th>{html.escape(human_header(c))}</th>" for c in shown.columns)
+    rows = [_row_html(values) for values in shown.itertuples(index=False)]
+    head = f'<table class="pmrag-table"><thead><tr>{headers}</tr></thead>'
+    parts = [_STYLE, '<div class="pmrag-table-wrap">', head, "<tbody>", *rows[:max_rows], "</tbody></table>"]
+    if len(rows) > max_rows:
+        parts += [f"<details><summary>{len(rows) - max_rows} more rows (of {len(rows)})</summary>", head,
+                  "<tbody>", *rows[max_rows:], "</tbody></table></details>"]
+    footer = [f'full table: <a href="{html.escape(csv)}">{html.escape(Path(csv).name)}</a>'] if csv else []
+    footer += [html.escape(note)] if note else []
+    if footer:
+        parts.append(f'<p class="pmrag-table-note">{" · ".join(footer)}</p>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _row_html(values) -> str:
+    cells = []
+    for value in values:
+        text, hover = method_cell("" if _missing(value) else _plain(value))
+        title = f' title="{html.escape(hover)}"' if hover else ""
+        cells.append(f"<td{title}>{html.escape(text)}</td>")
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _missing(value) -> bool:
+    return not isinstance(value, (list, tuple)) and pd.isna(value)
+
+
+def _plain(value) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+_STYLE = ("<style>.pmrag-table-wrap{max-width:100%;overflow-x:auto}"
+          ".pmrag-table td,.pmrag-table th{white-space:nowrap;text-align:right;padding:2px 7px}"
+          ".pmrag-table td:first-child,.pmrag-table th:first-child{text-align:left}"
+          ".pmrag-table-note{font-size:90%;color:#555;margin:2px 0 8px}"
+          ".pmrag-table-wrap details summary{cursor:pointer;color:#555}</style>")
+
+
+def csv_link(path, start=None) -> str:
+    """A CSV's path relative to the notebook's folder (``start``, default the working directory), ``/``-separated."""
+    return Path(os.path.relpath(Path(path), Path.cwd() if start is None else start)).as_posix()
+
+
+def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: int = MAX_ROWS,
+         digits: int = 3, note: str = "") -> Table:
+    """A table for a notebook cell: intervals compacted (:func:`compact_intervals`), floats to ``digits``
+    decimals, only ``columns`` when given (the rest stay in the CSV, said below the table), and the HTML of
+    :func:`table_html`.
+
+    Parameters
+    ----------
+    frame : the table; a named index is shown as its leading columns.
+    csv : the saved CSV (a path; linked relative to the working directory, the notebook's folder), or None.
+    columns : the display columns to keep (after compacting), in order; None keeps all.
+    max_rows : rows shown before the rest folds.
+    digits : decimals of floats and intervals.
+    note : a line said under the table.
+
+    Returns
+    -------
+    Table
+    """
+    shown = compact_intervals(frame, digits)
+    if columns is not None:
+        missing = [c for c in columns if c not in shown.columns]
+        if missing:
+            raise KeyError(f"show: no column {missing[0]!r} in the table (has {list(map(str, shown.columns))})")
+        hidden = len(shown.columns) - len(columns)
+        shown = shown[list(columns)]
+        if hidden:
+            note = " · ".join(filter(None, [f"{hidden} more columns in the CSV", note]))
+    shown = shown.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and not pd.isna(v)
+                                             else ("" if _missing(v) else v)))
+    link = None if csv is None else csv_link(csv)
+    return Table(shown, table_html(shown, link, max_rows, note))

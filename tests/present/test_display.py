@@ -1,0 +1,84 @@
+"""The notebook table helper: DataFrame in, display frame and HTML out."""
+
+import pandas as pd
+import pytest
+
+from pmrag.present.display import (MAX_ROWS, PANEL_PX, Table, compact_intervals, csv_link, estimated_width,
+                                   human_header, interval_triples, method_cell, show, table_html)
+
+HYBRID = "hybrid:raw_text_bm25+summary_vector@0.60"
+
+
+def cis():
+    return pd.DataFrame({"retriever": [HYBRID, "embedding_text_bm25"], "metric": ["recall@5", "recall@5"],
+                         "mean": [0.6532, 0.662], "ci_low": [0.567, 0.57], "ci_high": [0.743, 0.75]})
+
+
+def test_interval_triples_are_found_by_name():
+    frame = pd.DataFrame(columns=["mean", "ci_low", "ci_high", "in_sample", "conditional_low", "conditional_high",
+                                  "Δ best flat", "Δ best flat low", "Δ best flat high", "lonely_low"])
+    assert interval_triples(frame) == {"mean": ("mean", "ci_low", "ci_high"),
+                                       "conditional": ("in_sample", "conditional_low", "conditional_high"),
+                                       "Δ best flat": ("Δ best flat", "Δ best flat low", "Δ best flat high")}
+
+
+def test_compact_intervals_puts_one_string_in_the_estimates_place():
+    out = compact_intervals(cis())
+    assert list(out.columns) == ["retriever", "metric", "mean"]
+    assert out["mean"].tolist() == ["0.653 [0.567, 0.743]", "0.662 [0.570, 0.750]"]
+    missing = compact_intervals(cis().assign(ci_low=[float("nan"), 0.57]))
+    assert missing["mean"].iloc[0] == "0.653"
+    assert list(cis().columns) == ["retriever", "metric", "mean", "ci_low", "ci_high"]   # input not mutated
+
+
+def test_human_headers():
+    assert human_header("recall@5") == "Recall@5"
+    assert human_header("Δ recall@5") == "Δ Recall@5"
+    assert human_header("share_hidden") == "share hidden"
+    assert human_header(("recall@5", "summary_bm25")) == "Recall@5 summary bm25"
+
+
+def test_long_method_names_are_abbreviated_with_the_full_name_on_hover():
+    assert method_cell(HYBRID) == ("raw·bm25 + sum·vec β=.60", HYBRID)
+    assert method_cell("summary_bm25") == ("summary_bm25", None)
+    assert method_cell("a sentence that is longer than the limit") == ("a sentence that is longer than the limit", None)
+    page = show(cis()).html
+    assert f'title="{HYBRID}"' in page and ">raw·bm25 + sum·vec β=.60<" in page
+
+
+def test_cells_do_not_wrap_and_the_csv_is_linked(tmp_path):
+    page = table_html(pd.DataFrame({"a": [1]}), csv="../outputs/demo/tables/x.csv", note="conditional")
+    assert "white-space:nowrap" in page
+    assert '<a href="../outputs/demo/tables/x.csv">x.csv</a>' in page and "conditional" in page
+    assert csv_link(tmp_path / "tables" / "x.csv", start=tmp_path / "notebooks") == "../tables/x.csv"
+
+
+def test_long_tables_fold_after_max_rows():
+    frame = pd.DataFrame({"n": range(MAX_ROWS + 5)})
+    page = show(frame).html
+    shown, folded = page.split("<details>")
+    assert shown.count("<tr>") == MAX_ROWS + 1 and folded.count("<tr>") == 5 + 1
+    assert "5 more rows (of 25)" in folded
+    assert "<details>" not in show(frame.head(MAX_ROWS)).html
+
+
+def test_show_keeps_columns_and_says_how_many_stay_in_the_csv():
+    table = show(cis(), csv=None, columns=["retriever", "mean"])
+    assert isinstance(table, Table) and list(table.frame.columns) == ["retriever", "mean"]
+    assert "1 more columns in the CSV" in table.html
+    assert HYBRID in repr(table)                         # the plain text keeps full names and every number
+    with pytest.raises(KeyError, match="ci_low"):
+        show(cis(), columns=["ci_low"])
+
+
+def test_floats_are_rounded_and_missing_cells_blank():
+    table = show(pd.DataFrame({"x": [0.12345, float("nan")], "n": [3, 4]}))
+    assert table.frame["x"].tolist() == ["0.123", ""]
+    assert table.frame["n"].tolist() == [3, 4]
+
+
+def test_a_compact_interval_table_fits_the_panel_where_the_raw_one_would_not():
+    wide = pd.concat([cis()] * 3, ignore_index=True).assign(
+        **{f"{m}_{b}": 0.5 for m in ("bias_corrected", "out_of_fold") for b in ("x", "low", "high")})
+    assert estimated_width(show(cis()).frame) < PANEL_PX
+    assert estimated_width(wide) > estimated_width(show(wide).frame)
