@@ -65,8 +65,8 @@ def test_long_tables_fold_after_max_rows():
 def test_show_keeps_columns_and_says_how_many_stay_in_the_csv():
     table = show(cis(), csv=None, columns=["retriever", "mean"])
     assert isinstance(table, Table) and list(table.frame.columns) == ["retriever", "mean"]
-    assert "1 more columns in the CSV" in table.html
-    assert HYBRID in repr(table)                         # the plain text keeps full names and every number
+    assert "not shown here, in the plain-text output: metric" in table.html
+    assert HYBRID in repr(table) and "recall@5" in repr(table)   # the plain text keeps full names and every column
     with pytest.raises(KeyError, match="ci_low"):
         show(cis(), columns=["ci_low"])
 
@@ -82,3 +82,35 @@ def test_a_compact_interval_table_fits_the_panel_where_the_raw_one_would_not():
         **{f"{m}_{b}": 0.5 for m in ("bias_corrected", "out_of_fold") for b in ("x", "low", "high")})
     assert estimated_width(show(cis()).frame) < PANEL_PX
     assert estimated_width(wide) > estimated_width(show(wide).frame)
+
+
+def test_without_columns_only_what_fits_the_panel_is_shown_and_the_rest_is_named():
+    wide = pd.DataFrame({f"column_{i}": ["a value of twenty chars"] for i in range(12)})
+    table = show(wide, csv="x.csv")
+    assert 1 <= len(table.frame.columns) < 12 and estimated_width(table.frame) <= PANEL_PX
+    assert "not shown here, in the CSV: column " in table.html
+    assert "column_11" in repr(table)
+    assert list(show(wide, fit=False).frame.columns) == list(wide.columns)
+
+
+def test_a_saved_path_is_a_string_that_a_notebook_does_not_echo():
+    from IPython.core.formatters import DisplayFormatter
+
+    from pmrag.present.artifacts import Saved
+
+    saved = Saved("tables/x.csv")
+    assert saved == "tables/x.csv" and isinstance(saved, str)
+    assert DisplayFormatter().format(saved) == ({}, {})    # IPython calls _ipython_display_ and shows nothing
+
+
+def test_a_selection_table_compacts_its_conditional_and_bootstrap_intervals_and_columns_set_the_order():
+    frame = pd.DataFrame({"in_sample": [0.65], "conditional_low": [0.56], "conditional_high": [0.74],
+                          "bootstrap_estimate": [0.62], "bootstrap_low": [0.5], "bootstrap_high": [0.73]})
+    table = show(frame, columns=["bootstrap", "conditional"])
+    assert list(table.frame.columns) == ["bootstrap", "conditional"]
+    assert table.frame.iloc[0].tolist() == ["0.620 [0.500, 0.730]", "0.650 [0.560, 0.740]"]
+
+
+def test_a_method_name_as_a_header_is_abbreviated_with_its_full_name_on_hover():
+    page = show(pd.DataFrame({HYBRID: [0.5], "questions": [3]})).html
+    assert f'<th title="{HYBRID}">raw·bm25 + sum·vec β=.60</th>' in page and "<th>questions</th>" in page

@@ -39,20 +39,21 @@ class Table:
 
     frame: pd.DataFrame
     html: str
+    full: pd.DataFrame | None = None    # every column (the plain text's), when ``frame`` shows fewer
 
     def _repr_html_(self) -> str:
         return self.html
 
     def __repr__(self) -> str:
-        return self.frame.to_string()
+        return (self.frame if self.full is None else self.full).to_string()
 
 
 def interval_triples(frame: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
     """The interval columns of a frame, as ``{estimate: (estimate, low, high)}``.
 
     Found by name: ``mean`` with ``ci_low``/``ci_high``, and any column ``x`` with ``x_low``/``x_high`` (or
-    ``x low``/``x high``, ``x_lo``/``x_hi``); the estimate of ``conditional_low`` is ``in_sample`` when there is no
-    ``conditional`` column (notebook 09's selection table).
+    ``x low``/``x high``, ``x_lo``/``x_hi``), whose estimate is ``x``, else ``x_estimate``, else for ``conditional``
+    the ``in_sample`` column (notebook 09's selection table).
     """
     columns = [str(c) for c in frame.columns]
     triples = {}
@@ -62,8 +63,8 @@ def interval_triples(frame: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
         for low, high in _BOUNDS:
             if column.endswith(low) and column.removesuffix(low) + high in columns:
                 stem = column.removesuffix(low)
-                estimate = stem if stem in columns else ("in_sample" if stem == "conditional" and "in_sample" in columns
-                                                         else None)
+                named = [stem, f"{stem}_estimate", *(["in_sample"] if stem == "conditional" else [])]
+                estimate = next((name for name in named if name in columns), None)
                 if estimate is not None:
                     triples[stem] = (estimate, column, stem + high)
     return triples
@@ -77,7 +78,7 @@ def compact_intervals(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
         cells = [_interval(m, lo, hi, digits) for m, lo, hi in zip(frame[estimate], frame[low], frame[high])]
         position = list(out.columns).index(estimate)
         out = out.drop(columns=[estimate, low, high])
-        out.insert(position, stem if stem != "mean" else estimate, cells)
+        out.insert(position, stem, cells)
     return out
 
 
@@ -123,7 +124,7 @@ def estimated_width(frame: pd.DataFrame) -> float:
     for part in (index, frame):
         for column in part.columns:
             cells = [method_cell(v)[0] for v in part[column]]
-            longest = max([len(human_header(column)), *map(len, cells)])
+            longest = max([len(_header(column)[0]), *map(len, cells)])
             width += longest * CHAR_PX + CELL_PADDING_PX
     return width
 
@@ -133,7 +134,7 @@ def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_
     index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then a line
     linking the CSV (``csv``, relative to the notebook) and ``note``."""
     shown = frame.reset_index() if (frame.index.name or frame.index.names[0]) else frame
-    headers = "".join(f"<th>{html.escape(human_header(c))}</th>" for c in shown.columns)
+    headers = "".join(_header_html(c) for c in shown.columns)
     rows = [_row_html(values) for values in shown.itertuples(index=False)]
     head = f'<table class="pmrag-table"><thead><tr>{headers}</tr></thead>'
     parts = [_STYLE, '<div class="pmrag-table-wrap">', head, "<tbody>", *rows[:max_rows], "</tbody></table>"]
@@ -146,6 +147,18 @@ def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_
         parts.append(f'<p class="pmrag-table-note">{" · ".join(footer)}</p>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def _header(column) -> tuple[str, str | None]:
+    """A header as shown, and its hover: a method name's short label (:func:`method_cell`), else a human header."""
+    text, hover = method_cell(column) if isinstance(column, str) else (None, None)
+    return (text, hover) if hover else (human_header(column), None)
+
+
+def _header_html(column) -> str:
+    text, hover = _header(column)
+    title = f' title="{html.escape(hover)}"' if hover else ""
+    return f"<th{title}>{html.escape(text)}</th>"
 
 
 def _row_html(values) -> str:
@@ -177,35 +190,51 @@ def csv_link(path, start=None) -> str:
     return Path(os.path.relpath(Path(path), Path.cwd() if start is None else start)).as_posix()
 
 
+def fitting_columns(frame: pd.DataFrame, panel_px: float = PANEL_PX) -> list:
+    """The leading columns of a display frame whose estimated width (:func:`estimated_width`, a named index
+    included) stays within ``panel_px``; at least the first column."""
+    kept = []
+    for column in frame.columns:
+        if kept and estimated_width(frame[[*kept, column]]) > panel_px:
+            break
+        kept.append(column)
+    return kept
+
+
 def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: int = MAX_ROWS,
-         digits: int = 3, note: str = "") -> Table:
+         digits: int = 3, note: str = "", fit: bool = True) -> Table:
     """A table for a notebook cell: intervals compacted (:func:`compact_intervals`), floats to ``digits``
-    decimals, only ``columns`` when given (the rest stay in the CSV, said below the table), and the HTML of
-    :func:`table_html`.
+    decimals, only ``columns`` when given, and of those (``fit``) the leading ones that fit the panel
+    (:func:`fitting_columns`); the others stay in the CSV and the plain text, and the line under the table names
+    them.  The HTML is :func:`table_html`'s.
 
     Parameters
     ----------
     frame : the table; a named index is shown as its leading columns.
     csv : the saved CSV (a path; linked relative to the working directory, the notebook's folder), or None.
-    columns : the display columns to keep (after compacting), in order; None keeps all.
+    columns : the display columns (after compacting), in the order of what a reader needs first; None: all.
     max_rows : rows shown before the rest folds.
     digits : decimals of floats and intervals.
     note : a line said under the table.
+    fit : drop the trailing columns that would run past :data:`PANEL_PX`.
 
     Returns
     -------
     Table
     """
-    shown = compact_intervals(frame, digits)
+    full = compact_intervals(frame, digits)
+    full = full.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and not pd.isna(v)
+                                           else ("" if _missing(v) else v)))
     if columns is not None:
-        missing = [c for c in columns if c not in shown.columns]
+        missing = [c for c in columns if c not in full.columns]
         if missing:
-            raise KeyError(f"show: no column {missing[0]!r} in the table (has {list(map(str, shown.columns))})")
-        hidden = len(shown.columns) - len(columns)
-        shown = shown[list(columns)]
-        if hidden:
-            note = " · ".join(filter(None, [f"{hidden} more columns in the CSV", note]))
-    shown = shown.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and not pd.isna(v)
-                                             else ("" if _missing(v) else v)))
+            raise KeyError(f"show: no column {missing[0]!r} in the table (has {list(map(str, full.columns))})")
+    kept = list(full.columns) if columns is None else list(columns)
+    kept = fitting_columns(full[kept]) if fit else kept
+    hidden = [human_header(c) for c in full.columns if c not in kept]
+    if hidden:
+        where = "the CSV" if csv is not None else "the plain-text output"
+        note = " · ".join(filter(None, [f"not shown here, in {where}: {', '.join(hidden)}", note]))
     link = None if csv is None else csv_link(csv)
-    return Table(shown, table_html(shown, link, max_rows, note))
+    shown = full[kept]
+    return Table(shown, table_html(shown, link, max_rows, note), None if not hidden else full)
