@@ -114,3 +114,10 @@ def test_a_selection_table_compacts_its_conditional_and_bootstrap_intervals_and_
 def test_a_method_name_as_a_header_is_abbreviated_with_its_full_name_on_hover():
     page = show(pd.DataFrame({HYBRID: [0.5], "questions": [3]})).html
     assert f'<th title="{HYBRID}">raw·bm25 + sum·vec β=.60</th>' in page and "<th>questions</th>" in page
+
+
+def test_a_paired_difference_with_ci_bounds_is_compacted_under_delta():
+    frame = pd.DataFrame({"method": ["a"], "delta": [0.2333], "ci_low": [0.1467], "ci_high": [0.3233], "p": [0.0002]})
+    assert interval_triples(frame) == {"delta": ("delta", "ci_low", "ci_high")}
+    table = show(frame, digits=4)
+    assert table.frame.to_dict("records") == [{"method": "a", "delta": "0.2333 [0.1467, 0.3233]", "p": "0.0002"}]

@@ -1,5 +1,6 @@
 """Short labels of retrievers and hybrids (pmrag.present.labels.short_label), shared by the inspector and figures."""
 
+import matplotlib.pyplot
 import pandas as pd
 import pytest
 
@@ -37,7 +38,7 @@ def test_hybrid_sweep_legend_names_each_pairing_by_its_short_labels():
     fig = plots.hybrid_sweep_figure(macro)
     legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert legend == ["sum·bm25 + emb·vec", "raw·bm25 + raw·vec"]
-    plots.plt.close(fig)
+    matplotlib.pyplot.close(fig)
 
 
 def test_only_retrievers_of_a_representation_without_chat_text_are_blind_by_design():

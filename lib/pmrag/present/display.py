@@ -31,6 +31,9 @@ NAME_CHARS = 24         # a method name longer than this is abbreviated (the ful
 
 # the suffixes that mark an interval's bounds beside its estimate column
 _BOUNDS = (("_low", "_high"), (" low", " high"), ("_lo", "_hi"))
+# bounds whose estimate has another name: ci_low/ci_high bound a mean or a paired difference, the selection
+# table's conditional interval its in-sample value
+_ESTIMATES = {"ci": ("mean", "delta"), "conditional": ("in_sample",)}
 
 
 @dataclass(frozen=True)
@@ -51,22 +54,20 @@ class Table:
 def interval_triples(frame: pd.DataFrame) -> dict[str, tuple[str, str, str]]:
     """The interval columns of a frame, as ``{estimate: (estimate, low, high)}``.
 
-    Found by name: ``mean`` with ``ci_low``/``ci_high``, and any column ``x`` with ``x_low``/``x_high`` (or
-    ``x low``/``x high``, ``x_lo``/``x_hi``), whose estimate is ``x``, else ``x_estimate``, else for ``conditional``
-    the ``in_sample`` column (notebook 09's selection table).
+    Found by name: any column ``x`` with ``x_low``/``x_high`` (or ``x low``/``x high``, ``x_lo``/``x_hi``) whose
+    estimate is ``x``, else ``x_estimate``, else for ``ci`` the ``mean`` or ``delta`` column (keyed by that name)
+    and for ``conditional`` the ``in_sample`` column (notebook 09's selection table).
     """
-    columns = [str(c) for c in frame.columns]
+    columns = [c for c in frame.columns if isinstance(c, str)]
     triples = {}
-    if {"mean", "ci_low", "ci_high"} <= set(columns):
-        triples["mean"] = ("mean", "ci_low", "ci_high")
     for column in columns:
         for low, high in _BOUNDS:
             if column.endswith(low) and column.removesuffix(low) + high in columns:
                 stem = column.removesuffix(low)
-                named = [stem, f"{stem}_estimate", *(["in_sample"] if stem == "conditional" else [])]
+                named = [stem, f"{stem}_estimate", *_ESTIMATES.get(stem, ())]
                 estimate = next((name for name in named if name in columns), None)
                 if estimate is not None:
-                    triples[stem] = (estimate, column, stem + high)
+                    triples[estimate if stem == "ci" else stem] = (estimate, column, stem + high)
     return triples
 
 
@@ -74,11 +75,11 @@ def compact_intervals(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """Each interval triple (:func:`interval_triples`) as one ``0.653 [0.567, 0.743]`` string column in the
     estimate's place; the bound columns are dropped.  A missing bound leaves the estimate alone (``0.653``)."""
     out = frame.copy()
-    for stem, (estimate, low, high) in interval_triples(frame).items():
+    for key, (estimate, low, high) in interval_triples(frame).items():
         cells = [_interval(m, lo, hi, digits) for m, lo, hi in zip(frame[estimate], frame[low], frame[high])]
         position = list(out.columns).index(estimate)
         out = out.drop(columns=[estimate, low, high])
-        out.insert(position, stem, cells)
+        out.insert(position, key, cells)
     return out
 
 
