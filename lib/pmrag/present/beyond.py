@@ -73,7 +73,7 @@ def difference_figure(table: pd.DataFrame, reference: str, title: str):
         ax.errorbar(delta, y, xerr=[delta - low, high - delta], fmt="o", capsize=2,
                     label=question_type, color="black" if question_type == OVERALL else None)
     ax.axvline(0, color="grey", linewidth=0.8)
-    ax.set_yticks(np.arange(len(methods)), [short_label(m) if len(m) > 24 else m for m in methods])   # hybrids
+    ax.set_yticks(np.arange(len(methods)), [short_label(m) for m in methods])   # the labels of every figure legend
     ax.invert_yaxis()
     ax.set_xlabel(f"Δ Recall@5 against {reference} (95 % CI)")
     ax.set_title(wrapped(title))
