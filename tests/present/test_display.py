@@ -121,3 +121,14 @@ def test_a_paired_difference_with_ci_bounds_is_compacted_under_delta():
     assert interval_triples(frame) == {"delta": ("delta", "ci_low", "ci_high")}
     table = show(frame, digits=4)
     assert table.frame.to_dict("records") == [{"method": "a", "delta": "0.2333 [0.1467, 0.3233]", "p": "0.0002"}]
+
+
+def test_long_prose_cells_wrap_numbers_never_and_text_columns_are_flush_left():
+    frame = pd.DataFrame({"procedure": ["pairing and β (the paper's selection)", "β"], "mean": [0.65, 0.6],
+                          "ci_low": [0.5, 0.4], "ci_high": [0.7, 0.8]})
+    page = show(frame).html
+    assert '<table class="pmrag-table" style="white-space:nowrap">' in page       # inline: kept in untrusted notebooks
+    assert ('<td style="text-align:left;white-space:normal;min-width:14em">pairing and β (the paper&#x27;s selection)'
+            "</td>") in page
+    assert "<td>0.650 [0.500, 0.700]</td>" in page and '<th style="text-align:left">procedure</th>' in page
+    assert estimated_width(show(frame).frame) < estimated_width(show(frame.assign(procedure="x" * 37)).frame)

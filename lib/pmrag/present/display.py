@@ -23,9 +23,10 @@ from pmrag.evaluate.metric_names import is_metric, parse_metric
 from pmrag.present.labels import short_label
 from pmrag.present.paper import format_ci
 
-PANEL_PX = 900          # the notebook panel's output width at 1,280 px with JupyterLab's file browser open
-CHAR_PX = 7.2           # one character of JupyterLab's 13 px table font, on average (digits, Latin letters)
+PANEL_PX = 840          # a notebook output's width at 1,280 px with JupyterLab's file browser open (848 px measured)
+CHAR_PX = 7.8           # one character of JupyterLab's table font, on average (measured in Chromium: headers bold)
 CELL_PADDING_PX = 14    # a cell's left and right padding and border
+WRAP_CHARS = 28         # a text cell longer than this (with spaces) wraps at about this width; numbers never do
 MAX_ROWS = 20           # longer tables show this many rows and fold the rest
 NAME_CHARS = 24         # a method name longer than this is abbreviated (the full name on hover)
 
@@ -125,7 +126,7 @@ def estimated_width(frame: pd.DataFrame) -> float:
     for part in (index, frame):
         for column in part.columns:
             cells = [method_cell(v)[0] for v in part[column]]
-            longest = max([len(_header(column)[0]), *map(len, cells)])
+            longest = max([len(_header(column)[0]), *(min(len(c), WRAP_CHARS) if _wraps(c) else len(c) for c in cells)])
             width += longest * CHAR_PX + CELL_PADDING_PX
     return width
 
@@ -135,9 +136,11 @@ def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_
     index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then a line
     linking the CSV (``csv``, relative to the notebook) and ``note``."""
     shown = frame.reset_index() if (frame.index.name or frame.index.names[0]) else frame
-    headers = "".join(_header_html(c) for c in shown.columns)
-    rows = [_row_html(values) for values in shown.itertuples(index=False)]
-    head = f'<table class="pmrag-table"><thead><tr>{headers}</tr></thead>'
+    left = [not all(_numeric(_plain(v)) for v in shown[c] if not _missing(v)) for c in shown.columns]
+    headers = "".join(_header_html(c, flush) for c, flush in zip(shown.columns, left))
+    rows = [_row_html(values, left) for values in shown.itertuples(index=False)]
+    # inline styles: JupyterLab strips <style> from the outputs of a notebook it does not trust
+    head = f'<table class="pmrag-table" style="white-space:nowrap"><thead><tr>{headers}</tr></thead>'
     parts = [_STYLE, '<div class="pmrag-table-wrap">', head, "<tbody>", *rows[:max_rows], "</tbody></table>"]
     if len(rows) > max_rows:
         parts += [f"<details><summary>{len(rows) - max_rows} more rows (of {len(rows)})</summary>", head,
@@ -156,19 +159,36 @@ def _header(column) -> tuple[str, str | None]:
     return (text, hover) if hover else (human_header(column), None)
 
 
-def _header_html(column) -> str:
+def _header_html(column, flush_left: bool = False) -> str:
     text, hover = _header(column)
     title = f' title="{html.escape(hover)}"' if hover else ""
-    return f"<th{title}>{html.escape(text)}</th>"
+    style = ' style="text-align:left"' if flush_left else ""
+    return f"<th{title}{style}>{html.escape(text)}</th>"
 
 
-def _row_html(values) -> str:
+def _row_html(values, flush_left=None) -> str:
     cells = []
-    for value in values:
+    for value, left in zip(values, flush_left or [False] * len(values)):
         text, hover = method_cell("" if _missing(value) else _plain(value))
         title = f' title="{html.escape(hover)}"' if hover else ""
-        cells.append(f"<td{title}>{html.escape(text)}</td>")
+        styles = (["text-align:left"] if left else []) + (["white-space:normal", f"min-width:{WRAP_CHARS // 2}em"]
+                                                          if _wraps(text) else [])
+        style = f' style="{";".join(styles)}"' if styles else ""
+        cells.append(f"<td{title}{style}>{html.escape(text)}</td>")
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+_NUMBER = re.compile(r"^[+\-−]?\d[\d,]*(\.\d+)?%?( \[.*\])?( \*)?$")
+
+
+def _numeric(text: str) -> bool:
+    """A number, a percentage or an interval (``0.653 [0.567, 0.743]``): right-aligned, never wrapped."""
+    return bool(_NUMBER.match(text)) or text in ("True", "False", "")
+
+
+def _wraps(text: str) -> bool:
+    """Whether a cell's text wraps: prose longer than :data:`WRAP_CHARS` (never a number or an interval)."""
+    return len(text) > WRAP_CHARS and " " in text and not _numeric(text)
 
 
 def _missing(value) -> bool:
