@@ -43,7 +43,7 @@ def test_long_method_names_are_abbreviated_with_the_full_name_on_hover():
     assert method_cell("summary_bm25") == ("summary_bm25", None)
     assert method_cell("a sentence that is longer than the limit") == ("a sentence that is longer than the limit", None)
     page = show(cis()).html
-    assert f'title="{HYBRID}"' in page and ">raw·bm25 + sum·vec β=.60<" in page
+    assert f'title="{HYBRID}"' in page and ">raw·bm25\u00a0+\u00a0sum·vec\u00a0β=.60<" in page
 
 
 def test_cells_do_not_wrap_and_the_csv_is_linked(tmp_path):
@@ -130,5 +130,5 @@ def test_long_prose_cells_wrap_numbers_never_and_text_columns_are_flush_left():
     assert '<table class="pmrag-table" style="white-space:nowrap">' in page       # inline: kept in untrusted notebooks
     assert ('<td style="text-align:left;white-space:normal;min-width:14em">pairing and β (the paper&#x27;s selection)'
             "</td>") in page
-    assert "<td>0.650 [0.500, 0.700]</td>" in page and '<th style="text-align:left">procedure</th>' in page
+    assert "<td>0.650\u00a0[0.500,\u00a00.700]</td>" in page and '<th style="text-align:left">procedure</th>' in page
     assert estimated_width(show(frame).frame) < estimated_width(show(frame.assign(procedure="x" * 37)).frame)

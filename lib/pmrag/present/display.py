@@ -174,7 +174,8 @@ def _row_html(values, flush_left=None) -> str:
         styles = (["text-align:left"] if left else []) + (["white-space:normal", f"min-width:{WRAP_CHARS // 2}em"]
                                                           if _wraps(text) else [])
         style = f' style="{";".join(styles)}"' if styles else ""
-        cells.append(f"<td{title}{style}>{html.escape(text)}</td>")
+        shown = text if _wraps(text) else text.replace(" ", "\u00a0")   # no-break spaces: JupyterLab's sanitizer
+        cells.append(f"<td{title}{style}>{html.escape(shown)}</td>")           # drops white-space from untrusted HTML
     return "<tr>" + "".join(cells) + "</tr>"
 
 
