@@ -79,9 +79,16 @@ def test_floats_are_rounded_and_missing_cells_blank():
 
 def test_a_compact_interval_table_fits_the_panel_where_the_raw_one_would_not():
     wide = pd.concat([cis()] * 3, ignore_index=True).assign(
-        **{f"{m}_{b}": 0.5 for m in ("bias_corrected", "out_of_fold") for b in ("x", "low", "high")})
+        **{f"{m}{b}": 0.5 for m in ("bias_corrected", "out_of_fold") for b in ("", "_low", "_high")})
     assert estimated_width(show(cis()).frame) < PANEL_PX
-    assert estimated_width(wide) > estimated_width(show(wide).frame)
+    shown = show(wide, fit=False).frame
+    assert list(shown.columns) == ["retriever", "metric", "mean", "bias_corrected", "out_of_fold"]  # 3 → 1
+    assert estimated_width(shown) < estimated_width(wide.astype(str))
+
+
+def test_a_header_is_estimated_wrapped_between_words_and_a_cell_never():
+    long_header = pd.DataFrame({"a header of many short words here": ["1"]})
+    assert estimated_width(long_header) < 20 * 7.8 and estimated_width(pd.DataFrame({"h": ["0.653 [0.567, 0.743]"]})) > 130
 
 
 def test_without_columns_only_what_fits_the_panel_is_shown_and_the_rest_is_named():
@@ -113,7 +120,7 @@ def test_a_selection_table_compacts_its_conditional_and_bootstrap_intervals_and_
 
 def test_a_method_name_as_a_header_is_abbreviated_with_its_full_name_on_hover():
     page = show(pd.DataFrame({HYBRID: [0.5], "questions": [3]})).html
-    assert f'<th title="{HYBRID}">raw·bm25 + sum·vec β=.60</th>' in page and "<th>questions</th>" in page
+    assert f'<th title="{HYBRID}" style="white-space:normal">raw·bm25 + sum·vec β=.60</th>' in page and '<th style="white-space:normal">questions</th>' in page
 
 
 def test_a_paired_difference_with_ci_bounds_is_compacted_under_delta():
@@ -130,5 +137,5 @@ def test_long_prose_cells_wrap_numbers_never_and_text_columns_are_flush_left():
     assert '<table class="pmrag-table" style="white-space:nowrap">' in page       # inline: kept in untrusted notebooks
     assert ('<td style="text-align:left;white-space:normal;min-width:14em">pairing and β (the paper&#x27;s selection)'
             "</td>") in page
-    assert "<td>0.650\u00a0[0.500,\u00a00.700]</td>" in page and '<th style="text-align:left">procedure</th>' in page
+    assert "<td>0.650\u00a0[0.500,\u00a00.700]</td>" in page and '<th style="white-space:normal;text-align:left">procedure</th>' in page
     assert estimated_width(show(frame).frame) < estimated_width(show(frame.assign(procedure="x" * 37)).frame)

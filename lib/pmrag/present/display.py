@@ -24,8 +24,9 @@ from pmrag.present.labels import short_label
 from pmrag.present.paper import format_ci
 
 PANEL_PX = 840          # a notebook output's width at 1,280 px with JupyterLab's file browser open (848 px measured)
-CHAR_PX = 7.8           # one character of JupyterLab's table font, on average (measured in Chromium: headers bold)
-CELL_PADDING_PX = 14    # a cell's left and right padding and border
+CHAR_PX = 7.0           # one character of a cell in JupyterLab's table font (digits, Latin letters; Chromium)
+HEADER_CHAR_PX = 7.8    # one character of a bold header; a header wraps between words, a cell's number never
+CELL_PADDING_PX = 20    # a cell's left and right padding and border, and the slack of a header wrapped at its longest word
 WRAP_CHARS = 28         # a text cell longer than this (with spaces) wraps at about this width; numbers never do
 MAX_ROWS = 20           # longer tables show this many rows and fold the rest
 NAME_CHARS = 24         # a method name longer than this is abbreviated (the full name on hover)
@@ -119,15 +120,18 @@ def method_cell(name) -> tuple[str, str | None]:
 
 
 def estimated_width(frame: pd.DataFrame) -> float:
-    """The rendered width of a display frame in pixels, estimated from its longest cell per column (headers
-    included, method names as shown): :data:`CHAR_PX` a character plus :data:`CELL_PADDING_PX` a cell."""
+    """The rendered width of a display frame in pixels, estimated per column from its longest cell (method names
+    as shown, prose wrapped at :data:`WRAP_CHARS`) at :data:`CHAR_PX` a character, or its header wrapped between
+    words (into three lines at most) at :data:`HEADER_CHAR_PX`, whichever is wider, plus :data:`CELL_PADDING_PX`."""
     index = frame.index.to_frame(index=False) if frame.index.name or frame.index.names[0] else pd.DataFrame()
     width = 0.0
     for part in (index, frame):
         for column in part.columns:
             cells = [method_cell(v)[0] for v in part[column]]
-            longest = max([len(_header(column)[0]), *(min(len(c), WRAP_CHARS) if _wraps(c) else len(c) for c in cells)])
-            width += longest * CHAR_PX + CELL_PADDING_PX
+            longest = max([0, *(min(len(c), WRAP_CHARS) if _wraps(c) else len(c) for c in cells)])
+            header = _header(column)[0]
+            header_chars = max([len(word) for word in header.split(" ")] + [len(header) / 3])
+            width += max(longest * CHAR_PX, header_chars * HEADER_CHAR_PX) + CELL_PADDING_PX
     return width
 
 
@@ -162,7 +166,7 @@ def _header(column) -> tuple[str, str | None]:
 def _header_html(column, flush_left: bool = False) -> str:
     text, hover = _header(column)
     title = f' title="{html.escape(hover)}"' if hover else ""
-    style = ' style="text-align:left"' if flush_left else ""
+    style = f' style="white-space:normal{";text-align:left" if flush_left else ""}"'
     return f"<th{title}{style}>{html.escape(text)}</th>"
 
 
@@ -201,7 +205,7 @@ def _plain(value) -> str:
 
 
 _STYLE = ("<style>.pmrag-table-wrap{max-width:100%;overflow-x:auto}"
-          ".pmrag-table td,.pmrag-table th{white-space:nowrap;text-align:right;padding:2px 7px}"
+          ".pmrag-table td{white-space:nowrap}.pmrag-table td,.pmrag-table th{text-align:right;padding:2px 7px}"
           ".pmrag-table td:first-child,.pmrag-table th:first-child{text-align:left}"
           ".pmrag-table-note{font-size:90%;color:#555;margin:2px 0 8px}"
           ".pmrag-table-wrap details summary{cursor:pointer;color:#555}</style>")
