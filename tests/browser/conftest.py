@@ -122,15 +122,15 @@ class Lab:
         return self.log.read_text(encoding="utf-8", errors="replace")[-n_chars:] if self.log.exists() else ""
 
 
-def start_lab(root: Path, home: Path) -> Lab:
-    """``jupyter lab`` of this Python's environment serving ``root`` on 127.0.0.1, waited for until its API
-    answers (``RuntimeError`` with the log's tail when it does not within a minute)."""
+def start_lab(root: Path, home: Path, extra_args: tuple[str, ...] = ()) -> Lab:
+    """``jupyter lab`` of this Python's environment serving ``root`` on 127.0.0.1 (with ``extra_args``), waited
+    for until its API answers (``RuntimeError`` with the log's tail when it does not within a minute)."""
     port, token = free_port(), secrets.token_hex(16)
     jupyter = Path(sys.executable).with_name("jupyter")
     command = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
                "--allow-root", "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *extra_args]
     log = home / "lab.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=root, env=lab_environment(home), stdin=subprocess.DEVNULL,

@@ -277,6 +277,8 @@ def test_question_picker_redraws_on_change_only():
     dropdown = picker.children[0]
     dropdown.value = "q2"
     assert drawn == ["q2"]
+    bundle = picker._repr_mimebundle_()                  # saved without widget state: a hint, not VBox(children=…
+    assert bundle["text/plain"] == pg.PICKER_HINT and "VBox" not in bundle["text/plain"]
 
 
 @pytest.mark.integration

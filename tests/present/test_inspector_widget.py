@@ -252,3 +252,13 @@ def test_css_hooks_and_control_descriptions(inspector):
     import pmrag.present.inspector as module
 
     assert all(css in module.__doc__ for css in expected)
+
+
+def test_the_inspector_opens_on_a_failed_question_with_its_controls_above_the_folded_gold_list():
+    from inspector_case import LABELS
+
+    opened = FailureInspector(make_data(labels=LABELS[LABELS["question_id"] != "q1"]))   # q1 no longer failed
+    assert opened.question.value == "q2" and opened.first_failed(["q3"]) == "q3" and opened.first_failed([]) is None
+    children = list(opened.widget.children)
+    assert children.index(opened.gold) == len(children) - 1 and children.index(opened.fused) < children.index(opened.gold)
+    assert opened.gold.value.startswith("<details open><summary><b>Gold chunks: rank under every retriever</b>")

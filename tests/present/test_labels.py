@@ -1,5 +1,6 @@
 """Short labels of retrievers and hybrids (pmrag.present.labels.short_label), shared by the inspector and figures."""
 
+import matplotlib.pyplot
 import pandas as pd
 import pytest
 
@@ -37,4 +38,12 @@ def test_hybrid_sweep_legend_names_each_pairing_by_its_short_labels():
     fig = plots.hybrid_sweep_figure(macro)
     legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert legend == ["sum·bm25 + emb·vec", "raw·bm25 + raw·vec"]
-    plots.plt.close(fig)
+    matplotlib.pyplot.close(fig)
+
+
+def test_only_retrievers_of_a_representation_without_chat_text_are_blind_by_design():
+    from pmrag.present.labels import blind_by_design
+
+    assert blind_by_design("prefix_bm25") and blind_by_design("prefix_vector")
+    assert not blind_by_design("summary_excerpt_bm25") and not blind_by_design("embedding_text_vector")
+    assert not blind_by_design("hybrid:raw_text_bm25+summary_vector@0.60") and not blind_by_design("not a name")

@@ -42,6 +42,14 @@ class FigureSpec:
         return f"figures/{self.name}.png"
 
 
+class Saved(str):
+    """A saved file's path in the run folder: a string that a notebook cell does not echo (the table or figure
+    itself is what the reader wants to see)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 CI = ("mean", "ci_low", "ci_high")
 ITEM_VALUE = ("Item", "Value")
 DIFFERENCE = ("comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high", "excludes_zero",

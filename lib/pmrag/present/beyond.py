@@ -7,13 +7,18 @@ its interval excludes 0 (conditional on the references' in-sample selection, as 
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from pmrag.evaluate.beyond import METRICS, OVERALL
 from pmrag.evaluate.metric_names import RECALL5
+from pmrag.present.figure_style import column_figure
+from pmrag.present.labels import short_label
 from pmrag.present.paper import format_delta_ci
+from pmrag.present.plots import wrapped
+
+
+LEGEND_IN = 0.4   # the height of the one-row legend under a difference figure
 
 
 def display_table(table: pd.DataFrame, references) -> pd.DataFrame:
@@ -51,14 +56,14 @@ def difference_figure(table: pd.DataFrame, reference: str, title: str):
     (none of the family is listed) the figure says so, so that a run always leaves the same files."""
     rows = table[table[f"Δ {reference} low"].notna()] if f"Δ {reference} low" in table.columns else table.iloc[0:0]
     if rows.empty:
-        fig, ax = plt.subplots(figsize=(8, 1.5))
+        fig, ax = column_figure(1.5)
         ax.text(0.5, 0.5, "no method of this family is listed in retrieval.retrievers", ha="center", va="center")
         ax.set_axis_off()
-        ax.set_title(title)
+        ax.set_title(wrapped(title))
         return fig
     methods = list(dict.fromkeys(rows["method"]))
     types = list(dict.fromkeys(rows["question_type"]))
-    fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(methods), 1) * len(types) ** 0.5 + 1.5))
+    fig, ax = column_figure(0.12 * len(types) * max(len(methods), 1) + 0.2 * len(methods) + 2.2)
     offsets = np.linspace(-0.3, 0.3, len(types)) if len(types) > 1 else np.zeros(1)
     for offset, question_type in zip(offsets, types):
         part = rows[rows["question_type"] == question_type].set_index("method").reindex(methods)
@@ -68,10 +73,11 @@ def difference_figure(table: pd.DataFrame, reference: str, title: str):
         ax.errorbar(delta, y, xerr=[delta - low, high - delta], fmt="o", capsize=2,
                     label=question_type, color="black" if question_type == OVERALL else None)
     ax.axvline(0, color="grey", linewidth=0.8)
-    ax.set_yticks(np.arange(len(methods)), methods)
+    ax.set_yticks(np.arange(len(methods)), [short_label(m) for m in methods])   # the labels of every figure legend
     ax.invert_yaxis()
     ax.set_xlabel(f"Δ Recall@5 against {reference} (95 % CI)")
-    ax.set_title(title)
-    ax.legend(title="question type", fontsize="small", loc="best")
-    fig.tight_layout()
+    ax.set_title(wrapped(title))
+    # under the x axis (the legend and the scale read together), outside the data: covers no interval
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=len(types), frameon=False)
+    fig.tight_layout(rect=(0, LEGEND_IN / fig.get_size_inches()[1], 1, 1))
     return fig

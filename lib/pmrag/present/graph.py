@@ -30,6 +30,7 @@ import pandas as pd
 from pmrag.evaluate.graph_eval import SET_METHODS
 from pmrag.evaluate.metric_names import SET_F1, SET_PRECISION, SET_RECALL, TABLE_METRICS, Metric
 from pmrag.present.artifacts import EXTRACTOR
+from pmrag.present.labels import short_label
 from pmrag.present.paper import format_ci, format_delta_ci
 
 SET_METRICS = {str(SET_PRECISION): "Precision", str(SET_RECALL): "Recall", str(SET_F1): "F1"}   # Table 2's rows
@@ -94,11 +95,12 @@ def memories_per_interest_table(statistics, graph, label: str, show_labels: bool
 
 def interest_degree_figure(statistics, label: str):
     """Histogram of the interest degree (memories per interest; log-scaled when it spans more than a decade)."""
-    import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from pmrag.present.figure_style import column_figure
+
     degrees = statistics.interest_degrees
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = column_figure(3.8)
     if degrees.empty or int(degrees["interests"].sum()) == 0:
         ax.text(0.5, 0.5, "no interest nodes", ha="center", va="center", transform=ax.transAxes)
     else:
@@ -276,10 +278,11 @@ def by_type_figure(rank_by_type: pd.DataFrame, rank_methods: Sequence[str], set_
                    set_methods: Sequence[str] = SET_METHODS, label: str = ""):
     """Left: Recall@5 by question type (``overall`` first) of ``rank_methods`` (the tuned graph, the hybrid,
     the best flat retriever); right: set recall by type of TOBUGraph and the RAG baselines; 95 % intervals."""
-    import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    from pmrag.present.figure_style import column_figure
+
+    fig, (left, right) = column_figure(8.4, nrows=2)
     for ax, rows, methods, ylabel, title in (
             (left, rank_by_type, list(rank_methods), "Recall@5", "Rankings: Recall@5 by question type"),
             (right, set_recall_by_type, list(set_methods), "set recall", "Sets (002 Table 2): recall by question type")):
@@ -288,8 +291,10 @@ def by_type_figure(rank_by_type: pd.DataFrame, rank_methods: Sequence[str], set_
             else list(dict.fromkeys(rows["question_type"]))
         _grouped_bars(ax, rows, methods, types, sns.color_palette("deep", len(methods)))
         ax.set(ylabel=ylabel, title=title)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.1), frameon=False)
-    fig.suptitle(f"Held-out questions, 95% bootstrap CIs (selection-conditioned){' · ' + label if label else ''}",
+        handles, names = ax.get_legend_handles_labels()
+        ax.legend(handles, [short_label(name) for name in names], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  frameon=False)                        # outside: covers no bar
+    fig.suptitle(f"Held-out questions, 95% bootstrap CIs (selection-conditioned){chr(10) + label if label else ''}",
                  fontsize=10)
     fig.tight_layout()
     return fig
@@ -395,9 +400,10 @@ def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: 
     layout with a fixed order; primary gold orange, the tuned ranking's top k outlined in black, memories no
     chosen interest reaches light grey.  A note says how many reached memories are left out.  Interest labels
     are drawn only when ``show_labels`` and a font can draw them (:func:`_cjk_font`), else ``i:<n>``."""
-    import matplotlib.pyplot as plt
     import networkx as nx
     from matplotlib.lines import Line2D
+
+    from pmrag.present.figure_style import column_figure
 
     interests, memories = sub.interests, sub.memories
     g = nx.Graph()
@@ -410,7 +416,7 @@ def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: 
         return {node: (x, 1 - (j + 0.5) / max(len(ids), 1)) for j, node in enumerate(ids)}
 
     pos = {**column(list(interests["interest_id"]), 0.0), **column(list(memories["chunk_id"]), 1.0)}
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.32 * span))
+    fig, ax = column_figure(2.2 + 0.32 * span)
     nx.draw_networkx_edges(g, pos, ax=ax, edge_color="#999999", width=0.8)
     if len(interests):
         nx.draw_networkx_nodes(g, pos, nodelist=list(interests["interest_id"]), node_shape="s", ax=ax,
@@ -440,7 +446,8 @@ def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: 
                Line2D([], [], marker="o", ls="", color="#55A868", label="reached, not gold"),
                Line2D([], [], marker="o", ls="", color="#DDDDDD", label="not reached (shown: gold or top-k)"),
                Line2D([], [], marker="o", ls="", mfc="white", mec="black", mew=2, label=f"top-{k} of the tuned ranking")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
+              frameon=False)                            # under the graph: covers no node
     note = (f"{len(interests)} chosen interest(s), {sub.reached} memories reached; "
             + (f"{sub.left_out} reached memories not drawn (cap {len(memories)})" if sub.left_out else "all drawn"))
     ax.set_title(f"{title}\n{note}" if title else note, fontsize=9)
@@ -513,11 +520,17 @@ def question_options(evaluation, questions: pd.DataFrame, show_text: bool) -> li
             for q, t, text in zip(held["question_id"], held["type"], held["text"])]
 
 
+PICKER_HINT = "Question picker: run this cell (and the ones above) to draw another question; widgets need a live kernel."
+
+
 def question_picker(options: Sequence[tuple[str, str]], draw: Callable[[str], object], value: str | None = None):
     """An ipywidgets ``VBox``: a Dropdown of ``options`` and an Output that shows ``draw(question_id)`` (a
     figure) for the chosen question, redrawn on every change.  Built without drawing; nothing runs until the
-    value changes, so a headless execution only displays it."""
+    value changes, so a headless execution only displays it, and a notebook saved without widget state shows
+    :data:`PICKER_HINT` where it was (not the widgets' repr)."""
     import ipywidgets as w
+
+    from pmrag.present.grading.widget import hinted_box
     import matplotlib.pyplot as plt
     from IPython.display import display
 
@@ -534,4 +547,4 @@ def question_picker(options: Sequence[tuple[str, str]], draw: Callable[[str], ob
                 plt.close(fig)
 
     dropdown.observe(redraw, names="value")
-    return w.VBox([dropdown, output])
+    return hinted_box(PICKER_HINT)([dropdown, output])

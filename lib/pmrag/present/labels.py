@@ -48,3 +48,18 @@ def short_label(name: str | RetrieverId | HybridId) -> str:
     parts = (REPRESENTATION_LABELS.get(method.representation, method.representation), method_label(method.method),
              method.variant)
     return "·".join(part for part in parts if part)
+
+
+# representations that hold no chat text: embedding_text's prefix is the template's fixed sentence, the same for every
+# chunk, so a retriever over it sees no evidence by design (an ablation's floor, not a loss)
+BLIND_REPRESENTATIONS = ("prefix",)
+
+
+def blind_by_design(name) -> bool:
+    """Whether a retriever (or its name) scores a representation with no chat text (:data:`BLIND_REPRESENTATIONS`):
+    it sees no evidence by design.  Hybrids and anything that is not a retriever's name are not."""
+    try:
+        method = parse_method(str(name))
+    except InvalidName:
+        return False
+    return isinstance(method, RetrieverId) and method.representation in BLIND_REPRESENTATIONS

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import pandas as pd
 
 from pmrag.core.names import RetrieverId, parse_method
 from pmrag.evaluate.metric_names import RECALL5
 from pmrag.present.artifacts import FIGURES, TABLES, T, TableSpec
+from pmrag.present.labels import blind_by_design
 from pmrag.present.paper import format_ci
 from pmrag.present.stage_graph import GRAPH_FILE
 
@@ -153,9 +156,12 @@ def losses(run_dir: Path) -> list[str]:
     split = _read(run_dir, T.recall_by_evidence_visibility)
     if seen is not None:
         recall = {} if split is None else {r.retriever: r for r in split.itertuples(index=False)}
-        cells = []
+        cells, blind = [], []
         for r in seen.itertuples(index=False):
             if not (r.hidden or r.partly):
+                continue
+            if blind_by_design(r.retriever):
+                blind.append(f"`{r.retriever}`")
                 continue
             cell = f"`{r.retriever}` {r.share_hidden:.0%} hidden, {r.share_partly:.0%} partly shown"
             other = recall.get(r.retriever)
@@ -165,9 +171,116 @@ def losses(run_dir: Path) -> list[str]:
                 cell += (f" (Recall@5 {other.recall_not_all_shown:.3f} on the {int(other.questions_not_all_shown):,} "
                          f"questions it does not see in full, {rest})")
             cells.append(cell)
-        lines.append("- Primary evidence a retriever never sees: " + ("; ".join(cells) if cells else
-                                                                       "none: every retriever sees all of it"))
+        by_design = (f"ablations that see no evidence by design ({', '.join(blind)}: embedding_text's fixed prefix "
+                     "sentence alone)")
+        if cells:
+            text = "; ".join(cells) + (f"; apart from {by_design}" if blind else "")
+        else:
+            text = f"none, apart from {by_design}" if blind else "none: every retriever sees all of it"
+        lines.append("- Primary evidence a retriever never sees: " + text)
     return lines
+
+
+def _recall(run_dir: Path) -> pd.DataFrame | None:
+    cis = _read(run_dir, T.bootstrap_cis)
+    return None if cis is None else cis[cis["metric"] == str(RECALL5)].reset_index(drop=True)
+
+
+def _best_single(recall: pd.DataFrame) -> pd.Series | None:
+    single = recall[[isinstance(parse_method(r), RetrieverId) for r in recall["retriever"]]]
+    return None if single.empty else single.loc[single["mean"].idxmax()]
+
+
+def hybrid_against_single(run_dir: Path) -> dict | None:
+    """The selected hybrid (Table 5's first method) against the best single retriever by Recall@5: their rows of
+    ``bootstrap_cis`` and, from notebook 09's ``comparisons_adjusted``, the paired difference hybrid − single with
+    its interval (None where that table or row is missing).  None without the two tables it needs."""
+    recall, differences = _recall(run_dir), _read(run_dir, T.table5_differences)
+    if recall is None or differences is None or differences.empty:
+        return None
+    hybrid = str(differences["method_a"].iloc[0])
+    single, rows = _best_single(recall), recall[recall["retriever"] == hybrid]
+    if single is None or rows.empty:
+        return None
+    paired = None
+    comparisons = _read(run_dir, T.comparisons_adjusted)
+    if comparisons is not None:
+        for row in comparisons[comparisons["metric"] == str(RECALL5)].itertuples(index=False):
+            if {str(row.method), str(row.reference)} == {hybrid, str(single["retriever"])}:
+                sign = 1 if str(row.method) == hybrid else -1     # hybrid − single, whichever way it was tested
+                low, high = sorted((sign * row.ci_low, sign * row.ci_high))
+                paired = (sign * row.delta, low, high)
+    return {"hybrid": rows.iloc[0], "single": single, "paired": paired}
+
+
+def _verdict(match: dict) -> str:
+    """Whether the selected hybrid beats the best single retriever, in the words its paired interval allows."""
+    hybrid, single, paired = match["hybrid"], match["single"], match["paired"]
+    if paired is None:
+        return "beats" if hybrid["mean"] > single["mean"] else "does not beat"
+    delta, low, high = paired
+    if low > 0:
+        return "beats"
+    return "does not beat" if delta <= 0 else "scores above, without a paired interval excluding 0,"
+
+
+def finding_title(run_dir) -> str | None:
+    """A title that says what the run found: the best single retriever by Recall@5 and whether the selected hybrid
+    beats it (:func:`hybrid_against_single`); None when the tables are not there."""
+    match = hybrid_against_single(Path(run_dir))
+    if match is None:
+        return None
+    single, hybrid = match["single"], match["hybrid"]
+    return (f"The selected hybrid `{hybrid['retriever']}` ({hybrid['mean']:.3f}) {_verdict(match)} the best single "
+            f"retriever `{single['retriever']}` ({single['mean']:.3f}) in Recall@5")
+
+
+def findings(run_dir) -> list[str]:
+    """The run's findings in plain words, first in its README: the best method by Recall@5, whether the selected
+    hybrid beats the best single retriever (with their paired interval), and the hybrid's Recall@5 once its
+    selection on the same questions is accounted for (notebook 09)."""
+    run_dir = Path(run_dir)
+    recall = _recall(run_dir)
+    if recall is None or recall.empty:
+        return []
+    top = recall.loc[recall["mean"].idxmax()]
+    lines = [f"- Best method by Recall@5: `{top['retriever']}`, "
+             f"{format_ci(top['mean'], top['ci_low'], top['ci_high'])} (95% bootstrap interval)"]
+    match = hybrid_against_single(run_dir)
+    if match is not None:
+        single, hybrid = match["single"], match["hybrid"]
+        line = (f"- The selected hybrid `{hybrid['retriever']}` "
+                f"({format_ci(hybrid['mean'], hybrid['ci_low'], hybrid['ci_high'])}) {_verdict(match)} the best "
+                f"single retriever `{single['retriever']}` ({format_ci(single['mean'], single['ci_low'], single['ci_high'])})")
+        if match["paired"] is not None:
+            delta, low, high = match["paired"]
+            line += f": paired difference {delta:+.3f} [{low:.3f}, {high:.3f}] (notebook 09)"
+        lines.append(line)
+    selection = _read(run_dir, T.selection_summary)
+    if selection is not None:
+        paper = selection[selection["procedure"].str.startswith("pairing and β (the paper")
+                          & (selection["metric"] == str(RECALL5))]
+        if len(paper):
+            row = paper.iloc[0]
+            lines.append(
+                f"- Chosen on the same questions it is scored on, the hybrid's Recall@5 of {row['in_sample']:.3f} is "
+                f"optimistic by about {row['optimism']:.3f}: with that removed it is "
+                f"{format_ci(row['bias_corrected'], row['bias_corrected_low'], row['bias_corrected_high'])}; made on other "
+                f"questions than those it is scored on, the same choice scores {row['out_of_fold']:.3f} (out of fold)")
+    return lines
+
+
+# a name with ``@`` and a dotted number (``summary_vector@0.50``) that Markdown viewers turn into a mailto: link
+_AUTOLINKED = re.compile(r"[\w:+\-.]*[\w]@\d+\.\d+")
+
+
+def code_names(line: str) -> str:
+    """``line`` with every name a Markdown viewer would autolink (:data:`_AUTOLINKED`) in backticks; text already in
+    backticks is left alone."""
+    parts = line.split("`")
+    for i in range(0, len(parts), 2):          # the even parts are outside code spans
+        parts[i] = _AUTOLINKED.sub(lambda m: f"`{m.group(0)}`", parts[i])
+    return "`".join(parts)
 
 
 PRIVACY_NOTE = ("Everything in this folder except `public/` holds private chat data (messages, names, questions, "
@@ -176,14 +289,21 @@ PRIVACY_NOTE = ("Everything in this folder except `public/` holds private chat d
 
 def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None,
                      environment: list[str] | None = None) -> Path:
-    """Write ``run_dir/README.md``: headline numbers, provenance, then every notebook, declared table and figure
-    (with its title), public file and TREC run."""
+    """Write ``run_dir/README.md``: a title saying what was found (:func:`finding_title`; ``title``, the run's,
+    below it), the findings (:func:`findings`), headline numbers, provenance, then every notebook, declared table
+    and figure (with its title), public file and TREC run.  Names that Markdown viewers would autolink are in
+    backticks (:func:`code_names`)."""
     run_dir = Path(run_dir)
-    sections = [f"# {title}", "", "Produced by `pmrag study`. Every number below comes from a table in `tables/`.", "",
+    found = finding_title(run_dir)
+    heading = [f"# {found}", "", f"*{title}*"] if found else [f"# {title}"]
+    sections = [*heading, "", "Produced by `pmrag study`. Every number below comes from a table in `tables/`.", "",
                 PRIVACY_NOTE, ""]
+    first = findings(run_dir)
+    if first:
+        sections += ["## Findings", "", *map(code_names, first), ""]
     numbers = headline(run_dir)
     if numbers:
-        sections += ["## Headline numbers", "", *numbers, ""]
+        sections += ["## Headline numbers", "", *map(code_names, numbers), ""]
     if environment:
         sections += ["## Provenance", "", *environment, ""]
     notebooks = sorted((run_dir / "notebooks").glob("*.ipynb")) if notebooks is None else notebooks

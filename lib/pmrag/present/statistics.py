@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import textwrap
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from pmrag.evaluate.metric_names import GROUP_METRICS, MESSAGE_METRICS, PAPER_COLUMNS, RECALL5, at_k
+from pmrag.present.figure_style import column_figure
+from pmrag.present.labels import short_label
+from pmrag.present.plots import wrapped
 
 METRICS = PAPER_COLUMNS   # recall@5, mrr@5, ndcg@5
 PAPER_PROCEDURE = "pairing and β (the paper's selection)"
@@ -192,7 +195,7 @@ def selection_figure(table: pd.DataFrame):
     interval: the selection-aware headline), out of fold (the range over partition seeds) and the selection
     bootstrap (with its interval: for the out-of-bag kind a conservative bound)."""
     rows = table[table["metric"] == str(RECALL5)].reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(9, 1.1 * len(rows) + 2.2))
+    fig, ax = column_figure(1.1 * len(rows) + 2.2)
     y = range(len(rows))
     oob = "bootstrap_kind" in rows and str(rows["bootstrap_kind"].iloc[0]) == BOOTSTRAP_KIND["oob"]
     for offset, column, low, high, label in ((-0.3, "in_sample", "conditional_low", "conditional_high",
@@ -223,15 +226,16 @@ def selection_figure(table: pd.DataFrame):
 def power_figure(curve: pd.DataFrame, pilot: tuple[str, str], power: float, alpha: float, observed: float):
     """The smallest paired difference in Recall@5 detected with ``power`` at ``alpha``, against the number of
     questions, with the pilot's observed difference as a line."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = column_figure(4, width=7)
     ax.plot(curve["n_questions"], curve["detectable_difference"], marker="o")
     ax.axhline(abs(observed), color="grey", linestyle="--", label=f"observed |Δ| = {abs(observed):.3f}")
     ax.set_xscale("log")
     ax.set_xticks(curve["n_questions"], [str(n) for n in curve["n_questions"]])
+    ax.xaxis.set_minor_formatter(NullFormatter())     # the log axis's own minor labels (3×10¹ …) would collide
     ax.set_xlabel("questions in the study")
     ax.set_ylabel(f"detectable Δ Recall@5 ({power:.0%} power, α = {alpha:g})")
-    ax.set_title(f"How many questions: {pilot[0]} vs {pilot[1]} as the pilot", fontsize="small")
-    ax.legend()
+    ax.set_title(wrapped(f"How many questions: {short_label(pilot[0])} vs {short_label(pilot[1])} as the pilot", 7))
+    ax.legend(loc="upper right")
     fig.tight_layout()
     return fig
 

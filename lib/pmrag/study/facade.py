@@ -20,7 +20,7 @@ from pmrag.core.params import StudyParams
 from pmrag.evaluate.coverage import Coverage
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.evaluate.sweep import Hybrids
-from pmrag.present.artifacts import FigureSpec, TableSpec, check_columns
+from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns
 from pmrag.represent.embed import QueryVectors
 from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
@@ -273,7 +273,7 @@ class Study:
         if note is not None:   # a table made with the offline stand-in says so in every row (README promise)
             frame = frame.assign(**{STAND_IN_COLUMN: note})
         frame.to_csv(self.path(spec.file), index=False)
-        return spec.file
+        return Saved(spec.file)
 
     def summarizer_note(self) -> str | None:
         """What every saved table says of its summaries when they come from the offline extractive stand-in
@@ -305,4 +305,4 @@ class Study:
         if not isinstance(spec, FigureSpec):
             raise TypeError(f"save_figure takes a declared figure (pmrag.present.artifacts.F), got {spec!r}")
         fig.savefig(self.path(spec.file), dpi=120, metadata={"Software": None})
-        return spec.file
+        return Saved(spec.file)

@@ -20,6 +20,9 @@ from pmrag.present.inspector.render import (fused_caption, match_message, no_mat
 
 ALL = "All"
 MAX_K = 20
+# the gold view under the controls: open, and folded by a click on its summary line (a long list for some questions)
+GOLD_FOLD = ("<details open><summary><b>Gold chunks: rank under every retriever</b> ({chunks})</summary>"
+             "{table}</details>")
 WIDGET_HINT = "Failure inspector: run this cell (and the ones above) to use it; widgets need a live kernel."
 CSS_ROOT = "pmrag-inspector"
 CSS_HEADER = "pmrag-inspector-header"
@@ -80,9 +83,9 @@ class FailureInspector:
         self.widget = _inspector_box()([
             w.HBox([self.type_filter, self.label_filter, self.recovered_filter], layout=row),
             self.status, self.question, self.header,
-            w.HTML("<b>Gold chunks: rank under every retriever</b>"), self.gold,
             w.HBox([self.retriever, self.k], layout=row), self.top,
             w.HBox([self.pairing, self.beta], layout=row), self.fused,
+            self.gold,                                   # long: below the controls, folded by its summary line
         ], layout=w.Layout(width="100%", max_width="100%"))
         for view, css in ((self.widget, CSS_ROOT), (self.header, CSS_HEADER), (self.gold, CSS_GOLD),
                           (self.top, CSS_TOPK), (self.fused, CSS_FUSED), (self.status, CSS_MESSAGE)):
@@ -122,6 +125,12 @@ class FailureInspector:
                               failed_recovered=bool(self.recovered_filter.value))
 
     # -- views ----------------------------------------------------------------------------------
+    def first_failed(self, ids: list[str]) -> str | None:
+        """The first of ``ids`` with a failure label (a question the focus fails), else the first; None when empty:
+        the question the inspector opens on, and moves to when a filter drops the current one."""
+        failed = [q for q in ids if self.data.labels_of(q) != (NO_LABEL,)]
+        return (failed or ids or [None])[0]
+
     def refresh_questions(self) -> None:
         """Re-filter the question dropdown (keeping the current question when it still matches) and
         re-render every view; an explanatory message replaces the views when nothing matches."""
@@ -132,7 +141,7 @@ class FailureInspector:
         self._refreshing = True
         try:
             self.question.options = options
-            self.question.value = current if current in ids else (ids[0] if ids else None)
+            self.question.value = current if current in ids else self.first_failed(ids)
         finally:
             self._refreshing = False
         self.question.disabled = not ids
@@ -161,8 +170,9 @@ class FailureInspector:
             labelled_by=data.labelled_by,
             label_metrics=data.metrics(data.labelled_by, qid) if data.labelled_by else None)
         ranks = data.gold_ranks(qid)
-        self.gold.value = render_gold_table(ranks, data.chunk_details(ranks["chunk_id"]), question["text"],
-                                            k=self.k.value, notes=data.notes)
+        table = render_gold_table(ranks, data.chunk_details(ranks["chunk_id"]), question["text"], k=self.k.value,
+                                  notes=data.notes)
+        self.gold.value = GOLD_FOLD.format(chunks=len(ranks), table=table)
 
     def render_top(self) -> None:
         qid = self.question.value
