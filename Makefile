@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 study: $(STAMP)
 	$(BIN)/pmrag study params/demo.yaml
 
+# The notebooks first: nbval checks their numbers on the demo and leaves its tables in outputs/demo, which the
+# figure test (tests/present/test_figures_read.py) then draws from.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(BIN)/python -m pytest notebooks tests --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.
 test-fast: $(STAMP)
