@@ -60,15 +60,15 @@ def write_file(folder, text: str, name: str = "p.yaml"):
     return path
 
 
-def params_error(path) -> str:
-    """The one-line ParamsError that loading ``path`` raises."""
+def params_error(path, load=None) -> str:
+    """The one-line ParamsError that loading ``path`` raises (``load``: the loader, default the study params')."""
     import pytest
 
     from pmrag.core.errors import ParamsError
     from pmrag.study.params import load_params
 
     with pytest.raises(ParamsError) as info:
-        load_params(path)
+        (load or load_params)(path)
     message = str(info.value)
     assert "\n" not in message, message
     return message

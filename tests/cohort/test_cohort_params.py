@@ -10,7 +10,7 @@ import yaml
 
 from pmrag.cli import main
 from pmrag.cohort.params import load_cohort, participant_study, write_locomo_inputs
-from pmrag.core.errors import ParamsError
+from conftest import params_error, write_file
 from pmrag.study.params import load_params
 from tests.study.test_locomo_study import locomo_file
 
@@ -25,17 +25,11 @@ def project(tmp_path):
 
 
 def cohort_file(folder: Path, text: str) -> Path:
-    path = folder / "cohort.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_file(folder, text, "cohort.yaml")
 
 
 def cohort_error(path) -> str:
-    with pytest.raises(ParamsError) as info:
-        load_cohort(path)
-    message = str(info.value)
-    assert "\n" not in message, message
-    return message
+    return params_error(path, load_cohort)
 
 
 def test_the_shipped_demo_cohort_loads_with_three_distinct_participants():
