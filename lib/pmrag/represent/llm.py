@@ -606,9 +606,9 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         for position, item in enumerate(items):
             order.append(item.item_id)
             counts["seen"] += 1
-            digest = _sha256(item.text)
+            digest = input_sha256(item.text)
             found = done.get(item.item_id)
-            if found is not None and (found.input_sha256 == digest or store.keeps_changed_input):
+            if found is not None and found.resumes(digest, store.keeps_changed_input):
                 counts["skipped"] += 1
                 counts["skipped_mismatched"] += found.other_maker or found.input_sha256 != digest
                 counts["dropped"] += found.dropped or 0
@@ -663,7 +663,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _sha256(text: str) -> str:
+def input_sha256(text: str) -> str:
+    """The SHA-256 of an item's input as its store records it (UTF-8, hex)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -689,6 +690,12 @@ class Done:
     input_sha256: str
     dropped: int | None = None
     other_maker: bool = False
+
+    def resumes(self, digest: str, keeps_changed_input: bool = False) -> bool:
+        """Whether this row stands for an item whose input now has the SHA-256 ``digest`` (:func:`input_sha256`):
+        the same input, or any input when the store keeps a row whose input changed (``keeps_changed_input``: the
+        summaries' rule)."""
+        return keeps_changed_input or self.input_sha256 == digest
 
 
 @dataclass(frozen=True)

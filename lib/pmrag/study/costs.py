@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pmrag.core.names import StageKey
 from pmrag.core.params import EmbeddingSection, ModelPrice, SummarizerSection
 from pmrag.represent.embed import EmbeddingCache, cache_key, embedder_model_id, passage_texts_sent
-from pmrag.represent.llm import Done, Prompts
+from pmrag.represent.llm import Done, Prompts, input_sha256
 
 REMOTE_BACKENDS = frozenset({"openai"})
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
@@ -108,12 +108,9 @@ def llm_cost(stage: str, items: Sequence[tuple[str, str]], done: Mapping[str, Do
     rows by item id) does not hold for that text (any text when ``keeps_changed_input``: the summaries' rule).
     The input counted is the system prompt, the user template, a blank line and the text; ``rate_per_s``: the
     calls a second the step's last run measured (the ETA)."""
-    import hashlib
-
     def resumed(item_id: str, text: str) -> bool:
         found = done.get(item_id)
-        return found is not None and (keeps_changed_input or
-                                      found.input_sha256 == hashlib.sha256(text.encode("utf-8")).hexdigest())
+        return found is not None and found.resumes(input_sha256(text), keeps_changed_input)
 
     sent = [prompts.render_input(text) if prompts else text for item_id, text in items
             if not resumed(item_id, text)]
