@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from pmrag.represent.calls import (RETRY_AFTER_MAX_S, Limiter, RateBudget, jitter_fraction, retry_after_s,
-                                   run_bounded)
+                                   retry_pause, run_bounded)
 
 
 class FakeTime:
@@ -48,6 +48,13 @@ def test_the_jitter_is_fixed_by_item_and_attempt_and_spread_over_0_1():
     values = [jitter_fraction(f"item{i}", 1) for i in range(200)]
     assert all(0 <= v < 1 for v in values) and min(values) < 0.1 and max(values) > 0.9
     assert jitter_fraction("a", 1) == jitter_fraction("a", 1) != jitter_fraction("a", 2)
+
+
+def test_a_retry_pauses_for_the_retry_after_else_the_backoff_less_its_jitter_share():
+    assert retry_pause(4.0, 0.25, "a", 2, retry_after=0.3) == 0.3
+    assert retry_pause(4.0, 0.0, "a", 2) == 4.0
+    assert retry_pause(4.0, 0.25, "a", 2) == pytest.approx(4.0 * (1 - 0.25 * jitter_fraction("a", 2)), rel=1e-12)
+    assert 3.0 < retry_pause(4.0, 0.25, "a", 2) <= 4.0
 
 
 # ------------------------------------------------------------------------------------------ the limiter

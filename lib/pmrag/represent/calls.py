@@ -84,6 +84,15 @@ def jitter_fraction(item_id: str, attempt: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2 ** 64
 
 
+def retry_pause(backoff_s: float, jitter: float, item_id: str, attempt: int, retry_after: float | None = None) -> float:
+    """The pause before retry ``attempt`` (≥ 1) of an item: the refusal's ``retry_after`` when it gave one, else
+    ``backoff_s`` shortened by ``jitter`` × :func:`jitter_fraction` of the item and attempt (exactly ``backoff_s``
+    when ``jitter`` is 0)."""
+    if retry_after is not None:
+        return retry_after
+    return backoff_s * (1 - jitter * jitter_fraction(item_id, attempt)) if jitter else backoff_s
+
+
 class RateBudget:
     """``per_minute`` call starts a minute at most: each start is granted the first moment that is ``60 / per_minute``
     seconds after the previous grant (no burst)."""

@@ -57,7 +57,7 @@ from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
 from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
 from pmrag.represent import privacy
-from pmrag.represent.calls import Limiter, jitter_fraction, retry_after_s, run_bounded
+from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
@@ -289,11 +289,13 @@ class OpenAIEmbedder:
                     f"embedding request to {_server_label(self.base_url)} (model {model!r}, {len(batch)} texts) "
                     f"failed: {privacy.redact(str(error), self.secrets)}") from None
             backoff = min(EMBEDDING_BACKOFF_S[0] * 2 ** (attempt - 1), EMBEDDING_BACKOFF_S[1])
-            pause = retry_after if retry_after is not None else backoff * (1 - 0.25 * jitter_fraction(batch_id, attempt))
+            pause = retry_pause(backoff, EMBEDDING_JITTER, batch_id, attempt, retry_after)
 
 
 EMBEDDING_BACKOFF_S = (0.5, 8.0)
 """The openai embedder's backoff before retry k (from 1): 0.5 · 2^(k−1) s capped at 8 s, the SDK's."""
+EMBEDDING_JITTER = 0.25
+"""The share of that backoff its jitter may cut off (the SDK's)."""
 
 
 def openai_model_id(model: str, query_model: str, base_url: str) -> str:

@@ -77,7 +77,7 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import SummarizerSection
 from pmrag.core.store import graph_extractions, summaries, summary_runs
 from pmrag.represent import privacy
-from pmrag.represent.calls import Limiter, jitter_fraction, retry_after_s, run_bounded
+from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
 
 MAX_ERROR_CHARS = 2000
 
@@ -432,11 +432,8 @@ class CallPolicy:
         """The pause before ``attempt`` (≥ 1) of an item after ``error``: the Retry-After it asked for, else the
         backoff (``backoff_initial_s · 2^(attempt − 1)``, capped) shortened by its jitter share
         (:func:`~pmrag.represent.calls.jitter_fraction` of the item and attempt)."""
-        if error is not None and error.retry_after is not None:
-            return error.retry_after
-        backoff = self.settings.backoff_s(attempt - 1)
-        jitter = self.settings.backoff_jitter
-        return backoff * (1 - jitter * jitter_fraction(item_id, attempt)) if jitter else backoff
+        return retry_pause(self.settings.backoff_s(attempt - 1), self.settings.backoff_jitter, item_id, attempt,
+                           None if error is None else error.retry_after)
 
     def retries(self, error: CallError, attempts: int) -> bool:
         """Whether a call that failed with ``error`` after ``attempts`` attempts is tried again."""
