@@ -37,7 +37,8 @@ def test_the_title_says_whether_the_selected_hybrid_beats_the_best_single_retrie
 
 def test_the_findings_give_the_best_method_and_the_paired_interval_oriented_hybrid_minus_single(tmp_path):
     lines = report.findings(run_dir(tmp_path))
-    assert lines[0] == "- Best method by Recall@5: `raw_text_multivec_softmax`, 0.662 [0.573, 0.745] (95% bootstrap interval)"
+    assert lines[0] == ("- Best method by Recall@5: `raw_text_multivec_softmax`, 0.662 [0.573, 0.745] "
+                        "(percentile bootstrap interval at the params' bootstrap.confidence)")
     assert lines[1].endswith(": paired difference -0.009 [-0.089, 0.072] (notebook 09)")
     assert "does not beat the best single retriever" in lines[1]
 

@@ -245,7 +245,8 @@ def findings(run_dir) -> list[str]:
         return []
     top = recall.loc[recall["mean"].idxmax()]
     lines = [f"- Best method by Recall@5: `{top['retriever']}`, "
-             f"{format_ci(top['mean'], top['ci_low'], top['ci_high'])} (95% bootstrap interval)"]
+             f"{format_ci(top['mean'], top['ci_low'], top['ci_high'])} "
+             "(percentile bootstrap interval at the params' bootstrap.confidence)"]
     match = hybrid_against_single(run_dir)
     if match is not None:
         single, hybrid = match["single"], match["hybrid"]
