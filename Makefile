@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 study: $(STAMP)
 	$(BIN)/pmrag study params/demo.yaml
 
-# The notebooks first: nbval checks their numbers on the demo and leaves its tables in outputs/demo, which the
-# figure test (tests/present/test_figures_read.py) then draws from.
+# The notebooks first (the demo's stages are built before them: tests/conftest.py): nbval checks their numbers on
+# the demo and leaves its tables in outputs/demo, which the figure test (tests/present/test_figures_read.py) draws.
 test: $(STAMP)
 	$(BIN)/python -m pytest notebooks tests --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 

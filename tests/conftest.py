@@ -21,6 +21,20 @@ def pytest_collectstart(collector):
         collector.skip_compare += ("text/html",)
 
 
+def pytest_collection_finish(session):
+    """When nbval runs notebooks in this session (``make test``), the demo's stages are built here first, sealed
+    with this session's key: the notebooks' kernels (which inherit the key) then load them instead of recomputing
+    results another session sealed, which would print a warning into the first notebook's outputs."""
+    if any(item.path.suffix == ".ipynb" for item in session.items):
+        from pathlib import Path
+
+        from pmrag.study import Study
+
+        study = Study.from_params(Path(__file__).resolve().parents[1] / "params" / "demo.yaml")
+        study.build()
+        study.store.dispose()
+
+
 def pytest_collection_modifyitems(items):
     """A notebook cell is a ``notebooks`` test; a test marked with no category is a ``unit`` test."""
     for item in items:
