@@ -12,6 +12,9 @@ What a fixture here guarantees:
 * **Nothing of the user's Jupyter is read or written** — configuration, data, runtime files, lab settings,
   workspaces and IPython's profile live in the same temporary folder; lab settings turn off news and update
   checks, so no notification covers the page and nothing asks the network.
+* **One server for the session** — every browser test is served by one JupyterLab (a start costs seconds of a
+  tight test budget); each test module puts its files in its own folder under the server's root and gets a
+  :class:`Lab` whose ``page_url`` and ``path`` resolve names inside that folder.
 * **The server is always stopped** — through its shutdown API, then SIGTERM, then SIGKILL; the kernels it
   started are ended by process ID if they outlived it.
 """
@@ -29,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -44,9 +47,11 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--no-proxy-server")
 SERVER_START_S = 60
 SERVER_STOP_S = 20
-# Lab settings that keep the page quiet: no news toast, no update check (both would also ask the network).
+# Lab settings that keep the page quiet (no news toast, no update check: both would also ask the network) and
+# render every cell of a notebook (``windowingMode: none``), so a page measures every output, not the visible ones.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-                {"fetchNews": "false", "checkForUpdates": False}}
+                {"fetchNews": "false", "checkForUpdates": False},
+                "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"}}
 
 
 # -- pure helpers ----------------------------------------------------------------------------------------
@@ -97,13 +102,29 @@ def lab_environment(home: Path) -> dict[str, str]:
 # -- the server ------------------------------------------------------------------------------------------
 @dataclass
 class Lab:
-    """A running JupyterLab: its base URL, token, served root, process and log file."""
+    """A running JupyterLab: its base URL, token, served root, process and log file; ``folder`` is where a test's
+    files live under the root (``""``: the root itself)."""
 
     url: str
     token: str
     root: Path
     process: subprocess.Popen
     log: Path
+    folder: str = ""
+
+    def within(self, folder: str) -> Lab:
+        """The same server, with names resolved in ``folder`` under the root (created)."""
+        (self.root / folder).mkdir(parents=True, exist_ok=True)
+        return replace(self, folder=folder)
+
+    @property
+    def files(self) -> Path:
+        """The folder on disk where this view's names live."""
+        return self.root / self.folder
+
+    def path(self, name: str) -> str:
+        """``name``'s path relative to the served root, as JupyterLab's commands take it."""
+        return f"{self.folder}/{name}" if self.folder else name
 
     def api(self, path: str, method: str = "GET") -> object:
         """The JSON answer of the server's REST API at ``path`` (no proxy, 5 s timeout)."""
@@ -116,7 +137,7 @@ class Lab:
 
     def page_url(self, notebook: str) -> str:
         """The lab URL that opens ``notebook`` (relative to the root) and sets the token cookie."""
-        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+        return f"{self.url}/lab/tree/{self.path(notebook)}?token={self.token}"
 
     def log_tail(self, n_chars: int = 3000) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")[-n_chars:] if self.log.exists() else ""
@@ -208,13 +229,13 @@ def demo_study(chromium):
     return study
 
 
-@pytest.fixture(scope="module")
-def lab(demo_study, tmp_path_factory):
-    """A JupyterLab serving a copy of notebook 06 (see the module docstring), stopped at the end."""
+@pytest.fixture(scope="session")
+def lab_server(chromium, tmp_path_factory):
+    """The session's one JupyterLab (see the module docstring), its app exposed to the page so a test can open
+    notebooks without reloading; stopped at the end."""
     root = tmp_path_factory.mktemp("lab-root")
     home = tmp_path_factory.mktemp("lab-home")
-    notebook_copy(REPO / "notebooks" / "06_failure_analysis.ipynb", root, PARAMS)
-    server = start_lab(root, home)
+    server = start_lab(root, home, ("--LabApp.expose_app_in_browser=True",))
     try:
         yield server
     finally:
@@ -222,6 +243,14 @@ def lab(demo_study, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lab(demo_study, lab_server):
+    """The lab serving a copy of notebook 06 (see the module docstring) in its own folder."""
+    view = lab_server.within("inspector")
+    notebook_copy(REPO / "notebooks" / "06_failure_analysis.ipynb", view.files, PARAMS)
+    return view
+
+
+@pytest.fixture(scope="session")
 def browser(chromium, tmp_path_factory):
     """Headless Chromium driven by Playwright, with a new empty profile; closed at the end."""
     from playwright.sync_api import sync_playwright
@@ -237,7 +266,7 @@ def browser(chromium, tmp_path_factory):
             context.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def screenshots() -> Path:
     """``outputs/browser/`` (git-ignored), created."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -46,21 +46,14 @@ def grading_notebook(folder, store_path) -> None:
 
 
 @pytest.fixture(scope="module")
-def grading_lab(chromium, tmp_path_factory):
-    """A JupyterLab serving the grading notebook over a fresh store; yields ``(lab, store path)``."""
-    from browser.conftest import start_lab, stop_lab
-
-    root = tmp_path_factory.mktemp("grading-root")
-    home = tmp_path_factory.mktemp("grading-home")
+def grading_lab(lab_server, tmp_path_factory):
+    """The lab serving the grading notebook over a fresh store, in its own folder; ``(lab, store path)``."""
+    view = lab_server.within("grading")
     store_path = tmp_path_factory.mktemp("grading-store") / "store.sqlite"
     engine, _ = make_grading_store(store_path)
     engine.dispose()
-    grading_notebook(root, store_path)
-    server = start_lab(root, home)
-    try:
-        yield server, store_path
-    finally:
-        stop_lab(server)
+    grading_notebook(view.files, store_path)
+    return view, store_path
 
 
 class GradingPage:

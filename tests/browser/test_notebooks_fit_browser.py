@@ -10,21 +10,19 @@ at its first table goes to ``outputs/browser/``.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
 
 import pytest
 
-from tests.browser.conftest import REPO, start_lab, stop_lab
+from tests.browser.conftest import REPO
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LOAD_MS = 60_000
 WIDGET_REPR = re.compile(r"^\s*(VBox|HBox|Box|Tab|Accordion|GridBox)\(children=", re.MULTILINE)
-RENDER_ALL = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"}}
 
 # what overflows, measured in the page: every output area against the notebook panel's right edge
 MEASURE = """() => {
@@ -46,20 +44,12 @@ MEASURE = """() => {
 
 
 @pytest.fixture(scope="module")
-def executed_lab(demo_study, tmp_path_factory):
-    """A JupyterLab serving copies of the executed notebooks, every cell rendered; stopped at the end."""
-    root, home = tmp_path_factory.mktemp("executed-root"), tmp_path_factory.mktemp("executed-home")
+def executed_lab(demo_study, lab_server):
+    """The lab serving copies of the executed notebooks in their own folder (every cell rendered: conftest)."""
+    view = lab_server.within("executed")
     for name in NOTEBOOKS:
-        shutil.copy(REPO / "notebooks" / name, root / name)
-    for name, values in RENDER_ALL.items():
-        path = home / "lab-settings" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values), encoding="utf-8")
-    server = start_lab(root, home, ("--LabApp.expose_app_in_browser=True",))   # open notebooks without reloading
-    try:
-        yield server
-    finally:
-        stop_lab(server)
+        shutil.copy(REPO / "notebooks" / name, view.files / name)
+    return view
 
 
 def shut_kernels(lab) -> None:
@@ -67,11 +57,12 @@ def shut_kernels(lab) -> None:
         lab.api(f"/api/sessions/{session['id']}", method="DELETE")
 
 
-def open_notebook(page, name: str) -> None:
+def open_notebook(page, lab, name: str) -> None:
     """Open ``name`` in the lab already loaded in ``page`` (the app's own command, no page reload), as the only
     document, and wait until its outputs and images are in."""
     page.evaluate("async () => { await window.jupyterapp.commands.execute('application:close-all'); }")
-    page.evaluate("async name => { await window.jupyterapp.commands.execute('docmanager:open', {path: name}); }", name)
+    page.evaluate("async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                  lab.path(name))
     page.wait_for_selector(".jp-NotebookPanel .jp-OutputArea-output", timeout=LOAD_MS)
     page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel img')].every(i => i.complete)",
                            timeout=LOAD_MS)
@@ -85,7 +76,7 @@ def test_every_executed_notebook_fits_the_panel_and_shows_no_widget_repr(execute
         page.goto(executed_lab.page_url(NOTEBOOKS[0]))
         page.wait_for_selector(".jp-NotebookPanel .jp-OutputArea-output", timeout=LOAD_MS)
         for name in NOTEBOOKS:
-            open_notebook(page, name)
+            open_notebook(page, executed_lab, name)
             seen = page.evaluate(MEASURE)
             tables = page.locator(".jp-NotebookPanel .jp-OutputArea-output table:visible")
             if tables.count():
