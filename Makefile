@@ -56,6 +56,8 @@ cohort-demo-cache: $(STAMP)
 	$(BIN)/python -c "from pathlib import Path; from pmrag.cohort.params import Participant, load_cohort, write_study; from pmrag.study import Study; out = Path('outputs/cohort_demo_cache_build').resolve(); [Study.from_params(write_study(Participant(p.id, {**p.study, 'outputs_dir': str(out)}), out / f'{p.id}.yaml')).build(progress=True) for p in load_cohort('params/cohort_demo.yaml').participants]"
 	$(BIN)/python -c "import sqlite3; c = sqlite3.connect('params/cohort_demo_cache/embeddings.sqlite'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.execute('VACUUM'); c.close()"
 
-# Rebuild the small embedding cache the LoCoMo-shaped study test starts from (tests/fixtures/locomo_cache/).
+# Rebuild the small embedding caches the tests start from: the LoCoMo-shaped study (tests/fixtures/locomo_cache/)
+# and the tiny study of the fixture family chat (tests/fixtures/tiny_cache/).
 test-caches: $(STAMP)
 	$(BIN)/python tests/fixtures/locomo_cache/rebuild.py
+	$(BIN)/python tests/fixtures/tiny_cache/rebuild.py

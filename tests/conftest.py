@@ -1,5 +1,6 @@
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +27,6 @@ def pytest_collection_finish(session):
     with this session's key: the notebooks' kernels (which inherit the key) then load them instead of recomputing
     results another session sealed, which would print a warning into the first notebook's outputs."""
     if any(item.path.suffix == ".ipynb" for item in session.items):
-        from pathlib import Path
-
         from pmrag.study import Study
 
         study = Study.from_params(Path(__file__).resolve().parents[1] / "params" / "demo.yaml")
@@ -44,14 +43,30 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.unit)
 
 
-def make_tiny_study(root, extra_yaml: str = ""):
-    """A study over tests/fixtures' family chat and its two questions, run in ``root`` (cache included)."""
+TINY_CACHE = Path(__file__).parent / "fixtures" / "tiny_cache" / "embeddings.sqlite"
+
+
+def warm_cache(cache_dir) -> None:
+    """``cache_dir`` primed with the committed vectors of the tiny study's texts (multilingual-e5-small,
+    content-addressed: a text not in it is embedded as usual).  Rebuild the file with ``make test-caches``."""
     import shutil
-    from pathlib import Path
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TINY_CACHE, cache_dir / TINY_CACHE.name)
+
+
+def make_tiny_study(root, extra_yaml: str = "", *, warm: bool = True):
+    """A study over tests/fixtures' family chat and its two questions, run in ``root`` (cache included).
+
+    ``warm``: its cache starts with the committed vectors of the default study's texts (:func:`warm_cache`), so a
+    test pays no model time for them; ``False`` for a test about what is embedded."""
+    import shutil
 
     from pmrag.study import Study
 
     fixtures = Path(__file__).parent / "fixtures"
+    if warm:
+        warm_cache(root / "cache")
     (root / "data").mkdir(exist_ok=True)
     shutil.copy(fixtures / "line_json" / "family.json", root / "data" / "family.json")
     shutil.copy(fixtures / "questions" / "family_questions.json", root / "data" / "questions.json")

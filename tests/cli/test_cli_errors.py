@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import warm_cache
 from pmrag import cli
 from pmrag.core import store
 
@@ -395,13 +396,15 @@ def tiny_built(tmp_path_factory):
     shutil.copy(FIXTURES / "line_json" / "family.json", root / "data" / "family.json")
     shutil.copy(FIXTURES / "questions" / "family_questions.json", root / "data" / "questions.json")
     (root / "nbs").mkdir()
+    warm_cache(root / "cache")
     (root / "p.yaml").write_text(
         "run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: nbs\n"
         "dataset: {inputs: [data/family.json], questions: data/questions.json}\n"
         "retrieval: {retrievers: [raw_text_bm25, summary_bm25]}\n"
         "hybrid: {pairings: [[raw_text_bm25, summary_bm25]], beta_step: 0.5}\n"
         "analysis: {aggregate_type: contextual, reference_retriever: raw_text_bm25, diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
-        "bootstrap: {n_resamples: 50}\n", encoding="utf-8")
+        "bootstrap: {n_resamples: 50}\nstatistics: {coverage_datasets: 50, coverage_resamples: 100}\n",
+        encoding="utf-8")
     from pmrag.study import Study
 
     Study.from_params(root / "p.yaml").build()

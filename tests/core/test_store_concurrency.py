@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import warm_cache
 from pmrag.core import store
 from pmrag.study.runner import LOCK_FILE, RunInUse, run_folder_lock, run_study
 
@@ -140,6 +141,7 @@ def tiny_params(root: Path) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1")]
     nbformat.write(nb, root / "nbs" / "01_a.ipynb")
+    warm_cache(root / "cache")
     path = root / "p.yaml"
     path.write_text("run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: nbs\n"
                     "dataset: {inputs: [data/family.json]}\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import warm_cache
 from pmrag.core import store
 from pmrag.study import Study
 from pmrag.study.runfolder import (MARKER_FILE, RUN_FOLDER_FORMAT, ForeignRunFolder, check_run_folder,
@@ -28,11 +29,12 @@ PARAMS = ("run: r\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: nbs\n"
           "hybrid: {pairings: [[raw_text_bm25, summary_bm25]], beta_step: 0.5}\n"
           "analysis: {aggregate_type: contextual, reference_retriever: raw_text_bm25, "
           "diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n"
-          "bootstrap: {n_resamples: 50}\n")
+          "bootstrap: {n_resamples: 50}\nstatistics: {coverage_datasets: 50, coverage_resamples: 100}\n")
 
 
-def project(root: Path) -> Path:
-    """A tiny BM25-only study (the fixture family chat and its questions, one notebook) in ``root``; its params."""
+def project(root: Path, *, warm: bool = False) -> Path:
+    """A tiny BM25-only study (the fixture family chat and its questions, one notebook) in ``root``; its params
+    (``warm``: its cache primed with the committed vectors of the family chat's texts, for a test that builds it)."""
     (root / "data").mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / "line_json" / "family.json", root / "data" / "family.json")
     shutil.copy(FIXTURES / "questions" / "family_questions.json", root / "data" / "questions.json")
@@ -44,6 +46,8 @@ def project(root: Path) -> Path:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "nbs" / "01_one.ipynb")
     (root / "p.yaml").write_text(PARAMS, encoding="utf-8")
+    if warm:
+        warm_cache(root / "cache")
     return root / "p.yaml"
 
 
@@ -147,7 +151,7 @@ def test_a_folder_made_by_a_newer_pmrag_is_refused_even_forced(tmp_path):
 
 @pytest.mark.integration
 def test_force_writes_into_a_foreign_folder_and_marks_it(tmp_path):
-    project(tmp_path)
+    project(tmp_path, warm=True)
     run_dir = tmp_path / "out" / "r"
     someone_elses(run_dir)
     result = pmrag(tmp_path, "study", "--quiet", "--force", "p.yaml")
@@ -248,7 +252,7 @@ def test_status_creates_nothing(tmp_path):
 
 @pytest.mark.integration
 def test_a_copied_run_folder_keeps_its_marker_and_stays_current(tmp_path):
-    params = project(tmp_path / "first")
+    params = project(tmp_path / "first", warm=True)
     Study.from_params(params).build(progress=False)
     shutil.copytree(tmp_path / "first", tmp_path / "elsewhere" / "copy")
     copied = tmp_path / "elsewhere" / "copy" / "out" / "r"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import warm_cache
 from responses_server import Reply
 from tests.study.test_study_runner import write_notebook
 
@@ -24,6 +25,7 @@ def write_study(root: Path, base_url: str) -> Path:
     shutil.copy(FIXTURES / "questions" / "family_questions.json", root / "data" / "questions.json")
     (root / "notebooks").mkdir()
     write_notebook(root / "notebooks" / "01_done.ipynb", "done = True")
+    warm_cache(root / "cache")
     path = root / "p.yaml"
     path.write_text(
         "run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: notebooks\n"

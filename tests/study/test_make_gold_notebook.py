@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import warm_cache
 from pmrag.core import store
 from pmrag.study.notebooks import execute_notebook
 
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_on_a_line_export_without_gold_it_says_there_are_no_grades_yet(tmp_path):
     (tmp_path / "data").mkdir()
     shutil.copy(REPO / "tests" / "fixtures" / "line_json" / "family.json", tmp_path / "data" / "family.json")
+    warm_cache(tmp_path / "cache")
     params = tmp_path / "p.yaml"
     params.write_text("run: line\noutputs_dir: out\ncache_dir: cache\ndataset: {inputs: [data/family.json]}\n"
                       "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import warm_cache
 from pmrag.study.runner import NotebookFailed, StudyRun, numbered_notebooks, run_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,7 @@ def write_tiny_params(tmp_path, notebooks_dir, bootstrap: int = 200) -> Path:
     (tmp_path / "data").mkdir(exist_ok=True)
     shutil.copy(fixtures / "line_json" / "family.json", tmp_path / "data" / "family.json")
     shutil.copy(fixtures / "questions" / "family_questions.json", tmp_path / "data" / "questions.json")
+    warm_cache(tmp_path / "cache")
     path = tmp_path / "p.yaml"
     path.write_text(
         f"run: tiny\noutputs_dir: out\ncache_dir: cache\nnotebooks_dir: {notebooks_dir}\n"
