@@ -2,7 +2,6 @@
 a run folder of their own seeded with the study's cached stages, and a note saying what they change and why."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest

@@ -33,7 +33,7 @@ from pmrag.core.params import StudyParams
 from pmrag.core.text import clip, shown
 from pmrag.study.engine import STAGE_DIR, StageStatus
 from pmrag.study.params import FOLDER_KEYS, _ParamsLoader
-from pmrag.study.runfolder import MARKER_FILE, STORE_FILE
+from pmrag.study.runfolder import STORE_FILE
 
 OVERRIDES_ORIGIN = "overrides"
 LOCATION_KEYS = ("run", *FOLDER_KEYS)   # where a study reads and writes: the params file's to say, never overridden
