@@ -68,13 +68,14 @@ def free_port() -> int:
 
 
 def notebook_copy(source: Path, folder: Path, params_path: Path) -> Path:
-    """A copy of ``source`` in ``folder`` with its outputs cleared and its ``parameters`` cell set to
-    ``params_path = "<absolute params_path>"``; the original file is only read."""
+    """A copy of ``source`` in ``folder`` with its outputs cleared and its ``parameters`` cell's first line set to
+    ``params_path = "<absolute params_path>"`` (its other parameters kept); the original file is only read."""
     notebook = json.loads(source.read_text(encoding="utf-8"))
     tagged = [c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         raise ValueError(f"{source.name}: expected one cell tagged 'parameters', found {len(tagged)}")
-    tagged[0]["source"] = f"params_path = {json.dumps(str(params_path))}"
+    lines = "".join(tagged[0]["source"]).split("\n")
+    tagged[0]["source"] = "\n".join([f"params_path = {json.dumps(str(params_path))}", *lines[1:]])
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None

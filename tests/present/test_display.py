@@ -139,3 +139,18 @@ def test_long_prose_cells_wrap_numbers_never_and_text_columns_are_flush_left():
             "</td>") in page
     assert "<td>0.650\u00a0[0.500,\u00a00.700]</td>" in page and '<th style="white-space:normal;text-align:left">procedure</th>' in page
     assert estimated_width(show(frame).frame) < estimated_width(show(frame.assign(procedure="x" * 37)).frame)
+
+
+def test_a_table_too_wide_for_its_method_names_abbreviates_them_all_before_leaving_a_column_out():
+    names = ["embedding_text_bm25", "summary_bm25", "raw_text_bm25"]
+    frame = pd.DataFrame({"BM25": names, "Vector": ["embedding_text_vector", "summary_vector", "summary_vector"],
+                          "β": [0.6, 0.55, 0.5], **{f"{m}@5": [0.5, 0.6, 0.7] for m in ("recall", "mrr", "ndcg")},
+                          **{f"{m}@5_low": [0.4] * 3 for m in ("recall", "mrr", "ndcg")},
+                          **{f"{m}@5_high": [0.8] * 3 for m in ("recall", "mrr", "ndcg")}})
+    full = compact_intervals(frame).astype(str)
+    assert estimated_width(full) > PANEL_PX >= estimated_width(full, name_chars=0)
+    table = show(frame)
+    assert list(table.frame.columns) == ["BM25", "Vector", "β", "recall@5", "mrr@5", "ndcg@5"]
+    assert '<td title="embedding_text_bm25" style="text-align:left">emb·bm25</td>' in table.html
+    assert "not shown here" not in table.html
+    assert "embedding_text_vector" in repr(table)          # the plain text keeps every full name

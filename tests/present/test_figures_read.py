@@ -65,7 +65,9 @@ def subgraph(study):
                                     int(chosen["cap"]))
     fig, _ = pg.subgraph_figure(built.graph, evaluation, question_id, interests, evaluable.qrels,
                                 show_labels=study.shows_chat_text(), max_memories=24,
-                                title=f"{question_id} (aggregate) · {built.label}")
+                                title=f"{question_id} (aggregate) · {built.label}",
+                                memory_labels=pg.memory_labels(study.chunks(), study.chunk_messages(), study.messages(),
+                                                               study.shows_chat_text()))
     return fig
 
 

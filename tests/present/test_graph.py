@@ -305,3 +305,37 @@ def test_provenance_table_lists_every_key_and_the_relevance_method():
     assert table.columns.tolist() == ["stage", "key", "value"]
     assert table.values.tolist() == [["graph", "backend", "offline"], ["graph", "min_memories", "3"],
                                      ["graph", "aliases", '["カフェ"]'], ["interest_relevance", "method", "offline"]]
+
+
+def memory_frames():
+    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"],
+                           "start_at": ["2023-04-01 19:18:32", "2023-04-03 22:04:52", "2023-05-01 08:00:00"]})
+    members = pd.DataFrame({"chunk_id": ["a", "a", "a", "a", "b", "b", "b", "b", "c"],
+                            "position": [0, 1, 2, 3, 0, 1, 2, 3, 0],
+                            "message_id": [1, 2, 3, 4, 5, 6, 7, 8, 9]})
+    messages = pd.DataFrame({"message_id": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+                             "sender": ["SYSTEM", "はると", "たくみ", "はると", "ゆい", "Ken", "Aki", "ゆい", "SYSTEM"]})
+    return chunks, members, messages
+
+
+def test_a_memory_is_labelled_by_its_time_and_speakers_named_only_where_chat_text_is_shown():
+    chunks, members, messages = memory_frames()
+    assert pg.memory_labels(chunks, members, messages, show_names=True) == {
+        "a": "2023-04-01 19:18 · はると, たくみ", "b": "2023-04-03 22:04 · ゆい, Ken +1", "c": "2023-05-01 08:00"}
+    hidden = pg.memory_labels(chunks, members, messages, show_names=False)
+    assert hidden == {"a": "2023-04-01 19:18 · 2 speakers", "b": "2023-04-03 22:04 · 3 speakers",
+                      "c": "2023-05-01 08:00 · 0 speakers"}
+    assert not any(name in label for label in hidden.values() for name in ("はると", "ゆい", "Ken", "Aki"))
+
+
+def test_a_drawn_subgraph_labels_memories_by_time_not_by_hash():
+    graph = tiny_graph()
+    chosen = pd.DataFrame({"interest_id": ["i:walk"], "position": [2], "label": ["walk"], "relevance": [0.9],
+                           "memories": [2]})
+    ranking = pd.DataFrame({"question_id": "q1", "chunk_id": ["c", "b", "a"], "rank": [1, 2, 3], "score": [1, 1, 0]})
+    sub = pg.question_subgraph(graph, chosen, ["a"], ranking, "q1", k=1)
+    labels = {"a": "2023-04-01 19:18 · 2 speakers", "b": "2023-04-03 22:04 · 3 speakers", "c": "2023-05-01 08:00"}
+    fig = pg.draw_subgraph(sub, show_labels=False, memory_labels=labels)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "2023-04-01 19:18 · 2 speakers · rank 3 · not reached" in texts
+    assert not any(t.startswith("m:") for t in texts)

@@ -106,11 +106,11 @@ def human_header(column) -> str:
     return " ".join(words)
 
 
-def method_cell(name) -> tuple[str, str | None]:
+def method_cell(name, name_chars: int = NAME_CHARS) -> tuple[str, str | None]:
     """A method name for a narrow column: ``(shown, hover)``, the short label (:func:`~pmrag.present.labels.short_label`)
-    with the full name on hover when the name is longer than :data:`NAME_CHARS`; anything else unchanged."""
+    with the full name on hover when the name is longer than ``name_chars``; anything else unchanged."""
     text = str(name)
-    if len(text) <= NAME_CHARS:
+    if len(text) <= name_chars:
         return text, None
     try:
         parse_method(text)
@@ -119,30 +119,32 @@ def method_cell(name) -> tuple[str, str | None]:
     return short_label(text), text
 
 
-def estimated_width(frame: pd.DataFrame) -> float:
+def estimated_width(frame: pd.DataFrame, name_chars: int = NAME_CHARS) -> float:
     """The rendered width of a display frame in pixels, estimated per column from its longest cell (method names
-    as shown, prose wrapped at :data:`WRAP_CHARS`) at :data:`CHAR_PX` a character, or its header wrapped between
-    words (into three lines at most) at :data:`HEADER_CHAR_PX`, whichever is wider, plus :data:`CELL_PADDING_PX`."""
+    as shown, :func:`method_cell` with ``name_chars``; prose wrapped at :data:`WRAP_CHARS`) at :data:`CHAR_PX` a
+    character, or its header wrapped between words (into three lines at most) at :data:`HEADER_CHAR_PX`,
+    whichever is wider, plus :data:`CELL_PADDING_PX`."""
     index = frame.index.to_frame(index=False) if frame.index.name or frame.index.names[0] else pd.DataFrame()
     width = 0.0
     for part in (index, frame):
         for column in part.columns:
-            cells = [method_cell(v)[0] for v in part[column]]
+            cells = [method_cell(v, name_chars)[0] for v in part[column]]
             longest = max([0, *(min(len(c), WRAP_CHARS) if _wraps(c) else len(c) for c in cells)])
-            header = _header(column)[0]
+            header = _header(column, name_chars)[0]
             header_chars = max([len(word) for word in header.split(" ")] + [len(header) / 3])
             width += max(longest * CHAR_PX, header_chars * HEADER_CHAR_PX) + CELL_PADDING_PX
     return width
 
 
-def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_ROWS, note: str = "") -> str:
-    """The HTML of a display frame: no cell wraps, long method names abbreviated (:func:`method_cell`), a named
+def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_ROWS, note: str = "",
+               name_chars: int = NAME_CHARS) -> str:
+    """The HTML of a display frame: no cell wraps, method names over ``name_chars`` abbreviated (:func:`method_cell`), a named
     index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then a line
     linking the CSV (``csv``, relative to the notebook) and ``note``."""
     shown = frame.reset_index() if (frame.index.name or frame.index.names[0]) else frame
     left = [not all(_numeric(_plain(v)) for v in shown[c] if not _missing(v)) for c in shown.columns]
-    headers = "".join(_header_html(c, flush) for c, flush in zip(shown.columns, left))
-    rows = [_row_html(values, left) for values in shown.itertuples(index=False)]
+    headers = "".join(_header_html(c, flush, name_chars) for c, flush in zip(shown.columns, left))
+    rows = [_row_html(values, left, name_chars) for values in shown.itertuples(index=False)]
     # inline styles: JupyterLab strips <style> from the outputs of a notebook it does not trust
     head = f'<table class="pmrag-table" style="white-space:nowrap"><thead><tr>{headers}</tr></thead>'
     parts = [_STYLE, '<div class="pmrag-table-wrap">', head, "<tbody>", *rows[:max_rows], "</tbody></table>"]
@@ -157,23 +159,23 @@ def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_
     return "".join(parts)
 
 
-def _header(column) -> tuple[str, str | None]:
+def _header(column, name_chars: int = NAME_CHARS) -> tuple[str, str | None]:
     """A header as shown, and its hover: a method name's short label (:func:`method_cell`), else a human header."""
-    text, hover = method_cell(column) if isinstance(column, str) else (None, None)
+    text, hover = method_cell(column, name_chars) if isinstance(column, str) else (None, None)
     return (text, hover) if hover else (human_header(column), None)
 
 
-def _header_html(column, flush_left: bool = False) -> str:
-    text, hover = _header(column)
+def _header_html(column, flush_left: bool = False, name_chars: int = NAME_CHARS) -> str:
+    text, hover = _header(column, name_chars)
     title = f' title="{html.escape(hover)}"' if hover else ""
     style = f' style="white-space:normal{";text-align:left" if flush_left else ""}"'
     return f"<th{title}{style}>{html.escape(text)}</th>"
 
 
-def _row_html(values, flush_left=None) -> str:
+def _row_html(values, flush_left=None, name_chars: int = NAME_CHARS) -> str:
     cells = []
     for value, left in zip(values, flush_left or [False] * len(values)):
-        text, hover = method_cell("" if _missing(value) else _plain(value))
+        text, hover = method_cell("" if _missing(value) else _plain(value), name_chars)
         title = f' title="{html.escape(hover)}"' if hover else ""
         styles = (["text-align:left"] if left else []) + (["white-space:normal", f"min-width:{WRAP_CHARS // 2}em"]
                                                           if _wraps(text) else [])
@@ -216,12 +218,12 @@ def csv_link(path, start=None) -> str:
     return Path(os.path.relpath(Path(path), Path.cwd() if start is None else start)).as_posix()
 
 
-def fitting_columns(frame: pd.DataFrame, panel_px: float = PANEL_PX) -> list:
+def fitting_columns(frame: pd.DataFrame, panel_px: float = PANEL_PX, name_chars: int = NAME_CHARS) -> list:
     """The leading columns of a display frame whose estimated width (:func:`estimated_width`, a named index
     included) stays within ``panel_px``; at least the first column."""
     kept = []
     for column in frame.columns:
-        if kept and estimated_width(frame[[*kept, column]]) > panel_px:
+        if kept and estimated_width(frame[[*kept, column]], name_chars) > panel_px:
             break
         kept.append(column)
     return kept
@@ -242,7 +244,8 @@ def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: i
     max_rows : rows shown before the rest folds.
     digits : decimals of floats and intervals.
     note : a line said under the table.
-    fit : drop the trailing columns that would run past :data:`PANEL_PX`.
+    fit : when the table would run past :data:`PANEL_PX`, abbreviate every method name (its full name on hover)
+        and then drop the trailing columns that still would.
 
     Returns
     -------
@@ -256,11 +259,14 @@ def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: i
         if missing:
             raise KeyError(f"show: no column {missing[0]!r} in the table (has {list(map(str, full.columns))})")
     kept = list(full.columns) if columns is None else list(columns)
-    kept = fitting_columns(full[kept]) if fit else kept
+    name_chars = NAME_CHARS
+    if fit and estimated_width(full[kept]) > PANEL_PX:   # every method name short first (hover: the full name),
+        name_chars = 0                                   # then the trailing columns left out
+        kept = fitting_columns(full[kept], name_chars=name_chars)
     hidden = [human_header(c) for c in full.columns if c not in kept]
     if hidden:
         where = "the CSV" if csv is not None else "the plain-text output"
         note = " · ".join(filter(None, [f"not shown here, in {where}: {', '.join(hidden)}", note]))
     link = None if csv is None else csv_link(csv)
     shown = full[kept]
-    return Table(shown, table_html(shown, link, max_rows, note), None if not hidden else full)
+    return Table(shown, table_html(shown, link, max_rows, note, name_chars), None if not hidden else full)

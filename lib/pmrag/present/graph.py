@@ -8,7 +8,8 @@ Rules every function here keeps:
   (:func:`with_extractor`); with the offline backend that label says it is a stand-in, not an LLM.
 * **Interest labels are chat words.**  An interest is named by its label only when the study shows chat text;
   otherwise by ``i:<n>``, its 1-based position in the graph's interest order (:func:`interest_names`).  A
-  memory is always named ``m:<chunk id>``.
+  memory is named in tables by ``m:<chunk id>``, and in the subgraph picture by when it started and who spoke
+  (:func:`memory_labels`), the speakers' names, being chat text, only when the study shows chat text.
 * **Held-out only.**  The tables take the held-out frames of :class:`~pmrag.study.stages.GraphEvaluation`
   (``set_tables``, ``rank_tables``); nothing here reads the tuning part except the tuning grid itself.
 * **Intervals as the paper prints them**: ``mean [low, high]`` (:func:`pmrag.present.paper.format_ci`).
@@ -55,6 +56,40 @@ def interest_names(graph, show_labels: bool) -> dict[str, str]:
 
 def memory_name(chunk_id: str) -> str:
     return f"m:{chunk_id}"
+
+
+SYSTEM_SENDER = "SYSTEM"   # LINE's own notices (a group made, a member added): nobody's words
+MAX_SPEAKERS = 2           # speakers named in a memory's label; the others are counted
+
+
+def memory_labels(chunks: pd.DataFrame, members: pd.DataFrame, messages: pd.DataFrame,
+                  show_names: bool) -> dict[str, str]:
+    """Chunk id → what a reader recognises a memory (a chunk) by: when it started and who spoke,
+    ``2023-04-01 19:18 · はると, たくみ +1``.  Speakers (senders other than LINE's ``SYSTEM``, in order of their
+    first message) are named only when ``show_names`` (a study that shows chat text: names are chat text);
+    otherwise they are counted, ``2023-04-01 19:18 · 3 speakers``.
+
+    Parameters
+    ----------
+    chunks : ``chunk_id, start_at`` (:meth:`pmrag.study.Study.chunks`).
+    members : ``chunk_id, position, message_id`` (:meth:`pmrag.study.Study.chunk_messages`).
+    messages : ``message_id, sender`` (:meth:`pmrag.study.Study.messages`).
+    show_names : name the speakers (else count them).
+    """
+    senders = (members.sort_values(["chunk_id", "position"], kind="stable")
+               .merge(messages[["message_id", "sender"]], on="message_id", how="left"))
+    senders = senders[senders["sender"].notna() & (senders["sender"] != SYSTEM_SENDER)]
+    speakers = {chunk: list(dict.fromkeys(group["sender"].astype(str)))
+                for chunk, group in senders.groupby("chunk_id", sort=False)}
+    labels = {}
+    for chunk_id, start in zip(chunks["chunk_id"], pd.to_datetime(chunks["start_at"])):
+        names = speakers.get(chunk_id, [])
+        if show_names:
+            who = ", ".join(names[:MAX_SPEAKERS]) + (f" +{len(names) - MAX_SPEAKERS}" if len(names) > MAX_SPEAKERS else "")
+        else:
+            who = f"{len(names)} speaker{'' if len(names) == 1 else 's'}"
+        labels[chunk_id] = f"{start:%Y-%m-%d %H:%M}" + (f" · {who}" if who else "")
+    return labels
 
 
 # ------------------------------------------------------------------------------------------- statistics
@@ -395,11 +430,20 @@ def _cjk_font() -> str | None:
     return pick()
 
 
-def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: int = 5):
+def _needs_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK character (kana, kanji, full-width forms), which matplotlib's default font
+    lacks."""
+    return any(ord(ch) >= 0x2E80 for ch in text)
+
+
+def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: int = 5,
+                  memory_labels: Mapping[str, str] | None = None):
     """Chosen interests (left, squares, size by relevance) → the memories they reach (right), in a bipartite
     layout with a fixed order; primary gold orange, the tuned ranking's top k outlined in black, memories no
     chosen interest reaches light grey.  A note says how many reached memories are left out.  Interest labels
-    are drawn only when ``show_labels`` and a font can draw them (:func:`_cjk_font`), else ``i:<n>``."""
+    are drawn only when ``show_labels`` and a font can draw them (:func:`_cjk_font`), else ``i:<n>``.  Memories
+    are labelled by ``memory_labels`` (:func:`memory_labels`: time and speakers), else by their chunk id; a
+    label the fonts cannot draw falls back to its time."""
     import networkx as nx
     from matplotlib.lines import Line2D
 
@@ -433,11 +477,15 @@ def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: 
     for node, name in zip(interests["interest_id"], names):
         x, y = pos[node]
         ax.text(x - 0.07, y, str(name), ha="right", va="center", fontsize=8, **({"family": font} if font else {}))
+    cjk = _cjk_font() if memory_labels else None
     for row in memories.itertuples(index=False):
         x, y = pos[row.chunk_id]
-        suffix = (f"  rank {row.rank}" if not pd.isna(row.rank) else "") + ("" if row.reached else "  (not reached)")
-        ax.text(x + 0.04, y, memory_name(row.chunk_id) + suffix, ha="left", va="center", fontsize=7,
-                family="monospace")
+        suffix = (f" · rank {row.rank}" if not pd.isna(row.rank) else "") + ("" if row.reached else " · not reached")
+        name = memory_name(row.chunk_id) if memory_labels is None else memory_labels.get(row.chunk_id, row.chunk_id)
+        if _needs_cjk(name) and cjk is None:
+            name = name.split(" · ")[0]                 # the time alone: no font here draws the names
+        style = {"family": cjk} if _needs_cjk(name) else ({} if memory_labels else {"family": "monospace"})
+        ax.text(x + 0.04, y, name + suffix, ha="left", va="center", fontsize=8, **style)
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(-0.02, 1.02)
     ax.axis("off")
@@ -456,12 +504,13 @@ def draw_subgraph(sub: QuestionSubgraph, show_labels: bool, title: str = "", k: 
 
 
 def subgraph_figure(graph, evaluation, question_id: str, chosen: pd.DataFrame, qrels: pd.DataFrame, *,
-                    show_labels: bool, k: int = 5, max_memories: int = 30, title: str = ""):
+                    show_labels: bool, k: int = 5, max_memories: int = 30, title: str = "",
+                    memory_labels: Mapping[str, str] | None = None):
     """:func:`question_subgraph` of ``question_id`` (gold: relevance 2 in ``qrels``; ranking: the evaluation's
     tuned graph) drawn by :func:`draw_subgraph`.  Returns ``(figure, subgraph)``."""
     gold = qrels.loc[(qrels["question_id"] == question_id) & (qrels["relevance"] == 2), "chunk_id"].tolist()
     sub = question_subgraph(graph, chosen, gold, evaluation.rankings[str(evaluation.tuned)], question_id, k, max_memories)
-    return draw_subgraph(sub, show_labels, title, k), sub
+    return draw_subgraph(sub, show_labels, title, k, memory_labels), sub
 
 
 class SubgraphView:
@@ -480,6 +529,7 @@ class SubgraphView:
         self.questions = evaluable.questions.set_index("question_id")
         self.qrels = evaluable.qrels
         self.k, self.max_memories = k, max_memories
+        self.memory_labels = memory_labels(study.chunks(), study.chunk_messages(), study.messages(), self.show_labels)
 
     def chosen(self, question_id: str) -> pd.DataFrame:
         """The interests the tuned choice picks for the question (:func:`chosen_interests`)."""
@@ -490,7 +540,8 @@ class SubgraphView:
         """The question's subgraph figure (:func:`subgraph_figure`), titled with its type and the extractor."""
         title = f"{question_id} ({self.questions.loc[question_id, 'type']}) · {self.built.label}"
         fig, _ = subgraph_figure(self.built.graph, self.evaluation, question_id, self.chosen(question_id), self.qrels,
-                                 show_labels=self.show_labels, k=self.k, max_memories=self.max_memories, title=title)
+                                 show_labels=self.show_labels, k=self.k, max_memories=self.max_memories, title=title,
+                                 memory_labels=self.memory_labels)
         return fig
 
     def heading(self, question_id: str) -> str:

@@ -154,6 +154,7 @@ class Engine:
         self._file_label = file_label
         self.memo: dict[StageKey, tuple[str, Any]] = {}
         self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
+        self.announce = None   # called with a stage's StageStatus (why it is not current) before it is computed
         for stage in self.stages.values():
             unknown = [str(n) for n in stage.needs if n not in self.stages]
             if unknown:
@@ -327,6 +328,8 @@ class Engine:
         return _NONE
 
     def _compute(self, stage: Stage, own: str, inputs: dict[StageKey, Any]):
+        if self.announce is not None:
+            self.announce(self.status_of(stage.key))
         record = self.record(stage.key)
         resuming = bool(stage.resumable and record is not None and record["key"] == own)
         if stage.resumable:
@@ -385,30 +388,32 @@ class Engine:
     def status(self) -> list[StageStatus]:
         """Each stage as cached / stale (with the reason) / incomplete / missing, computing nothing."""
         keys: dict[StageKey, str] = {}
-        rows = []
-        for key in self.stages:
-            name = str(key)
-            own = self.key(key, keys)
-            record = self.record(key)
-            if record is None:
-                rows.append(StageStatus(name, "missing", "never computed"))
-            elif record["key"] != own:
-                reason = (explain(record["manifest"], self.manifest(key, keys)) if record.get("manifest")
-                          else "recorded by an older pmrag, without a manifest")
-                rows.append(StageStatus(name, "stale", reason))
-            elif not record.get("complete"):
-                rows.append(StageStatus(name, "incomplete", "interrupted; the next run resumes it"))
-            elif why := foreign(key, record):
-                rows.append(StageStatus(name, "stale", why))
-            elif changed := self._store_changed(self.stages[key], record):
-                rows.append(StageStatus(name, "stale", changed))
-            elif record.get("retry"):
-                rows.append(StageStatus(name, "partial", "finished with parts to retry; `pmrag study` retries them"))
-            elif not self._pickle_path(key).is_file():
-                rows.append(StageStatus(name, "missing", f"cached result {self._pickle_path(key).name} is gone"))
-            else:
-                rows.append(StageStatus(name, "cached", ""))
-        return rows
+        return [self.status_of(key, keys) for key in self.stages]
+
+    def status_of(self, key: StageKey | str, _keys: dict[StageKey, str] | None = None) -> StageStatus:
+        """One stage's :class:`StageStatus`, in the words ``pmrag status`` prints, computing nothing."""
+        keys = {} if _keys is None else _keys
+        key = StageKey.of(key)
+        name = str(key)
+        own = self.key(key, keys)
+        record = self.record(key)
+        if record is None:
+            return StageStatus(name, "missing", "never computed")
+        if record["key"] != own:
+            reason = (explain(record["manifest"], self.manifest(key, keys)) if record.get("manifest")
+                      else "recorded by an older pmrag, without a manifest")
+            return StageStatus(name, "stale", reason)
+        if not record.get("complete"):
+            return StageStatus(name, "incomplete", "interrupted; the next run resumes it")
+        if why := foreign(key, record):
+            return StageStatus(name, "stale", why)
+        if changed := self._store_changed(self.stages[key], record):
+            return StageStatus(name, "stale", changed)
+        if record.get("retry"):
+            return StageStatus(name, "partial", "finished with parts to retry; `pmrag study` retries them")
+        if not self._pickle_path(key).is_file():
+            return StageStatus(name, "missing", f"cached result {self._pickle_path(key).name} is gone")
+        return StageStatus(name, "cached", "")
 
 
 def _signed_text(key: StageKey, own: str, info: dict) -> str:

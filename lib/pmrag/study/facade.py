@@ -38,6 +38,11 @@ def _yaml(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _announce(status: StageStatus) -> None:
+    """Under overrides, each stage computed is said as it starts, with why (the words of ``pmrag status``)."""
+    print(f"recomputing {status.name}: {status.reason}", flush=True)
+
+
 class Study:
     """A study run: ``Study.from_params("params/demo.yaml")``.
 
@@ -66,9 +71,11 @@ class Study:
         runtime = Runtime(self.store, self.run_dir, Path(params.cache_dir), Path(params.notebooks_dir), params.path,
                           params.allow_remote, params.proxy, progress="JPY_SESSION_NAME" in os.environ)
         self.engine = Engine(stages, runtime, file_label(params))
+        self.overrides: dict = {}                     # dotted keys set over the params file's (from_params)
+        self.file_params: StudyParams | None = None   # the params file's own values, under overrides
 
     @classmethod
-    def from_params(cls, path, notebooks: Sequence[Path] = (), *, force: bool = False) -> Study:
+    def from_params(cls, path, notebooks: Sequence[Path] = (), *, force: bool = False, overrides=None) -> Study:
         """The study of a params file; ``notebooks`` adds a stage per notebook (the runner's executed copies).
 
         Parameters
@@ -77,8 +84,36 @@ class Study:
         notebooks : numbered notebooks, each made a stage (``pmrag study`` executes them).
         force : write into a run folder that holds files pmrag did not write (refused otherwise, with
             :class:`~pmrag.study.runfolder.ForeignRunFolder`, before anything is written there).
+        overrides : dotted params keys set over the file's values, ``{"hybrid.beta_step": 0.1}`` or its
+            JSON/YAML text (:mod:`pmrag.study.overrides`): the study then runs in a run folder of its own, seeded
+            with this study's cached stages, and says each stage it recomputes and why.
         """
-        return cls(load_params(path), notebooks, force=force)
+        from pmrag.study.overrides import overrides_run, parse_overrides, seed_run_folder
+
+        changes = parse_overrides(overrides)
+        if not changes:
+            return cls(load_params(path), notebooks, force=force)
+        file_params = load_params(path)
+        params = load_params(path, changes)
+        params = params.model_copy(update={"run": overrides_run(file_params.run, changes)})
+        params._source = file_params.path
+        seed_run_folder(file_params.run_dir, params.run_dir)
+        study = cls(params, notebooks, force=force)
+        study.overrides, study.file_params = changes, file_params
+        study.engine.announce = _announce
+        return study
+
+    def params_note(self, this: str) -> str:
+        """One short line on where the params come from; under overrides, what they change, where the results go,
+        the stages they make stale and why, and what stays the params file's (``this``: the notebook's stem or
+        number, e.g. ``"04"``; :func:`pmrag.study.overrides.overrides_note`)."""
+        from pmrag.study.overrides import notebooks_after, overrides_note
+        from pmrag.study.runner import numbered_notebooks
+
+        if not self.overrides:
+            return overrides_note(self.params, None, {}, [], [])
+        later = notebooks_after(numbered_notebooks(Path(self.params.notebooks_dir)), this)
+        return overrides_note(self.params, self.file_params, self.overrides, self.status(), later)
 
     # -- the engine ----------------------------------------------------------------------------------
     def get(self, stage: StageKey | str):

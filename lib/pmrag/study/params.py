@@ -249,13 +249,26 @@ def _require_creatable_folder(path: str, origin: str, dotted: str) -> None:
             raise ParamsError(f"{origin}: key '{dotted}': {clip(folder, 200)} exists and is not a folder")
 
 
-def load_params(path) -> StudyParams:
-    """Read, validate and resolve a params YAML file (see the module docstring)."""
+def load_params(path, overrides=None) -> StudyParams:
+    """Read, validate and resolve a params YAML file (see the module docstring).
+
+    ``overrides``: dotted keys set over the file's values (:func:`pmrag.study.overrides.apply_overrides`), checked
+    by the same schema once the file alone has passed; their errors name the key and start ``overrides:``."""
     path = Path(path)
     if not _exists(str(path), "file"):
         raise ParamsError(f"params file not found: {clip(path, 200)}")
-    origin = str(path)
     raw = read_yaml(path)
+    if overrides:
+        from pmrag.study.overrides import OVERRIDES_ORIGIN, apply_overrides
+
+        changed = apply_overrides(raw, overrides)
+        _resolved(raw, path, str(path))
+        return _resolved(changed, path, OVERRIDES_ORIGIN)
+    return _resolved(raw, path, str(path))
+
+
+def _resolved(raw: dict, path: Path, origin: str) -> StudyParams:
+    """A params file's mapping validated and its paths resolved; errors start with ``origin``."""
     base = path.resolve().parent
     plugins = import_plugins(raw, base, origin)
     try:
