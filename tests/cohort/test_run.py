@@ -63,3 +63,13 @@ def test_pmrag_cohort_exits_1_when_a_participant_failed_and_0_when_none_did(monk
     assert main(["cohort", "c.yaml"]) == 0
 
 
+
+
+def test_the_task_runs_its_study_without_helper_processes_unless_told(monkeypatch):
+    import pmrag.cohort.run as cohort_run
+    from pmrag.core.parallel import worker_processes
+
+    monkeypatch.setattr(cohort_run, "_run_participant", lambda file, notebooks, stages: worker_processes(2))
+    assert run_participant("study.yaml") == 0                      # the cohort's way: ingest parses in the task
+    assert run_participant("study.yaml", in_process=False) == 2    # as pmrag study runs alone
+    assert worker_processes(2) == 2                                # and only within the task

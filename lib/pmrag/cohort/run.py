@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,8 @@ from pmrag.study.runfolder import claim_run_folder
 
 TABLE_PREFIX = "cohort_"
 PARTICIPANTS_TABLE = "cohort_participants"
-POOLED_STAGES = ("metrics", "sweep", "hybrids")   # what the pooled tables read (and, upstream, what these need)
+POOLED_STAGES = ("metrics", "sweep", "hybrids")
+COHORT_NOTEBOOKS = "cohort"   # the pooled-analysis notebooks' folder, in the base study's notebooks folder   # what the pooled tables read (and, upstream, what these need)
 
 
 class CohortFailed(PmragError):
@@ -217,14 +218,23 @@ class ParticipantFailed(PmragError):
     """A participant's study failed; its message is :func:`failure_line`'s (Dask logs it on the worker)."""
 
 
-def run_participant(study_file: str, notebooks: bool = False, stages: str = "pooled") -> ParticipantResult:
+def run_participant(study_file: str, notebooks: bool = False, stages: str = "pooled", *,
+                    in_process: bool = True) -> ParticipantResult:
     """The Dask task: compute one participant's study under its run folder's lock (``stages``: ``pooled``, the
     :data:`POOLED_STAGES` and what they need, or ``all``; ``notebooks``: execute the notebooks too, as ``pmrag
     study`` does), and return its :class:`ParticipantResult`.  Any error is raised again as a
     :class:`ParticipantFailed` whose text is :func:`failure_line`'s: what Dask logs and sends back never quotes
-    the data."""
+    the data.
+
+    ``in_process`` (the cohort's choice): ingest, chunking and tokenization start no helper process
+    (:func:`pmrag.core.parallel.in_this_process`; the same rows and counts).  A Dask worker starts processes with
+    ``spawn``, each importing pmrag again, which cost about 4 s of a demo participant's 6; and the cohort keeps
+    every core busy already.  ``False``: as ``pmrag study`` runs alone."""
+    from pmrag.core.parallel import in_this_process
+
     try:
-        return _run_participant(study_file, notebooks, stages)
+        with in_this_process() if in_process else nullcontext():
+            return _run_participant(study_file, notebooks, stages)
     except Exception as exc:  # noqa: BLE001 — every error leaves the worker in one safe line
         raise ParticipantFailed(failure_line(exc)) from None
 
