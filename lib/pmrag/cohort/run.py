@@ -4,8 +4,12 @@ Each participant's study params are written to its run folder (``participants/<i
 builds that study there (:func:`run_participant`): the ordinary stage graph, keyed and cached as for any
 study, so a rerun recomputes nothing that is cached, and a task that starts again after its worker died (Dask
 moves it to another worker) finds what the dead one had finished.  By default only the stages the pooled
-tables read are computed, with what they need (``cohort.stages: pooled``; ``all``: every stage), and the numbered
-notebooks are not executed per participant (``cohort.notebooks: false``): the cohort computes stages only.
+tables read are computed, with what they need (``cohort.stages: pooled``; ``all``: every stage), and no notebook is
+executed (``cohort.notebooks: false``): the cohort computes stages and tables only.  With ``cohort.notebooks: true``
+each participant is a ``pmrag study`` (its numbered notebooks executed in its run folder) and, once the pooled
+tables are written, the pooled-analysis notebooks (``notebooks/cohort/``, :func:`cohort_notebooks`) are executed
+into ``<cohort run>/notebooks/``.  They live apart from the numbered notebooks, so ``pmrag study`` on one study
+never runs them.
 
 The tasks run on a :class:`~dask.distributed.LocalCluster` of one single-threaded worker process per core (the
 stages are CPU-bound Python; processes, not threads) or on the scheduler ``cohort.scheduler`` names (a cluster
@@ -69,6 +73,7 @@ class CohortRun:
     seconds: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     dashboard: str | None = None
+    notebooks: dict[str, Path] = field(default_factory=dict)
 
 
 def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
@@ -113,7 +118,37 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
         target = folder / f"{TABLE_PREFIX}{name}.csv"
         frame.to_csv(target, index=False)
         run.tables[name] = target
+    if section.notebooks:
+        run.notebooks = execute_cohort_notebooks(cohort, progress)
     return run
+
+
+def cohort_notebooks(cohort: Cohort) -> list[Path]:
+    """The pooled-analysis notebooks: ``NN_name.ipynb`` in the ``cohort`` folder of the base study's notebooks
+    folder (``notebooks/cohort/``), apart from the numbered notebooks so that ``pmrag study`` never runs them."""
+    from pmrag.study.runner import numbered_notebooks
+
+    return numbered_notebooks(Path(cohort.base.notebooks_dir) / COHORT_NOTEBOOKS)
+
+
+def execute_cohort_notebooks(cohort: Cohort, progress: bool = False) -> dict[str, Path]:
+    """Execute each pooled-analysis notebook (:func:`cohort_notebooks`) with the cohort file as its ``params_path``
+    into ``<cohort run>/notebooks/``, after the tables it reads are written; every run executes them again (they
+    read tables and draw, in seconds).  A failed one stops the run with its cell and error (the executed copy kept)."""
+    from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook
+    from pmrag.study.runner import NotebookFailed
+
+    executed = {}
+    for notebook in cohort_notebooks(cohort):
+        _say(progress, f"[cohort notebook] {notebook.name}")
+        result = execute_notebook(notebook, cohort.run_dir / NOTEBOOKS_DIR / notebook.name, cohort.path)
+        if "error" in result:
+            error = result["error"]
+            raise NotebookFailed(f"cohort notebook {notebook.name} failed in cell {error['cell_index']} (execution count "
+                                 f"{error['exec_count']}): {error['ename']}: {error['evalue']} — executed copy: "
+                                 f"{result['notebook']}")
+        executed[notebook.stem] = Path(result["notebook"])
+    return executed
 
 
 def pooled_tables(results: list[ParticipantResult]) -> dict[str, pd.DataFrame]:
