@@ -160,3 +160,17 @@ def test_a_saved_figure_lands_in_the_cohort_run_folder(tmp_path):
     saved = report.save_figure(tmp_path, report.forest_spec("recall@5"), fig)
     plt.close(fig)
     assert saved == "figures/cohort_forest_recall5.png" and (tmp_path / saved).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.integration
+def test_the_demo_cohorts_forest_plots_read_in_a_notebook_column(built_cohort):
+    """The declared figures as the notebook draws them from the demo cohort this session built."""
+    from tests.cohort.test_cohort_cluster import REPO
+
+    tables = report.read_tables(REPO / "params" / "cohort_demo.yaml")
+    for metric in report.METRICS:
+        fig = report.forest_figure(tables["participant_differences"], tables["differences"], metric)
+        try:
+            assert fig.get_size_inches()[0] <= COLUMN_IN + 1e-9 and text_problems(fig) == [], metric
+        finally:
+            plt.close(fig)

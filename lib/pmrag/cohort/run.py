@@ -199,8 +199,9 @@ def cohort_client(section: ExecutionSection, n_participants: int, client=None) -
 
 
 def local_cluster(n_workers: int):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes that may start processes of their own
-    (ingest parses files in worker processes; Dask's workers are daemonic by default, which forbids that)."""
+    """A LocalCluster of ``n_workers`` single-threaded worker processes that may start processes of their own (a
+    task run with ``in_process=False`` parses files in helper processes; Dask's workers are daemonic by default,
+    which forbids that)."""
     import dask
     from dask.distributed import LocalCluster
 
