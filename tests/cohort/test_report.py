@@ -56,9 +56,9 @@ def sweeps_of(scores: pd.DataFrame) -> pd.DataFrame:
     return sweep[["participant", "fusion", "bm25", "vector", "beta", "question_id", "recall@5", "mrr@5", "ndcg@5"]]
 
 
-@pytest.fixture
-def tables(tmp_path):
-    return report.read_tables(written_cohort(tmp_path, scores_frame()))
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    return report.read_tables(written_cohort(tmp_path_factory.mktemp("cohort"), scores_frame()))
 
 
 def test_a_cohort_not_run_is_one_line_naming_the_folder_and_the_command(tmp_path):
