@@ -5,8 +5,8 @@ text is in the committed embedding cache (copied: nothing is embedded and params
 study computes every other stage from an empty run folder.  For each size:
 
 * ``single``: each participant's task (:func:`pmrag.cohort.run.run_participant`: the same stages) run alone, one
-  after another, in this process (``warm``: imports and per-process caches paid once) and each in a process of
-  its own (``cold``: as a user running one study after another would, interpreter start and imports included);
+  after another, as ``pmrag study`` runs a study (ingest parsing in forked helper processes), in this process
+  (``warm``: imports and per-process caches paid once) and each in a process of its own (``cold``: as a user running one study after another would, interpreter start and imports included);
   the sums;
 * ``cohort``: ``run_cohort`` on a fresh LocalCluster (one single-threaded worker process per core), wall time
   from the call to the tables, cluster start and stop included;
@@ -68,10 +68,10 @@ def single_seconds(path: Path, cold: bool) -> float:
         started = time.perf_counter()
         if cold:
             subprocess.run([sys.executable, "-c", "import sys; from pmrag.cohort.run import run_participant; "
-                            "run_participant(sys.argv[1], sys.argv[2] == 'True', sys.argv[3])", str(file),
+                            "run_participant(sys.argv[1], sys.argv[2] == 'True', sys.argv[3], in_process=False)", str(file),
                             str(section.notebooks), section.stages], check=True)
         else:
-            run_participant(str(file), section.notebooks, section.stages)
+            run_participant(str(file), section.notebooks, section.stages, in_process=False)
         total += time.perf_counter() - started
     return total
 

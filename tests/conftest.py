@@ -1,5 +1,6 @@
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,13 +26,84 @@ def pytest_collectstart(collector):
 def pytest_collection_finish(session):
     """When nbval runs notebooks in this session (``make test``), the demo's stages are built here first, sealed
     with this session's key: the notebooks' kernels (which inherit the key) then load them instead of recomputing
-    results another session sealed, which would print a warning into the first notebook's outputs."""
-    if any(item.path.suffix == ".ipynb" for item in session.items):
+    results another session sealed, which would print a warning into the first notebook's outputs.  When a
+    pooled-analysis notebook (``notebooks/cohort/``) is among them, the demo cohort is built too (it reads its
+    tables): :func:`demo_cohort`."""
+    notebooks = [item.path for item in session.items if item.path.suffix == ".ipynb"]
+    if any(path.parent.name != "cohort" for path in notebooks):
         from pmrag.study import Study
 
-        study = Study.from_params(Path(__file__).resolve().parents[1] / "params" / "demo.yaml")
+        study = Study.from_params(REPO / "params" / "demo.yaml")
         study.build()
         study.store.dispose()
+    if any(path.parent.name == "cohort" for path in notebooks):
+        demo_cohort()
+
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_COHORT = REPO / "params" / "cohort_demo.yaml"
+_BUILT = {}
+
+
+@dataclass(frozen=True)
+class BuiltCohort:
+    """The demo cohort as this session built it: the run, its folder, when the build started, and the rows of the
+    committed embedding cache before and after (equal: nothing was embedded)."""
+
+    run: object
+    run_dir: Path
+    started: float
+    cached_before: int
+    cached_after: int
+
+
+def demo_cohort() -> BuiltCohort:
+    """The demo cohort (params/cohort_demo.yaml as shipped) built once per session into outputs/cohort_demo, from
+    an empty folder (what it computes is this session's, sealed with its key), on the session's 2-worker cluster
+    (:func:`cohort_client`).  The pooled-analysis notebook reads its tables; the cohort tests that only read a
+    built cohort use this one (``built_cohort`` fixture) instead of building their own."""
+    if "cohort" not in _BUILT:
+        import shutil
+        import time
+
+        from pmrag.cohort.params import load_cohort
+        from pmrag.cohort.run import run_cohort
+
+        cohort = load_cohort(DEMO_COHORT)
+        shutil.rmtree(cohort.run_dir, ignore_errors=True)
+        before = cached_vectors(DEMO_COHORT.parent / "cohort_demo_cache")
+        started = time.time()
+        run = run_cohort(DEMO_COHORT, client=cohort_client(), progress=False)
+        _BUILT["cohort"] = BuiltCohort(run, cohort.run_dir, started, before,
+                                       cached_vectors(DEMO_COHORT.parent / "cohort_demo_cache"))
+    return _BUILT["cohort"]
+
+
+def cohort_client():
+    """The client of a 2-worker LocalCluster started once per session (the demo cohort's build and the cohort
+    tests share it; closed when the session ends)."""
+    if "client" not in _BUILT:
+        from dask.distributed import Client
+
+        from pmrag.cohort.run import local_cluster
+
+        _BUILT["cluster"] = local_cluster(2)
+        _BUILT["client"] = Client(_BUILT["cluster"])
+    return _BUILT["client"]
+
+
+def pytest_sessionfinish(session):
+    if "client" in _BUILT:
+        _BUILT.pop("client").close()
+        _BUILT.pop("cluster").close()
+
+
+def cached_vectors(cache_dir) -> int:
+    """Rows of an embedding cache (``embeddings.sqlite`` in ``cache_dir``)."""
+    import sqlite3
+
+    with sqlite3.connect(Path(cache_dir) / "embeddings.sqlite") as db:
+        return db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
 
 
 def pytest_collection_modifyitems(items):

@@ -76,7 +76,9 @@ def _cohort(args) -> int:
     with one_warning_per_file():
         run = run_cohort(args.params, progress=not args.quiet)
     folder = next(iter(run.tables.values())).parent
-    print(f"cohort done: {len(run.seconds)} participant(s) finished, {len(run.failed)} failed; tables in {folder}")
+    notebooks = f"; pooled-analysis notebook(s) in {next(iter(run.notebooks.values())).parent}" if run.notebooks else ""
+    print(f"cohort done: {len(run.seconds)} participant(s) finished, {len(run.failed)} failed; tables in {folder}"
+          f"{notebooks}")
     return 1 if run.failed else 0
 
 

@@ -166,3 +166,21 @@ def test_the_pooled_table_agrees_with_per_participant_means():
     assert diff["macro"] == pytest.approx((sel - best).mean(), abs=1e-12)
     forest = tables["participant_differences"].query("metric == 'recall@5'").set_index("participant")["delta"]
     assert forest.to_dict() == pytest.approx((sel - best).to_dict(), abs=1e-12)
+
+
+def test_by_type_is_each_participants_roles_over_each_types_questions():
+    scores = scores_frame()
+    scores.loc[scores["question_id"].isin(["q0", "q3"]), "question_type"] = "aggregate"
+    tables = cohort_tables(scores, BootstrapSection(n_resamples=100))
+    found = tables["by_type"]
+    assert found[["participant", "role", "question_type"]].drop_duplicates().shape[0] == len(found)
+    assert found["question_type"].tolist()[:4] == ["aggregate", "contextual", "aggregate", "contextual"]   # cohort's order
+    assert found["role"].tolist()[:4] == [BEST_SINGLE, BEST_SINGLE, SELECTED_HYBRID, SELECTED_HYBRID]
+    per = tables["per_participant"].set_index(["participant", "role"])
+    for (participant, role), rows in found.groupby(["participant", "role"]):
+        assert rows["n_questions"].sum() == per.loc[(participant, role), "n_questions"]
+        [method] = set(rows["method"])
+        direct = scores[(scores["participant"] == participant) & (scores["method"] == method)]
+        means = direct.groupby("question_type")["recall@5"].mean()
+        assert rows.set_index("question_type")["recall@5"].to_dict() == pytest.approx(means.to_dict(), abs=1e-12)
+    assert set(found["n_participants"]) == {1}

@@ -61,5 +61,21 @@ def test_pmrag_cohort_exits_1_when_a_participant_failed_and_0_when_none_did(monk
     assert capsys.readouterr().out.strip() == (f"cohort done: 1 participant(s) finished, 1 failed; tables in "
                                                f"{tmp_path / 'tables'}")
     assert main(["cohort", "c.yaml"]) == 0
+    executed = {"01_pooled": tmp_path / "notebooks" / "01_pooled.ipynb"}
+    monkeypatch.setattr(cohort_run, "run_cohort", lambda path, progress: cohort_run.CohortRun(
+        tables=tables, seconds={"a": 1.0}, notebooks=executed))
+    capsys.readouterr()
+    assert main(["cohort", "c.yaml", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"; pooled-analysis notebook(s) in {tmp_path / 'notebooks'}")
 
 
+
+
+def test_the_task_runs_its_study_without_helper_processes_unless_told(monkeypatch):
+    import pmrag.cohort.run as cohort_run
+    from pmrag.core.parallel import worker_processes
+
+    monkeypatch.setattr(cohort_run, "_run_participant", lambda file, notebooks, stages: worker_processes(2))
+    assert run_participant("study.yaml") == 0                      # the cohort's way: ingest parses in the task
+    assert run_participant("study.yaml", in_process=False) == 2    # as pmrag study runs alone
+    assert worker_processes(2) == 2                                # and only within the task

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pandas as pd
+
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
 from pmrag.ingest import read_source
@@ -57,3 +59,60 @@ def test_ordered_map_raises_the_workers_error():
 
     with pytest.raises(TypeError):
         list(ordered_map(_square_after, [(0.0, 1), (0.0, "x")], 2))
+
+
+def _pid(_):
+    import os
+
+    return os.getpid()
+
+
+def test_in_this_process_maps_here_and_only_within_the_block():
+    import os
+
+    from pmrag.core.parallel import in_this_process, ordered_map, worker_processes
+
+    calls = [(i,) for i in range(4)]
+    assert os.getpid() not in set(ordered_map(_pid, calls, 2))
+    with in_this_process():
+        assert worker_processes(2) == 0
+        assert set(ordered_map(_pid, calls, 2)) == {os.getpid()}
+    assert worker_processes(2) == 2
+
+
+def test_the_study_ingest_in_this_process_stores_what_the_worker_processes_store(tmp_path, monkeypatch):
+    """The cohort's path (no helper process) against the process-pool path: the same report, the same rows in
+    every ingested table, in the same order."""
+    import pmrag.ingest.pipeline as pipeline
+    from pmrag.core.params import DatasetSection
+    from pmrag.core.parallel import in_this_process
+
+    pooled = []
+    spawn = pipeline._read_in_workers
+    monkeypatch.setattr(pipeline, "_read_in_workers", lambda calls, n: pooled.append(n) or spawn(calls, n))
+    from pmrag.demo import generate_corpus
+
+    corpus = generate_corpus(tmp_path / "corpus", seed=101, n_messages=1050, n_questions=6)   # a demo participant
+    files = [tmp_path / "corpus" / name for name in corpus["files"]]
+    questions = tmp_path / "corpus" / corpus["questions_file"]
+    found = {}
+    for name, context in (("pool", None), ("here", in_this_process())):
+        engine = store.open_store(tmp_path / f"{name}.sqlite")
+        with context or _nothing():
+            ingested = pipeline.ingest_study(engine, files, questions, DatasetSection())
+        found[name] = (ingested, {table: store.read_table(engine, table).to_dict("records")
+                                  for table in ("messages", "questions", "question_evidence", "files", "rejections")})
+        engine.dispose()
+    assert pooled == [2]   # the first ingest used two worker processes, the second none
+    (pool, pool_rows), (here, here_rows) = found["pool"], found["here"]
+    for field in ("report", "messages", "questions", "evidence", "rejections"):
+        pd.testing.assert_frame_equal(getattr(here, field), getattr(pool, field), check_exact=True)
+    assert here_rows == pool_rows
+    assert len(here_rows["messages"]) == here.report["stored"].sum() == corpus["n_messages"]
+    assert len(here_rows["question_evidence"]) > 0 and len(here_rows["questions"]) == 6
+
+
+def _nothing():
+    from contextlib import nullcontext
+
+    return nullcontext()

@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 
 def macro_micro(values: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -116,6 +115,8 @@ def within_variances(values: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarr
 def heterogeneity(means: np.ndarray, variances: np.ndarray, confidence: float = 0.95) -> Heterogeneity:
     """Cochran's Q, I², DerSimonian–Laird τ² and the random-effects summary of per-participant ``means`` with
     within-participant ``variances`` of those means (see the module docstring)."""
+    from scipy.stats import norm   # here, not at the top: the cohort's Dask workers import this module, never use it
+
     means, variances = np.asarray(means, dtype=np.float64), np.asarray(variances, dtype=np.float64)
     k = means.size
     if k < 2 or not (variances > 0).all():

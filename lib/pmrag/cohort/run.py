@@ -4,8 +4,12 @@ Each participant's study params are written to its run folder (``participants/<i
 builds that study there (:func:`run_participant`): the ordinary stage graph, keyed and cached as for any
 study, so a rerun recomputes nothing that is cached, and a task that starts again after its worker died (Dask
 moves it to another worker) finds what the dead one had finished.  By default only the stages the pooled
-tables read are computed, with what they need (``cohort.stages: pooled``; ``all``: every stage), and the numbered
-notebooks are not executed per participant (``cohort.notebooks: false``): the cohort computes stages only.
+tables read are computed, with what they need (``cohort.stages: pooled``; ``all``: every stage), and no notebook is
+executed (``cohort.notebooks: false``): the cohort computes stages and tables only.  With ``cohort.notebooks: true``
+each participant is a ``pmrag study`` (its numbered notebooks executed in its run folder) and, once the pooled
+tables are written, the pooled-analysis notebooks (``notebooks/cohort/``, :func:`cohort_notebooks`) are executed
+into ``<cohort run>/notebooks/``.  They live apart from the numbered notebooks, so ``pmrag study`` on one study
+never runs them.
 
 The tasks run on a :class:`~dask.distributed.LocalCluster` of one single-threaded worker process per core (the
 stages are CPU-bound Python; processes, not threads) or on the scheduler ``cohort.scheduler`` names (a cluster
@@ -21,7 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +42,8 @@ from pmrag.study.runfolder import claim_run_folder
 
 TABLE_PREFIX = "cohort_"
 PARTICIPANTS_TABLE = "cohort_participants"
-POOLED_STAGES = ("metrics", "sweep", "hybrids")   # what the pooled tables read (and, upstream, what these need)
+POOLED_STAGES = ("metrics", "sweep", "hybrids")
+COHORT_NOTEBOOKS = "cohort"   # the pooled-analysis notebooks' folder, in the base study's notebooks folder   # what the pooled tables read (and, upstream, what these need)
 
 
 class CohortFailed(PmragError):
@@ -68,6 +73,7 @@ class CohortRun:
     seconds: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     dashboard: str | None = None
+    notebooks: dict[str, Path] = field(default_factory=dict)
 
 
 def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
@@ -112,7 +118,37 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
         target = folder / f"{TABLE_PREFIX}{name}.csv"
         frame.to_csv(target, index=False)
         run.tables[name] = target
+    if section.notebooks:
+        run.notebooks = execute_cohort_notebooks(cohort, progress)
     return run
+
+
+def cohort_notebooks(cohort: Cohort) -> list[Path]:
+    """The pooled-analysis notebooks: ``NN_name.ipynb`` in the ``cohort`` folder of the base study's notebooks
+    folder (``notebooks/cohort/``), apart from the numbered notebooks so that ``pmrag study`` never runs them."""
+    from pmrag.study.runner import numbered_notebooks
+
+    return numbered_notebooks(Path(cohort.base.notebooks_dir) / COHORT_NOTEBOOKS)
+
+
+def execute_cohort_notebooks(cohort: Cohort, progress: bool = False) -> dict[str, Path]:
+    """Execute each pooled-analysis notebook (:func:`cohort_notebooks`) with the cohort file as its ``params_path``
+    into ``<cohort run>/notebooks/``, after the tables it reads are written; every run executes them again (they
+    read tables and draw, in seconds).  A failed one stops the run with its cell and error (the executed copy kept)."""
+    from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook
+    from pmrag.study.runner import NotebookFailed
+
+    executed = {}
+    for notebook in cohort_notebooks(cohort):
+        _say(progress, f"[cohort notebook] {notebook.name}")
+        result = execute_notebook(notebook, cohort.run_dir / NOTEBOOKS_DIR / notebook.name, cohort.path)
+        if "error" in result:
+            error = result["error"]
+            raise NotebookFailed(f"cohort notebook {notebook.name} failed in cell {error['cell_index']} (execution count "
+                                 f"{error['exec_count']}): {error['ename']}: {error['evalue']} — executed copy: "
+                                 f"{result['notebook']}")
+        executed[notebook.stem] = Path(result["notebook"])
+    return executed
 
 
 def pooled_tables(results: list[ParticipantResult]) -> dict[str, pd.DataFrame]:
@@ -163,8 +199,9 @@ def cohort_client(section: ExecutionSection, n_participants: int, client=None) -
 
 
 def local_cluster(n_workers: int):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes that may start processes of their own
-    (ingest parses files in worker processes; Dask's workers are daemonic by default, which forbids that)."""
+    """A LocalCluster of ``n_workers`` single-threaded worker processes that may start processes of their own (a
+    task run with ``in_process=False`` parses files in helper processes; Dask's workers are daemonic by default,
+    which forbids that)."""
     import dask
     from dask.distributed import LocalCluster
 
@@ -217,14 +254,23 @@ class ParticipantFailed(PmragError):
     """A participant's study failed; its message is :func:`failure_line`'s (Dask logs it on the worker)."""
 
 
-def run_participant(study_file: str, notebooks: bool = False, stages: str = "pooled") -> ParticipantResult:
+def run_participant(study_file: str, notebooks: bool = False, stages: str = "pooled", *,
+                    in_process: bool = True) -> ParticipantResult:
     """The Dask task: compute one participant's study under its run folder's lock (``stages``: ``pooled``, the
     :data:`POOLED_STAGES` and what they need, or ``all``; ``notebooks``: execute the notebooks too, as ``pmrag
     study`` does), and return its :class:`ParticipantResult`.  Any error is raised again as a
     :class:`ParticipantFailed` whose text is :func:`failure_line`'s: what Dask logs and sends back never quotes
-    the data."""
+    the data.
+
+    ``in_process`` (the cohort's choice): ingest, chunking and tokenization start no helper process
+    (:func:`pmrag.core.parallel.in_this_process`; the same rows and counts).  A Dask worker starts processes with
+    ``spawn``, each importing pmrag again, which cost about 4 s of a demo participant's 6; and the cohort keeps
+    every core busy already.  ``False``: as ``pmrag study`` runs alone."""
+    from pmrag.core.parallel import in_this_process
+
     try:
-        return _run_participant(study_file, notebooks, stages)
+        with in_this_process() if in_process else nullcontext():
+            return _run_participant(study_file, notebooks, stages)
     except Exception as exc:  # noqa: BLE001 — every error leaves the worker in one safe line
         raise ParticipantFailed(failure_line(exc)) from None
 

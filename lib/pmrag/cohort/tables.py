@@ -29,10 +29,12 @@ SCORE_COLUMNS = ("participant", "method", "selected", "question_id", "question_t
 
 
 def cohort_tables(scores: pd.DataFrame, bootstrap: BootstrapSection) -> dict[str, pd.DataFrame]:
-    """Every pooled table by name: ``per_participant``, ``pooled``, ``differences``, ``participant_differences``,
-    ``wins`` (see each builder).  ``bootstrap`` gives B, the seed and the confidence (the base study's)."""
+    """Every pooled table by name: ``per_participant``, ``by_type``, ``pooled``, ``differences``,
+    ``participant_differences``, ``wins`` (see each builder).  ``bootstrap`` gives B, the seed and the confidence
+    (the base study's)."""
     roles = role_scores(scores)
-    return {"per_participant": per_participant(scores, roles), "pooled": pooled(roles, bootstrap),
+    return {"per_participant": per_participant(scores, roles), "by_type": by_type(roles),
+            "pooled": pooled(roles, bootstrap),
             "differences": differences(roles, bootstrap), "participant_differences": participant_differences(
                 roles, bootstrap.confidence), "wins": wins(scores)}
 
@@ -68,6 +70,20 @@ def per_participant(scores: pd.DataFrame, roles: pd.DataFrame) -> pd.DataFrame:
     role = roles.drop_duplicates(["participant", "method"]).set_index(["participant", "method"])["role"]
     macro.insert(1, "role", [role.get((p, m), SINGLE) for p, m in zip(macro["participant"], macro["method"])])
     return macro.assign(n_participants=1)
+
+
+def by_type(roles: pd.DataFrame) -> pd.DataFrame:
+    """Per participant, role (best_single, selected_hybrid) and question type: the method and its macro metrics
+    over that type's questions (the paper's results by type, §6.4, for each participant); types in the order the
+    cohort's questions first show them."""
+    frame = roles.groupby(["participant", "role", "method", "question_type"], sort=False).agg(
+        **{m: (m, "mean") for m in METRICS}, n_questions=("question_id", "size")).reset_index()
+    roles_order = {role: position for position, role in enumerate((BEST_SINGLE, SELECTED_HYBRID))}
+    participants = {p: position for position, p in enumerate(participants_of(roles))}
+    types = {t: position for position, t in enumerate(dict.fromkeys(roles["question_type"]))}
+    order = np.lexsort((frame["question_type"].map(types), frame["role"].map(roles_order),
+                        frame["participant"].map(participants)))
+    return frame.iloc[order].reset_index(drop=True).assign(n_participants=1)
 
 
 def _matrices(roles: pd.DataFrame, methods: Sequence[str], metric: str) -> list[np.ndarray]:

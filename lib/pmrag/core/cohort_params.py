@@ -44,7 +44,8 @@ class ExecutionSection(Section):
                   "sweep, the selected hybrids) and what they need; all, every stage of the study (its statistics, "
                   "graph, failures), as pmrag study computes them")
     notebooks: bool = key(False, "also execute the numbered notebooks for every participant (pmrag study: every "
-                                 "stage); false: the cohort computes stages only")
+                                 "stage) and the pooled-analysis notebooks (notebooks/cohort/) into the cohort's run "
+                                 "folder; false: the cohort computes stages and tables only")
 
 
 class CohortParams(Section):

@@ -27,6 +27,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from pmrag.core.errors import InputError
+from pmrag.core.parallel import worker_processes
 from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
 from pmrag.core import store
@@ -138,10 +139,12 @@ def read_all(jobs: Sequence[tuple[Path, str]], *, permissive: bool = False, opti
     chunks, and the batch's counts, rejections and dialect are complete once it is exhausted.  Read each
     file's rows before the next file's (rows left unread are read and dropped when the loop moves on; a
     parse error among them is raised then).  With two files or more, ``workers`` processes parse ahead;
-    one file, or ``workers=0``, is parsed in this process as its rows are read.
+    one file, ``workers=0`` or :func:`~pmrag.core.parallel.in_this_process`, is parsed in this process as its
+    rows are read.
     """
     options = options or DatasetSection()
     calls = [(path, fmt, permissive, options) for path, fmt in jobs]
+    workers = worker_processes(workers)
     if workers < 1 or len(calls) < 2:
         for call in calls:
             batch, rows = read_rows(*call)

@@ -272,9 +272,9 @@ class SudachiTokenizer:
         return [[tok for p in pieces for tok in found[keys[p]]] for pieces in pieces_of]
 
     def _tokenize_pieces(self, pieces: list[str]) -> list[list[str]]:
-        from pmrag.core.parallel import ordered_map
+        from pmrag.core.parallel import ordered_map, worker_processes
 
-        if self.workers < 2 or sum(map(len, pieces)) < PARALLEL_MIN_CHARS:
+        if worker_processes(self.workers) < 2 or sum(map(len, pieces)) < PARALLEL_MIN_CHARS:
             return sudachi_tokens(pieces, self.split_mode, self.form, self.pos)
         n_batches = max(self.workers * 4, -(-len(pieces) // BATCH_LINES))
         size = -(-len(pieces) // n_batches)
