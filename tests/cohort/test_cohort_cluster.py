@@ -9,6 +9,7 @@ import shutil
 import signal
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -82,7 +83,10 @@ def test_the_demo_cohort_writes_pooled_tables_with_a_participant_column(first_ru
     for participant, rows in found["per_participant"].groupby("participant"):   # its singles, then its hybrid
         assert rows["method"].tolist()[:5] == singles and rows["method"].iloc[5].startswith("hybrid:")
         assert rows["role"].tolist().count("best_single") == 1 and rows["role"].iloc[5] == "selected_hybrid"
-    assert first_run.dashboard is None or first_run.dashboard.startswith("http")
+    assert first_run.dashboard.startswith("http://127.0.0.1:")
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(first_run.dashboard, timeout=30) as page:
+        body = page.read().decode("utf-8", errors="replace")
+    assert page.status == 200 and "bokeh.min.js" in body and "needs bokeh" not in body   # drawn, not asked for
     for participant in ("p01", "p02", "p03"):
         folder = run_dir / "participants" / participant
         assert (folder / "study.yaml").is_file() and (folder / "study.sqlite").is_file()

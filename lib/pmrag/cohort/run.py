@@ -101,7 +101,7 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
     with cohort_client(section, len(files), client) as active:
         run.dashboard = dashboard_link(active)
         _say(progress, f"[cohort] {len(files)} participants of {cohort.params.run}; dask dashboard: "
-                       f"{run.dashboard or 'not available (install bokeh for it)'}")
+                       f"{run.dashboard or 'not served by this scheduler'}")
         results = _gather(active, files, section, run, progress)
     if not results:
         raise CohortFailed(f"{cohort.path}: no participant finished ({len(run.failed)} failed); nothing to pool")
@@ -210,7 +210,7 @@ def local_cluster(n_workers: int):
 
 
 def dashboard_link(client) -> str | None:
-    """The Dask dashboard's address; None when the scheduler serves none (bokeh is not installed)."""
+    """The Dask dashboard's address; None when the scheduler serves none (one started with its dashboard off)."""
     try:
         services = client.scheduler_info().get("services", {})
     except Exception:  # noqa: BLE001 — a scheduler that cannot say: no link
