@@ -55,8 +55,9 @@ from sqlalchemy import Engine, delete, insert, select
 
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
-from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
+from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, HASHED_STAND_IN, EmbeddingSection
 from pmrag.represent import privacy
+from pmrag.represent.hashed import HashedStandInEmbedder
 from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
 
 Kind = Literal["query", "passage"]
@@ -309,6 +310,8 @@ def embedder_model_id(params: EmbeddingSection) -> str:
     without making the embedder: no model is loaded and no client exists."""
     if params.backend == "e5-local":
         return f"e5-local/{params.resolved_model}"
+    if params.backend == HASHED_STAND_IN:
+        return HashedStandInEmbedder(params.stand_in_dim).model_id
     return openai_model_id(params.resolved_model, params.resolved_query_model,
                            privacy.resolve_base_url(params.base_url))
 
@@ -326,6 +329,8 @@ def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy
     ``proxy``, the params' top-level one, only for a remote server)."""
     if params.backend == "e5-local":
         return E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
+    if params.backend == HASHED_STAND_IN:   # only when the params name it: never a silent fallback
+        return HashedStandInEmbedder(params.stand_in_dim, batch_size=max(params.batch_size, 1024))
     return OpenAIEmbedder(params.resolved_model, params.resolved_query_model, params.base_url, allow_remote,
                           batch_size=params.batch_size, timeout_s=params.timeout_s, proxy=proxy,
                           concurrency=params.concurrency, requests_per_minute=params.requests_per_minute)
@@ -522,6 +527,8 @@ def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache
     model_id = embedder.model_id
     batch_size = batch_size or getattr(embedder, "batch_size", 64)
     dim = getattr(embedder, "dim", None)
+    if not getattr(embedder, "cached", True):   # cheaper to compute than to look up (the hashed stand-in)
+        return checked_vectors(embedder.embed(texts, kind), len(texts), embedder, dim)
     keys = [cache_key(model_id, kind, t) for t in texts]
     text_of = dict(zip(keys, texts))
     found = cache.get_many(keys, model_id=model_id, kind=kind, dim=dim,
