@@ -157,8 +157,8 @@ def print_scale_run(label: str, wall: float, samples, lines: list[dict], status:
             "rows": rows, "status": status}
 
 
-def verdict(value: float, target: float) -> str:
-    return f"target ≤ {target:,.0f}: {'met' if value <= target else 'MISSED'}"
+def verdict(value: float, target: float, unit: str) -> str:
+    return f"target ≤ {target:,.0f} {unit}: {'met' if value <= target else 'MISSED'}"
 
 
 def scale_main(args) -> None:
@@ -195,12 +195,12 @@ def scale_main(args) -> None:
         elif clean["status"] == 0:
             SCALE_RESULT.parent.mkdir(parents=True, exist_ok=True)
             SCALE_RESULT.write_text(json.dumps({k: clean[k] for k in ("wall", "peak_mb", "stages_s")}))
-        print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'])} s)")
+        print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'], 's')})")
         print(f"{'clean run, peak memory':<48} {clean['peak_mb']:>9,.0f} MB  "
-              f"({verdict(clean['peak_mb'], targets['peak_mb'])} MB)")
+              f"({verdict(clean['peak_mb'], targets['peak_mb'], 'MB')})")
         for label, result in list(results.items())[1:]:
             print(f"{label:<48} {result['stages_s']:>9.1f} s recomputed in stages, {result['wall']:.1f} s wall with "
-                  f"the notebooks   ({verdict(result['stages_s'], targets['recompute'])} s)")
+                  f"the notebooks   ({verdict(result['stages_s'], targets['recompute'], 's')})")
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
