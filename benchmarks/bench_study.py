@@ -16,7 +16,10 @@ extractive summaries, hashed-stand-in vectors) on a clean run folder, then again
 (``stage_log.jsonl``) and the peak memory of the ``pmrag study`` process tree during it: the proportional set
 size (PSS, /proc/<pid>/smaps_rollup) summed over that process, its worker processes and its notebook kernels,
 sampled every 50 ms.  Notebooks run several at a time, so a notebook's peak includes the others' running
-beside it.  Targets on the 2-core machine: 1× ≤ 60 s and ≤ 2 GB from raw JSON to every table and figure; 10×
+beside it.  The study's stages are the rows: tokenising, indexing and scoring a BM25 retriever are its
+``runs:<retriever>`` stage, dense scoring a ``runs:<…>_vector`` stage (its vectors: ``vectors:<representation>``),
+the hybrid sweep ``sweep`` + ``hybrids``, the bootstrap ``reliability``, the selection-aware statistics
+``statistics``.  Targets on the 2-core machine: 1× ≤ 60 s and ≤ 2 GB from raw JSON to every table and figure; 10×
 ≤ 10× the 1× time and ≤ 5× its memory (``outputs/bench/study_scale1.json`` holds the last 1× run); a change to
 only β or B recomputes ≤ 10 s.  ``--timeout S`` stops a run that takes longer and reports how far it got.
 
