@@ -134,9 +134,11 @@ def measured_run(params: Path, jobs: int | None, timeout: float | None) -> tuple
     return time.perf_counter() - started, samples, process.returncode
 
 
-def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float:
+def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float | None:
+    """The largest sample inside [start, end] (50 ms either side); None when no sample fell inside (a stage
+    shorter than the sampling interval)."""
     inside = [kb for at, kb in samples if start - 0.05 <= at <= end + 0.05]
-    return max(inside, default=0) / 1024
+    return max(inside) / 1024 if inside else None
 
 
 def stage_table(lines: list[dict], samples: list[tuple[float, int]]) -> list[tuple[str, float, float]]:
@@ -151,7 +153,7 @@ def print_scale_run(label: str, wall: float, samples, lines: list[dict], status:
           f"(PSS of the pmrag study process tree)" + ("" if status == 0 else f"   STOPPED (exit status {status})"))
     print(f"  {'stage':<40} {'seconds':>8} {'peak MB':>9}")
     for stage, seconds, peak in rows:
-        print(f"  {stage:<40} {seconds:>8.2f} {peak:>9,.0f}")
+        print(f"  {stage:<40} {seconds:>8.2f} {'–' if peak is None else format(peak, ',.0f'):>9}")
     stages = sum(s for name, s, _ in rows if not name.startswith("notebook:"))
     notebooks = sum(s for name, s, _ in rows if name.startswith("notebook:"))
     print(f"  {'stages, summed':<40} {stages:>8.2f}")
@@ -160,7 +162,9 @@ def print_scale_run(label: str, wall: float, samples, lines: list[dict], status:
             "rows": rows, "status": status}
 
 
-def verdict(value: float, target: float, unit: str) -> str:
+def verdict(value: float, target: float, unit: str, finished: bool = True) -> str:
+    if not finished:
+        return f"target ≤ {target:,.0f} {unit}: not known, the run was stopped before its end"
     return f"target ≤ {target:,.0f} {unit}: {'met' if value <= target else 'MISSED'}"
 
 
@@ -198,9 +202,9 @@ def scale_main(args) -> None:
         elif clean["status"] == 0:
             SCALE_RESULT.parent.mkdir(parents=True, exist_ok=True)
             SCALE_RESULT.write_text(json.dumps({k: clean[k] for k in ("wall", "peak_mb", "stages_s")}))
-        print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'], 's')})")
+        print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'], 's', not clean['status'])})")
         print(f"{'clean run, peak memory':<48} {clean['peak_mb']:>9,.0f} MB  "
-              f"({verdict(clean['peak_mb'], targets['peak_mb'], 'MB')})")
+              f"({verdict(clean['peak_mb'], targets['peak_mb'], 'MB', not clean['status'])})")
         for label, result in list(results.items())[1:]:
             print(f"{label:<48} {result['stages_s']:>9.1f} s recomputed in stages, {result['wall']:.1f} s wall with "
                   f"the notebooks   ({verdict(result['stages_s'], targets['recompute'], 's')})")
