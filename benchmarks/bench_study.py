@@ -1,4 +1,6 @@
-"""The whole demo study, twice: ``pmrag study`` on a clean run folder, then again with nothing changed.
+"""The whole study, timed: the demo twice (default), or ``params/scale.yaml`` at the paper's size (``--scale``).
+
+Demo (default): ``pmrag study`` on a clean run folder, then again with nothing changed.
 
 The clean run starts from an empty run folder and a copy of the committed vector cache (``params/demo_cache``,
 so nothing is embedded and the committed cache is left as it was); the rerun uses the same folder.  Each run
@@ -6,14 +8,32 @@ is the ``pmrag study`` command in its own process (interpreter start, imports an
 Per stage and per notebook, the seconds come from the run's ``stage_log.jsonl``.  Targets on the 2-core
 machine: clean ≤ 45 s, unchanged rerun ≤ 20 s.
 
+Scale (``--scale 1``: the paper's 358,896 messages; ``--scale 10``: 3,588,960, the same 100 questions):
+the synthetic corpus is generated once (``outputs/bench/corpus_<n>/``, not timed: the study starts from its raw
+JSON files, ingested as a user's export), then ``pmrag study`` runs ``params/scale.yaml`` (offline stand-ins:
+extractive summaries, hashed-stand-in vectors) on a clean run folder, then again after changing only the β grid
+(``hybrid.beta_step``), then only B (``bootstrap.n_resamples``).  Per stage and per notebook: its seconds
+(``stage_log.jsonl``) and the peak memory of the ``pmrag study`` process tree during it: the proportional set
+size (PSS, /proc/<pid>/smaps_rollup) summed over that process, its worker processes and its notebook kernels,
+sampled every 50 ms.  Notebooks run several at a time, so a notebook's peak includes the others' running
+beside it.  The study's stages are the rows: tokenising, indexing and scoring a BM25 retriever are its
+``runs:<retriever>`` stage, dense scoring a ``runs:<…>_vector`` stage (its vectors: ``vectors:<representation>``),
+the hybrid sweep ``sweep`` + ``hybrids``, the bootstrap ``reliability``, the selection-aware statistics
+``statistics``.  Targets on the 2-core machine: 1× ≤ 60 s and ≤ 2 GB from raw JSON to every table and figure; 10×
+≤ 10× the 1× time and ≤ 5× its memory (``outputs/bench/study_scale1.json`` holds the last 1× run); a change to
+only β or B recomputes ≤ 10 s.  ``--timeout S`` stops a run that takes longer and reports how far it got.
+
     .venv/bin/python benchmarks/bench_study.py [--jobs N] [--keep DIR]
+    .venv/bin/python benchmarks/bench_study.py --scale 1|10 [--jobs N] [--keep DIR] [--timeout S] [--no-reruns]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,10 +42,15 @@ from pathlib import Path
 
 import yaml
 
+from bench_ingest_chunk import ensure_corpus
+from proctree import process_tree
 from pmrag.study.runner import default_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"clean": 45.0, "unchanged": 20.0}
+PAPER_MESSAGES = 358_896
+SCALE_TARGETS = {"seconds": 60.0, "peak_mb": 2048.0, "recompute": 10.0}   # 1×; 10×: 10× the time, 5× the memory
+SCALE_RESULT = REPO / "outputs" / "bench" / "study_scale1.json"
 
 
 def study_params(folder: Path) -> Path:
@@ -39,12 +64,14 @@ def study_params(folder: Path) -> Path:
     return path
 
 
-def run(params: Path, jobs: int | None) -> float:
+def study_command(params: Path, jobs: int | None) -> list[str]:
     command = [str(Path(sys.executable).with_name("pmrag")), "study", str(params), "--quiet"]
-    if jobs:
-        command += ["--jobs", str(jobs)]
+    return command + (["--jobs", str(jobs)] if jobs else [])
+
+
+def run(params: Path, jobs: int | None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    subprocess.run(study_command(params, jobs), check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
@@ -53,11 +80,150 @@ def log_lines(run_dir: Path, since: float) -> list[dict]:
     return [line for line in lines if line["at"] >= since]
 
 
+# ------------------------------------------------------------------------------------------- scale
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def scale_params(folder: Path, scale: int) -> Path:
+    """params/scale.yaml reading the generated corpus's raw files (``scale`` × the paper's messages) as inputs,
+    with the run folder and the cache under ``folder``."""
+    files, questions = ensure_corpus(PAPER_MESSAGES * scale)
+    params = yaml.safe_load((REPO / "params" / "scale.yaml").read_text(encoding="utf-8"))
+    params["dataset"] = {"inputs": [str(f) for f in files], "questions": str(questions)}
+    params.update(run=f"scale{scale}", outputs_dir=str(folder / "outputs"), cache_dir=str(folder / "cache"),
+                  notebooks_dir=str(REPO / "notebooks"))
+    path = folder / f"scale{scale}.yaml"
+    path.write_text(yaml.safe_dump(params, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def changed(params: Path, section: str, key: str, value) -> Path:
+    """A copy of ``params`` with one key changed (the run folder stays the same)."""
+    data = yaml.safe_load(params.read_text(encoding="utf-8"))
+    data[section][key] = value
+    path = params.with_name(f"{params.stem}_{section}_{key}.yaml")
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def measured_run(params: Path, jobs: int | None, timeout: float | None) -> tuple[float, list[tuple[float, int]], int]:
+    """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)] sampled every 50 ms, exit
+    status; -9 when ``timeout`` stopped it)."""
+    samples: list[tuple[float, int]] = []
+    started = time.perf_counter()
+    process = subprocess.Popen(study_command(params, jobs), cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while process.poll() is None:
+        samples.append((time.time(), sum(_pss_kb(p) for p in process_tree(process.pid))))
+        if timeout is not None and time.perf_counter() - started > timeout:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return time.perf_counter() - started, samples, -9
+        time.sleep(0.05)
+    if process.returncode:
+        print(process.stderr.read()[-3000:], file=sys.stderr)
+    return time.perf_counter() - started, samples, process.returncode
+
+
+def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float | None:
+    """The largest sample inside [start, end] (50 ms either side); None when no sample fell inside (a stage
+    shorter than the sampling interval)."""
+    inside = [kb for at, kb in samples if start - 0.05 <= at <= end + 0.05]
+    return max(inside) / 1024 if inside else None
+
+
+def stage_table(lines: list[dict], samples: list[tuple[float, int]]) -> list[tuple[str, float, float]]:
+    """(stage, seconds, peak MB of the process tree while it ran) of every computed stage, in order."""
+    return [(line["stage"], line["seconds"], peak_mb(samples, line["at"] - line["seconds"], line["at"]))
+            for line in lines if line["action"] == "computed"]
+
+
+def print_scale_run(label: str, wall: float, samples, lines: list[dict], status: int) -> dict:
+    rows = stage_table(lines, samples)
+    print(f"\n{label}: {wall:.1f} s wall, peak {max((kb for _, kb in samples), default=0) / 1024:,.0f} MB "
+          f"(PSS of the pmrag study process tree)" + ("" if status == 0 else f"   STOPPED (exit status {status})"))
+    print(f"  {'stage':<40} {'seconds':>8} {'peak MB':>9}")
+    for stage, seconds, peak in rows:
+        print(f"  {stage:<40} {seconds:>8.2f} {'–' if peak is None else format(peak, ',.0f'):>9}")
+    stages = sum(s for name, s, _ in rows if not name.startswith("notebook:"))
+    notebooks = sum(s for name, s, _ in rows if name.startswith("notebook:"))
+    print(f"  {'stages, summed':<40} {stages:>8.2f}")
+    print(f"  {'notebooks, summed (several at a time)':<40} {notebooks:>8.2f}")
+    return {"wall": wall, "peak_mb": max((kb for _, kb in samples), default=0) / 1024, "stages_s": stages,
+            "rows": rows, "status": status}
+
+
+def verdict(value: float, target: float, unit: str, finished: bool = True) -> str:
+    if not finished:
+        return f"target ≤ {target:,.0f} {unit}: not known, the run was stopped before its end"
+    return f"target ≤ {target:,.0f} {unit}: {'met' if value <= target else 'MISSED'}"
+
+
+def scale_main(args) -> None:
+    folder = args.keep or Path(tempfile.mkdtemp(prefix=f"bench_scale{args.scale}_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"params/scale.yaml at {args.scale}× the paper's messages ({PAPER_MESSAGES * args.scale:,}); "
+          f"notebooks {args.jobs or default_jobs()} at a time; {os.cpu_count()} CPUs, shared with other work "
+          f"(load average {os.getloadavg()[0]:.1f} at the start)")
+    try:
+        params = scale_params(folder, args.scale)
+        run_dir = folder / "outputs" / f"scale{args.scale}"
+        results = {}
+        runs = [("clean", params)]
+        if not args.no_reruns:
+            runs += [("β grid changed (hybrid.beta_step 0.05 → 0.1)", changed(params, "hybrid", "beta_step", 0.1)),
+                     ("B changed (bootstrap.n_resamples 5000 → 2000)",
+                      changed(params, "bootstrap", "n_resamples", 2000))]
+        for label, path in runs:
+            since = time.time()
+            wall, samples, status = measured_run(path, args.jobs, args.timeout)
+            log = run_dir / "stage_log.jsonl"
+            lines = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
+            results[label] = print_scale_run(label, wall, samples, [x for x in lines if x["at"] >= since], status)
+            if status:
+                break
+        clean = results["clean"]
+        targets = dict(SCALE_TARGETS)
+        if args.scale != 1:
+            base = json.loads(SCALE_RESULT.read_text()) if SCALE_RESULT.is_file() else None
+            reference = base or {"wall": SCALE_TARGETS["seconds"], "peak_mb": SCALE_TARGETS["peak_mb"]}
+            targets.update(seconds=reference["wall"] * args.scale, peak_mb=reference["peak_mb"] * 5)
+            print(f"\n10× targets from the {'measured 1× run' if base else '1× targets'}: "
+                  f"{targets['seconds']:,.0f} s, {targets['peak_mb']:,.0f} MB")
+        elif clean["status"] == 0:
+            SCALE_RESULT.parent.mkdir(parents=True, exist_ok=True)
+            SCALE_RESULT.write_text(json.dumps({k: clean[k] for k in ("wall", "peak_mb", "stages_s")}))
+        print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'], 's', not clean['status'])})")
+        print(f"{'clean run, peak memory':<48} {clean['peak_mb']:>9,.0f} MB  "
+              f"({verdict(clean['peak_mb'], targets['peak_mb'], 'MB', not clean['status'])})")
+        for label, result in list(results.items())[1:]:
+            print(f"{label:<48} {result['stages_s']:>9.1f} s recomputed in stages, {result['wall']:.1f} s wall with "
+                  f"the notebooks   ({verdict(result['stages_s'], targets['recompute'], 's')})")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=None, help="notebooks at once (default: pmrag's)")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
+    parser.add_argument("--scale", type=int, choices=(1, 10), default=None,
+                        help="params/scale.yaml at 1× or 10× the paper's messages (default: the demo)")
+    parser.add_argument("--timeout", type=float, default=None, help="--scale: stop a run after this many seconds")
+    parser.add_argument("--no-reruns", action="store_true", help="--scale: the clean run only")
     args = parser.parse_args()
+    if args.scale:
+        return scale_main(args)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_study_"))
     folder.mkdir(parents=True, exist_ok=True)
     try:

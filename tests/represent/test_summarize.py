@@ -434,6 +434,32 @@ def test_extractive_runs_through_the_batch_runner_without_sleeping(engine, capsy
     assert "2 skipped rows came from another model or input" in again.line()
 
 
+def test_a_stand_ins_rows_are_committed_a_batch_at_a_time_and_all_of_them(engine, monkeypatch):
+    """The extractive stand-in costs nothing to redo: its rows go in STAND_IN_COMMIT at a time (one transaction per
+    chunk took half the summaries stage at the paper's scale), the last short batch included."""
+    from pmrag.represent import llm
+
+    batches = []
+    record = llm.SummaryStore.record
+    monkeypatch.setattr(llm, "STAND_IN_COMMIT", 2)
+    monkeypatch.setattr(llm.SummaryStore, "record",
+                        lambda self, run_, calls, counts: (batches.append(len(calls)), record(self, run_, calls, counts)))
+    report = run(engine, [(f"x{i}", realistic_chunk(i + 3)) for i in range(5)], SummarizerSection(backend="extractive"))
+    assert report.ok == 5 and batches == [2, 2, 1] and len(rows(engine)) == 5
+    assert read_table(engine, "summary_runs").iloc[0][["n_ok", "status"]].tolist() == [5, "done"]
+
+
+def test_a_model_calls_rows_are_committed_one_by_one(server, engine, monkeypatch):
+    from pmrag.represent import llm
+
+    batches = []
+    record = llm.SummaryStore.record
+    monkeypatch.setattr(llm.SummaryStore, "record",
+                        lambda self, run_, calls, counts: (batches.append(len(calls)), record(self, run_, calls, counts)))
+    assert run(engine, make_chunks(3), params_for(server)).ok == 3
+    assert batches == [1, 1, 1]
+
+
 def test_the_summaries_identity_reads_a_failed_chunk_without_summary():
     from pmrag.represent.summarize import summaries_identity
 

