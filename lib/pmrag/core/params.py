@@ -357,6 +357,11 @@ class BM25Section(Section):
     stemmer: Literal["none", "english"] = key(
         "none", "the word tokenizer (bm25 variant word, lower-case words for English text): none, or PyStemmer's "
         "English Snowball stemmer")
+    stopwords: Literal["none", "english", "english_plus"] = key(
+        "none", "the word tokenizer drops these lower-cased words before stemming, as bm25s.tokenize does (English "
+        "function words match nearly every chunk): none (every word counts), english (bm25s's English list, Lucene's "
+        "33 stop words) or english_plus (bm25s's 179, NLTK's); §5.1's regex tokenizer keeps its own list in its "
+        "spec file")
     prf_docs: int = key(10, "rm3 (pseudo-relevance feedback): the top documents of the first BM25 pass that feed back",
                         ge=1)
     prf_terms: int = key(10, "rm3: expansion terms added to the query, the most probable under the feedback model",
