@@ -71,7 +71,7 @@ def test_reference_types_and_values_read_like_yaml():
     assert rows["dataset.inputs"]["type"] == "list of strings"
     assert rows["retrieval.ks"]["type"] == "list of integers"
     assert rows["dataset.format"]["type"] == "one of: auto, line-json, line-txt, locomo"
-    assert rows["hybrid.pairings"]["type"] == "list of [string, string]"
+    assert rows["hybrid.pairings"]["type"] == "one of: auto, all or list of [string, string]"
     assert rows["analysis.diagnostic_hybrid"]["type"] == "[string, string, number]"
     assert rows["summarizer.interval_s"]["default"] == "0.2"
     assert rows["summarizer.backoff_max_s"]["default"] == "8.0"

@@ -108,3 +108,19 @@ def test_the_coverage_reading_and_the_figure(statistics):
     plt.close(figure)
     assert labels == ["in sample (conditional: configuration fixed)", "bias-corrected (optimism removed)",
                       "out of fold (range over partition seeds)", "out of bag (a conservative bound)"]
+
+
+def test_a_broader_sweep_shows_the_papers_six_selection_beside_it_with_both_counts(statistics):
+    from types import SimpleNamespace
+
+    paper = statistics.held_out_beta   # any held-out selection stands in for the paper's six's
+    broader = SimpleNamespace(**vars(statistics), held_out_paper=paper, configurations=(1470, 126))
+    table = ps.selection_table(broader)
+    label = ps.paper_six_procedure(1470, 126)
+    assert list(table["procedure"].unique())[-1] == label and "126 configurations" in label and "1470" in label
+    rows = table[table["procedure"] == label].set_index("metric")
+    folds = paper.summary.set_index("metric")
+    for metric in rows.index:
+        assert rows.at[metric, "out_of_fold"] == folds.at[metric, "out_of_fold"]
+        assert rows.at[metric, "winners_curse"] == folds.at[metric, "gap"]
+    assert label not in set(ps.selection_table(statistics)["procedure"])   # the paper's own sweep: no such row

@@ -232,6 +232,139 @@ def test_word_stemmer_setting_is_validated():
         WordTokenizer("porter")
 
 
+def test_stopword_lists_are_bm25s_own():
+    import bm25s.stopwords
+
+    assert lexical.stopword_set("english") == set(bm25s.stopwords.STOPWORDS_EN)
+    assert len(lexical.stopword_set("english")) == 33
+    assert lexical.stopword_set("english_plus") == set(bm25s.stopwords.STOPWORDS_EN_PLUS)
+    assert len(lexical.stopword_set("english_plus")) == 179 and lexical.stopword_set("none") == frozenset()
+    assert "bm25s" in WordTokenizer.packages   # a bm25s upgrade that changes a list changes the rankings' key
+
+
+def test_word_tokens_drop_stop_words_before_stemming():
+    text = "The kitten was being fed; they are in THE garden with their kittens"
+    assert WordTokenizer(stopwords="english").tokenize(text) == ["kitten", "being", "fed", "garden", "kittens"]
+    assert WordTokenizer(stopwords="english_plus").tokenize(text) == ["kitten", "fed", "garden", "kittens"]
+    # "being" is no Lucene stop word but stems to "be", which is: matched before stemming, it stays
+    assert WordTokenizer("english", "english").tokenize("being be") == ["be"]
+    assert WordTokenizer().tokenize(text)[:3] == ["the", "kitten", "was"]   # the default drops nothing
+
+
+def test_word_stopwords_setting_is_validated_by_the_params_and_the_tokenizer():
+    with pytest.raises(ValueError, match="bm25.stopwords"):
+        WordTokenizer(stopwords="french")
+    with pytest.raises(ValueError, match="stopwords"):
+        BM25Section(stopwords="french")
+    section = BM25Section(stemmer="english", stopwords="english_plus")
+    tokenizer = lexical.make_tokenizer(WordTokenizer, section)
+    assert (tokenizer.stemmer, tokenizer.stopwords) == ("english", "english_plus")
+    assert BM25Section().stopwords == "none"   # the default keeps every word: today's numbers
+
+
+def test_the_stopwords_key_enters_the_word_rankings_key():
+    from pmrag.core.names import RetrieverId
+    from pmrag.study import stages
+    from pmrag.study.declare import resolve_stage
+    from pmrag.study.pipeline import relocatable_params
+
+    def declared(stopwords):
+        params = StudyParams(run="t", dataset={"synthetic": {"enabled": True}}, bm25={"stopwords": stopwords})
+        families = {"chunks": ("",), "qrels": ("",), "representations": ("",)}
+        return resolve_stage(stages.runs, params, families, item=RetrieverId.parse("raw_text_bm25_word"),
+                             param_json=relocatable_params(params))
+
+    plain, dropped = declared("none"), declared("english")
+    assert plain.params["bm25"]["stopwords"] == "none" and dropped.params["bm25"]["stopwords"] == "english"
+    assert plain.params != dropped.params and "bm25s" in plain.packages
+
+
+# --- word tokens with stop words and stemming against a plain bm25s index (Lucene BM25) --------------------------
+
+WORDS = ["hike", "hiked", "hiking", "hikes", "kitten", "kittens", "lake", "lakes", "visit", "visited", "visiting",
+         "paint", "painted", "painting", "paintings", "move", "moved", "moving", "camp", "camping", "garden",
+         "gardens", "gardening", "Mina", "Theo", "Pebble", "July", "2023", "blue", "sunset", "sunsets", "friend",
+         "friends", "adopted", "adopting", "café", "résumé", "running", "runner", "runs"]
+STOP = ["the", "a", "is", "was", "being", "have", "their", "about", "with", "and", "to", "of", "did", "what", "when"]
+
+
+def english_fixture():
+    """The mini LoCoMo fixture's turns and questions, plus generated English chunks and questions mixing
+    inflected words with stop words (deterministic)."""
+    import json
+    from pathlib import Path
+
+    samples = json.loads((Path(__file__).parents[1] / "fixtures" / "locomo" / "mini_locomo.json").read_text())
+    turns = [turn["text"] for sample in samples for name, session in sample["conversation"].items()
+             if name.startswith("session_") and isinstance(session, list) for turn in session]
+    questions = [qa["question"] for sample in samples for qa in sample["qa"]]
+    rng = np.random.default_rng(29)
+    pick = lambda n: " ".join(rng.choice(WORDS + STOP, size=n)) + "."   # noqa: E731
+    chunks = turns + [" ".join(pick(int(rng.integers(4, 12))) for _ in range(int(rng.integers(1, 4))))
+                      for _ in range(51)]
+    questions += [pick(int(rng.integers(2, 6))).capitalize() + " " + str(rng.choice(WORDS)) + "?" for _ in range(24)]
+    return chunks, questions
+
+
+@pytest.fixture(scope="module")
+def bm25s_peer():
+    """A plain bm25s index (Lucene BM25, the paper's k1 and b, float64) with bm25s's tokenizer, its 179-word
+    English list and PyStemmer's English stemmer, over the English fixture."""
+    import Stemmer
+
+    chunks, questions = english_fixture()
+    stemmer = Stemmer.Stemmer("english")
+    tokens = bm25s.tokenize(chunks, stopwords="english_plus", stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25(method="lucene", k1=1.2, b=0.75, dtype="float64")
+    retriever.index(tokens, show_progress=False)
+    query_tokens = bm25s.tokenize(questions, stopwords="english_plus", stemmer=stemmer, return_ids=False,
+                                  show_progress=False)
+    return chunks, questions, retriever, query_tokens, stemmer
+
+
+@pytest.mark.agreement
+def test_word_bm25_with_stop_words_and_stemming_scores_as_bm25s(bm25s_peer):
+    """The same tokens, and every score ours / (k1 + 1): bm25s's Lucene BM25 leaves out equation 8's constant
+    (k1 + 1) factor, which changes no order (module docstring of pmrag.retrieve.bm25)."""
+    chunks, questions, retriever, query_tokens, stemmer = bm25s_peer
+    ours = WordTokenizer("english", "english_plus")
+    assert [ours.tokenize(q) for q in questions] == query_tokens
+    theirs = bm25s.tokenize(chunks, stopwords="english_plus", stemmer=stemmer, return_ids=False,
+                            show_progress=False)
+    assert ours.tokenize_many(chunks) == theirs
+    index, query_counts = index_texts(ours, chunks, questions, BM25Section(stemmer="english", stopwords="english_plus"))
+    scores = index.scores_matrix(query_counts)
+    for row, tokens in zip(scores, query_tokens):
+        np.testing.assert_allclose(row / 2.2, retriever.get_scores(tokens), rtol=1e-12, atol=1e-12)
+    assert (scores > 0).sum(axis=1).min() >= 1
+
+
+@pytest.mark.agreement
+def test_word_bm25_top5_through_the_params_is_bm25s_top5(bm25s_peer):
+    """The retriever built from ``bm25.stemmer: english``, ``bm25.stopwords: english_plus`` ranks each question's
+    top 5 as bm25s.retrieve does, wherever the six best scores are apart (a tie is ours to break by time)."""
+    from pmrag.core.names import RetrieverId
+
+    chunks, questions, retriever, query_tokens, _ = bm25s_peer
+    params = StudyParams(run="t", dataset={"synthetic": {"enabled": True}},
+                         bm25={"stemmer": "english", "stopwords": "english_plus"})
+    corpus = Corpus(chunk_ids=np.array([f"c{i}" for i in range(len(chunks))]),
+                    start_times=np.datetime64("2024-01-01T00:00", "ns") + np.arange(len(chunks)) * np.timedelta64(1, "h"),
+                    texts=lambda rep: list(chunks), vectors=lambda rep: None)
+    queries = Queries([f"q{i}" for i in range(len(questions))], list(questions), lambda: None)
+    ranked = BM25Retriever(RetrieverId("raw_text", "bm25", "word"), params).rank(corpus, queries, depth=5)
+    documents, _ = retriever.retrieve(query_tokens, k=6, show_progress=False, n_threads=1)
+    compared = 0
+    for qid, tokens, theirs in zip(queries.question_ids, query_tokens, documents):
+        best = np.sort(retriever.get_scores(tokens))[::-1][:6]
+        if best[5] == 0 or np.diff(best).max() > -1e-9 * best[0]:
+            continue   # a near-tie among the six best, or fewer than six matching chunks
+        ours = ranked.rankings[ranked.rankings["question_id"] == qid].sort_values("rank")["chunk_id"].tolist()
+        assert ours == [f"c{i}" for i in theirs[:5]], qid
+        compared += 1
+    assert compared >= 2 * len(questions) // 3   # 26 of the 30 questions
+
+
 # --- as BM25 variants ---------------------------------------------------------------------------------------
 
 

@@ -111,3 +111,37 @@ def test_table3_and_grid_from_the_study(tiny_study):
     grid = tables.representation_grid(cis)
     assert grid.loc["raw_text", "vector"] == pytest.approx(cis.query("retriever == 'raw_text_vector' and metric == 'recall@5'")["mean"].item())
     assert pd.isna(grid.loc["summary", "vector"])
+
+
+# --- the sides of a hybrid (hybrid.pairings: auto) ------------------------------------------------------------
+
+
+LOCOMO_RETRIEVERS = ["raw_text_bm25", "summary_bm25", "embedding_text_bm25", "raw_text_vector", "summary_vector",
+                     "embedding_text_vector", "raw_text_bm25_word", "embedding_text_bm25_word", "raw_text_bm25_char3",
+                     "raw_text_rm3_word", "raw_text_multivec_max", "raw_text_multivec_softmax", "raw_text_mmr_vector",
+                     "raw_text_session", "raw_text_decomp_vector", "excerpt_vector", "summary_excerpt_vector"]
+
+
+def test_a_retriever_reading_the_question_vector_is_dense_the_others_lexical():
+    from pmrag.retrieve.retrievers import side_of
+
+    sides = {name: side_of(RetrieverId.parse(name)) for name in [*LOCOMO_RETRIEVERS, "raw_text_mmr_bm25",
+                                                                   "raw_text_decomp_bm25", "summary_graph_interest"]}
+    lexical = {name for name, side in sides.items() if side == "lexical"}
+    assert lexical == {"raw_text_bm25", "summary_bm25", "embedding_text_bm25", "raw_text_bm25_word",
+                       "embedding_text_bm25_word", "raw_text_bm25_char3", "raw_text_rm3_word", "raw_text_mmr_bm25",
+                       "raw_text_decomp_bm25"}
+    assert set(sides.values()) == {"lexical", "dense"}
+
+
+def test_auto_over_locomos_retrievers_sweeps_every_lexical_dense_pair_through_the_loader(tmp_path):
+    from pmrag.study.items import paired
+    from pmrag.study.params import component_context
+
+    raw = {"run": "t", "dataset": {"synthetic": {"enabled": True}}, "retrieval": {"retrievers": LOCOMO_RETRIEVERS},
+           "hybrid": {"pairings": "auto"}}
+    params = StudyParams.model_validate(raw, context=component_context())
+    pairs = params.hybrid.pairings
+    assert len(pairs) == 7 * 10 and len(set(pairs)) == 70   # 7 lexical × 10 dense retrievers, each pair once
+    assert ("raw_text_bm25_word", "raw_text_multivec_max") in pairs   # the pairing the paper's six never try
+    assert set(map(str, paired(params))) == set(LOCOMO_RETRIEVERS)   # the sweep stage reads every listed ranking

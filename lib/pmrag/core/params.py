@@ -374,6 +374,11 @@ class BM25Section(Section):
     stemmer: Literal["none", "english"] = key(
         "none", "the word tokenizer (bm25 variant word, lower-case words for English text): none, or PyStemmer's "
         "English Snowball stemmer")
+    stopwords: Literal["none", "english", "english_plus"] = key(
+        "none", "the word tokenizer drops these lower-cased words before stemming, as bm25s.tokenize does (English "
+        "function words match nearly every chunk): none (every word counts), english (bm25s's English list, Lucene's "
+        "33 stop words) or english_plus (bm25s's 179, NLTK's); §5.1's regex tokenizer keeps its own list in its "
+        "spec file")
     prf_docs: int = key(10, "rm3 (pseudo-relevance feedback): the top documents of the first BM25 pass that feed back",
                         ge=1)
     prf_terms: int = key(10, "rm3: expansion terms added to the query, the most probable under the feedback model",
@@ -381,10 +386,46 @@ class BM25Section(Section):
     prf_weight: Number = key(0.5, "rm3: the original query's weight λ in λ·P(t|q) + (1 − λ)·P(t|R)", ge=0, le=1)
 
 
+LEXICAL, DENSE = "lexical", "dense"
+PAIRING_RULES = ("auto", "all")
+
+
+def rule_pairings(rule: str, retrievers, side_of) -> tuple[tuple[str, str], ...]:
+    """The pairs ``hybrid.pairings: auto`` or ``all`` stands for among ``retrievers`` (names, in list order).
+
+    ``auto``: every lexical × dense pair; ``all``: every pair.  ``side_of(rid)`` is ``lexical`` or ``dense`` (the
+    loader's: a retriever that reads the question's vector is dense).  A lexical × dense pair names its lexical
+    retriever first, as §5.3's six name BM25 first (β weights it); the paper's six that the list holds come first,
+    in their order, so that the selection's static tie-break (pairing position first) stays the paper's; the
+    rest follow in list order of their first retriever, then of their second."""
+    if rule not in PAIRING_RULES:
+        raise ValueError(f"hybrid.pairings: a rule is one of {', '.join(PAIRING_RULES)}, got {shown(rule)}")
+    ids = list(dict.fromkeys(RetrieverId.parse(name) for name in retrievers))
+    sides = {rid: side_of(rid) for rid in ids}
+    pairs = []
+    for i, first in enumerate(ids):
+        for second in ids[i + 1:]:
+            if sides[first] != sides[second]:
+                pairs.append((first, second) if sides[first] == LEXICAL else (second, first))
+            elif rule == "all":
+                pairs.append((first, second))
+    position = {rid: i for i, rid in enumerate(ids)}
+    pairs.sort(key=lambda pair: (position[pair[0]], position[pair[1]]))
+    paper = [pair for pair in ((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in PAPER_PAIRINGS) if pair in pairs]
+    if not pairs:
+        what = "pair of retrievers" if rule == "all" else "lexical × dense pair"
+        raise ValueError(f"hybrid.pairings: {rule} finds no {what} in retrieval.retrievers")
+    return tuple((str(a), str(b)) for a, b in dict.fromkeys([*paper, *pairs]))
+
+
 class HybridSection(Section):
-    pairings: Annotated[tuple[Annotated[tuple[str, str], Lax], ...], Lax] = key(
+    pairings: Literal[PAIRING_RULES] | Annotated[tuple[Annotated[tuple[str, str], Lax], ...], Lax] = key(
         PAPER_PAIRINGS, "[first, second] retriever pairs fused by min-max linear fusion, β weighting the first "
-        "(§5.3's six BM25 × vector pairs by default); both must be in retrieval.retrievers", paper=[list(p) for p in PAPER_PAIRINGS])
+        "(§5.3's six BM25 × vector pairs by default); both must be in retrieval.retrievers.  Or a rule, expanded "
+        "when the params are loaded: auto, every lexical × dense pair of retrieval.retrievers (dense: the ranking "
+        "reads the question's vector), lexical first; all, every pair of them; the paper's six come first.  More "
+        "pairs, more configurations to choose from: the selected hybrid's own score is then more optimistic, "
+        "which the held-out selection (statistics) measures", paper=[list(p) for p in PAPER_PAIRINGS])
     beta_step: float = key(0.05, "β (the first retriever's weight) from 0 to 1 in this step; 1/step must be a whole number",
                            paper=0.05, gt=0, le=1)
     fusions: Annotated[tuple[Literal[FUSIONS], ...], Lax] = key(
@@ -403,6 +444,8 @@ class HybridSection(Section):
     @field_validator("pairings")
     @classmethod
     def _pair_names(cls, values, info: ValidationInfo):
+        if isinstance(values, str):   # a rule: expanded by StudyParams against retrieval.retrievers
+            return values
         for first, second in values:
             check_retriever(first, info)
             check_retriever(second, info)
@@ -422,6 +465,9 @@ class HybridSection(Section):
         return tuple(round(i * self.beta_step, 10) for i in range(n + 1))
 
     def pairing_ids(self) -> tuple[tuple[RetrieverId, RetrieverId], ...]:
+        if isinstance(self.pairings, str):
+            raise ValueError(f"hybrid.pairings: {self.pairings} is expanded against retrieval.retrievers by the study's "
+                             "params; a hybrid section alone has no retrievers to pair")
         return tuple((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in self.pairings)
 
 
@@ -787,10 +833,36 @@ class StudyParams(Section):
     def run_dir(self) -> Path:
         return Path(self.outputs_dir) / self.run
 
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_pairing_rule(cls, data, info: ValidationInfo):
+        """``hybrid.pairings: auto`` or ``all`` becomes its pairs (:func:`rule_pairings`) before validation, so every
+        stage sees, and keys on, the pairs themselves.  The loader's context says which side a retriever is on
+        (``retriever_side``)."""
+        if not isinstance(data, dict):
+            return data
+        hybrid = dict(data.get("hybrid") or {})
+        rule = hybrid.get("pairings")
+        if not isinstance(rule, str):
+            return data
+        side_of = ((info.context if info is not None else None) or {}).get("retriever_side")
+        if side_of is None:
+            raise ValueError(f"hybrid.pairings: {shown(rule)} needs the registered retrievers to tell lexical from "
+                             "dense; load the params with pmrag.study.params")
+        retrievers = dict(data.get("retrieval") or {}).get("retrievers", DEFAULT_RETRIEVERS)
+        try:
+            retrievers = [str(check_retriever(name, info)) for name in retrievers]
+        except (TypeError, ValueError):   # the retrieval section's own check names the bad retriever
+            return data
+        hybrid["pairings"] = rule_pairings(rule, retrievers, side_of)
+        return {**data, "hybrid": hybrid}
+
     @model_validator(mode="after")
     def _references(self):
         if not self.dataset.synthetic.enabled and not self.dataset.inputs:
             raise ValueError("dataset: give 'inputs' (files to ingest) or set 'synthetic.enabled: true'")
+        if isinstance(self.hybrid.pairings, str):
+            raise ValueError(f"hybrid.pairings: {self.hybrid.pairings} was not expanded against retrieval.retrievers")
         listed = set(self.retrieval.retriever_ids())
         for index, pair in enumerate(self.hybrid.pairing_ids()):
             for rid in pair:

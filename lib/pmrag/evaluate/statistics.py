@@ -34,7 +34,10 @@ class SelectionStatistics:
     observed difference at the study's n, ``sentence``: the plain reading), and ``coverage``: how often the paper's
     selection's intervals (conditional, bias-corrected, out-of-bag, .632) cover the selected configuration's true
     value on datasets drawn from these questions (:class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`;
-    None when ``statistics.coverage_datasets`` is 0)."""
+    None when ``statistics.coverage_datasets`` is 0).  A broader sweep than the paper's six pairings
+    (``hybrid.pairings: auto`` or ``all``) adds ``held_out_paper``, the same held-out selection among the paper's
+    six alone, so that both selection-aware numbers stand side by side; ``configurations`` counts the (pairing, β)
+    configurations each chose from (the second 0 without a broader sweep)."""
 
     held_out: object
     held_out_beta: object
@@ -56,6 +59,27 @@ class SelectionStatistics:
     aliases: pd.DataFrame | None = None   # method, representative: identical rankings are one method
     detectable: float = float("nan")      # the pilot's minimum detectable (true) difference at the study's n
     threshold: float = float("nan")       # the pilot's smallest significant observed |Δ| at the study's n
+    held_out_paper: object = None   # a broader sweep (hybrid.pairings: auto, all): the paper's six pairings' own
+    configurations: tuple[int, int] = (0, 0)   # (pairing, β) configurations of held_out and of held_out_paper
+
+
+def paper_pairings_within(pairings: Sequence[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    """The paper's six pairings (§5.3) when the swept ``pairings`` hold all six and more (a broader sweep), else None:
+    their selection is then reported beside the broader one's, whose winner's curse grows with its
+    configurations."""
+    from pmrag.core.params import PAPER_PAIRINGS
+
+    paper = [tuple(pair) for pair in PAPER_PAIRINGS]
+    swept = {tuple(map(str, pair)) for pair in pairings}
+    return paper if set(paper) < swept else None
+
+
+def configuration_count(swept: pd.DataFrame, pairings: Sequence[tuple[str, str]], fusion: str = PAPER_FUSION) -> int:
+    """How many (pairing, β) configurations of ``fusion`` a selection among ``pairings`` chooses from."""
+    rows = swept[swept["fusion"] == fusion] if "fusion" in swept else swept
+    wanted = {tuple(map(str, pair)) for pair in pairings}
+    chosen = [pair in wanted for pair in zip(rows["bm25"], rows["vector"])]
+    return int(rows.loc[chosen, ["bm25", "vector", "beta"]].drop_duplicates().shape[0])
 
 
 def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame],
@@ -83,6 +107,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     from pmrag.retrieve.fusion import minmax_fuse
 
     names = [(str(a), str(b)) for a, b in pairings]
+    paper = paper_pairings_within(names)
     fixed = (str(selected.first), str(selected.second))
     # a study with fewer questions than folds gets one fold per question; with one question there is no held-out part
     n_splits = min(section.n_splits, int(types.size))
@@ -134,7 +159,9 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         message_rows=message_rows, evidence_messages=em.evidence_counts(evidence),
         coverage=selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
                                     bootstrap.confidence, pairings=names) if section.coverage_datasets else None,
-        aliases=aliases, detectable=detectable, threshold=threshold)
+        aliases=aliases, detectable=detectable, threshold=threshold,
+        held_out_paper=held_out_of(paper) if paper is not None else None,
+        configurations=(configuration_count(swept, names), configuration_count(swept, paper or ())))
 
 
 def _comparisons(per_question: pd.DataFrame, fused: dict, rankings: Mapping, selected: HybridId, reference: str,

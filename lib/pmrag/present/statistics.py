@@ -25,6 +25,12 @@ BOOTSTRAP_KIND = {"oob": "out-of-bag percentiles: a conservative bound",
                   ".632": ".632 percentiles: too narrow (understates sampling uncertainty)"}
 
 
+def paper_six_procedure(swept: int, six: int) -> str:
+    """The label of the paper's six pairings' own selection beside a broader sweep's (counts of configurations)."""
+    return (f"pairing and β among the paper's six pairings ({six} configurations; the paper's selection above "
+            f"chose among {swept})")
+
+
 def selection_table(statistics) -> pd.DataFrame:
     """One row per (procedure, metric): the in-sample best with the paper's conditional interval (the configuration
     held fixed), the bias-corrected estimate and interval (the in-sample best and its interval less the bootstrap
@@ -32,13 +38,17 @@ def selection_table(statistics) -> pd.DataFrame:
     partition seeds, with their min, max and sd) and the gap (winner's curse), and the selection bootstrap's
     estimate and interval of ``statistics.selection_bootstrap`` (``bootstrap_kind`` names it: the out-of-bag one is
     a conservative bound).  Procedures: the paper's (every pairing × β), β alone with the pairing chosen on all
-    questions (its numbers are conditional on that pairing), and the selection within each other fusion of
-    ``hybrid.fusions``."""
+    questions (its numbers are conditional on that pairing), the selection within each other fusion of
+    ``hybrid.fusions`` and, after a broader sweep than the paper's six pairings (``hybrid.pairings: auto``), the
+    paper's selection among its six alone, out of fold (:func:`paper_six_procedure` names both counts of
+    configurations: the more there are, the larger the winner's curse)."""
     rows = []
     procedures = [(PAPER_PROCEDURE, statistics.held_out, statistics.bootstrap),
                   (BETA_PROCEDURE, statistics.held_out_beta, statistics.bootstrap_beta)]
     procedures += [(f"pairing and β, {fusion} fusion", held_out, statistics.bootstrap_fusions.get(fusion))
                    for fusion, held_out in statistics.held_out_fusions.items()]
+    if getattr(statistics, "held_out_paper", None) is not None:   # a broader sweep: the paper's six beside it
+        procedures.append((paper_six_procedure(*statistics.configurations), statistics.held_out_paper, None))
     for label, held_out, boot in procedures:
         if held_out is None:   # fewer than two questions: nothing is held out
             continue

@@ -38,8 +38,12 @@ the same order, the same counts: ``tests/test_lexical.py`` checks it); ``CountVe
 n-gram at a time in Python, about a minute per representation at the paper's scale.
 
 ``word`` (:class:`WordTokenizer`): English text's default: lower-cased words of two or more word characters
-(``(?u)\\b\\w\\w+\\b``, the token pattern of scikit-learn and bm25s), no stopword list; with ``bm25.stemmer:
-english`` each word is stemmed by PyStemmer's English (Porter 2) Snowball stemmer.
+(``(?u)\\b\\w\\w+\\b``, the token pattern of scikit-learn and bm25s).  ``bm25.stopwords`` drops the words of
+one of bm25s's lists (:func:`stopword_set`: ``english``, Lucene's 33 English stop words; ``english_plus``, NLTK's
+179; ``none``, the default, drops nothing); then, with ``bm25.stemmer: english``, each word is stemmed by
+PyStemmer's English (Porter 2) Snowball stemmer.  Stop words are matched before stemming, as ``bm25s.tokenize``
+matches them, so with the same list and stemmer the tokens are bm25s's (``tests/retrieve/test_lexical.py``
+checks the rankings against a plain bm25s index).
 """
 
 from __future__ import annotations
@@ -448,20 +452,40 @@ def english_stemmer():
     return Stemmer.Stemmer("english")
 
 
+STOPWORD_LISTS = {"english": "STOPWORDS_EN", "english_plus": "STOPWORDS_EN_PLUS"}   # name → bm25s.stopwords list
+
+
+@lru_cache(maxsize=len(STOPWORD_LISTS) + 1)
+def stopword_set(name: str) -> frozenset[str]:
+    """bm25s's stopword list of that name, imported rather than copied so that it cannot drift from bm25s's:
+    ``english`` (``bm25s.stopwords.STOPWORDS_EN``, Lucene's 33 English stop words), ``english_plus``
+    (``STOPWORDS_EN_PLUS``, NLTK's 179); ``none`` is the empty set."""
+    if name == "none":
+        return frozenset()
+    if name not in STOPWORD_LISTS:
+        raise ValueError(f"key 'bm25.stopwords' must be none, {' or '.join(STOPWORD_LISTS)}, got {name!r}")
+    import bm25s.stopwords
+
+    return frozenset(getattr(bm25s.stopwords, STOPWORD_LISTS[name]))
+
+
 class WordTokenizer:
-    """Lower-cased ``\\w\\w+`` words, optionally stemmed (English text's default; see the module docstring)."""
+    """Lower-cased ``\\w\\w+`` words, less stop words, optionally stemmed (English text's default; see the module
+    docstring)."""
 
     name = "word"
-    packages = ("PyStemmer",)
+    packages = ("PyStemmer", "bm25s")   # the stemmer's and the stopword lists' versions change the tokens
 
-    def __init__(self, stemmer: str = "none"):
+    def __init__(self, stemmer: str = "none", stopwords: str = "none"):
         if stemmer not in ("none", "english"):
             raise ValueError(f"key 'bm25.stemmer' must be none or english, got {stemmer!r}")
         self.stemmer = stemmer
+        self.stopwords = stopwords
+        self._dropped = stopword_set(stopwords)
 
     @classmethod
     def from_params(cls, section, cache_dir=None) -> WordTokenizer:
-        return cls(section.stemmer)
+        return cls(section.stemmer, section.stopwords)
 
     @staticmethod
     def files(section) -> list[Path]:
@@ -469,6 +493,8 @@ class WordTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         words = WORD_PATTERN.findall(text.lower())
+        if self._dropped:
+            words = [w for w in words if w not in self._dropped]
         return english_stemmer().stemWords(words) if self.stemmer == "english" else words
 
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core.names import RetrieverId, StageKey
+from pmrag.core.params import DENSE, LEXICAL
 from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import rankings_from_scores
@@ -184,6 +185,14 @@ class RetrieverComponent:
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         raise NotImplementedError
+
+
+def side_of(rid: RetrieverId) -> str:
+    """Which side of a lexical × dense hybrid a retriever is on: ``dense`` when its ranking reads the question's
+    vector (:data:`QUERY_VECTORS` among its :meth:`~RetrieverComponent.needs`: vector, multivec, mmr_vector,
+    session, graph), else ``lexical`` (it ranks by the question's tokens: bm25 and its tokenizers, rm3,
+    mmr_bm25)."""
+    return DENSE if QUERY_VECTORS in RETRIEVERS.get(rid.method).needs(rid) else LEXICAL
 
 
 def ranked_from_scores(scores: np.ndarray, corpus: Corpus, queries: Queries, depth: int,

@@ -159,12 +159,14 @@ def import_plugins(raw: dict, base: Path, origin: str) -> tuple[str, ...]:
 
 def component_context() -> dict:
     """What the schema checks against beyond its own declarations: the registered retriever methods and their
-    variants, and the demo generator's fewest messages for a question count (``dataset.synthetic.n_messages``)."""
+    variants, which side of a hybrid a retriever is on (``hybrid.pairings: auto``), and the demo generator's
+    fewest messages for a question count (``dataset.synthetic.n_messages``)."""
     from pmrag.retrieve.registry import RETRIEVERS
+    from pmrag.retrieve.retrievers import side_of
 
     return {"methods": set(RETRIEVERS.names()),
             "variants": {name: set(RETRIEVERS.get(name).variants()) for name in RETRIEVERS.names()},
-            "synthetic_min_messages": demo_min_messages}
+            "retriever_side": side_of, "synthetic_min_messages": demo_min_messages}
 
 
 def demo_min_messages(n_questions: int, seed: int) -> int:
