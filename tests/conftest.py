@@ -9,6 +9,12 @@ import pytest
 # kernels they start, use a key of their own instead of the developer's
 os.environ.setdefault("PMRAG_STAGE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="pmrag-test-key-"), "stage.key"))
 
+# ranx (the independent evaluator the agreement tests check our metrics, fusions and TREC files against) runs its
+# kernels as plain Python: the same code numba would compile, on test inputs small enough that interpreting them
+# takes seconds, while compiling its ~150 kernel signatures afresh in every clean environment took 2.5 min on 2
+# cores.  Set before numba is first imported; nothing of pmrag uses numba.
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
+
 
 CATEGORIES = ("unit", "agreement", "integration", "notebooks", "browser")
 """Every test is in at least one: ``unit`` (the default: fast, no study), ``agreement`` (a cross-check against an
