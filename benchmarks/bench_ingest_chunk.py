@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from proctree import process_tree
+from proctree import process_tree, pss_kb
 
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
@@ -51,19 +51,9 @@ class TreeMemory:
         self.interval, self.peak_kb, self._stop = interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    @staticmethod
-    def _pss_kb(pid: int) -> int:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_kb = max(self.peak_kb, sum(self._pss_kb(p) for p in process_tree(os.getpid())))
+            self.peak_kb = max(self.peak_kb, sum(pss_kb(p) for p in process_tree(os.getpid())))
             self._stop.wait(self.interval)
 
     def __enter__(self):

@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from bench_ingest_chunk import ensure_corpus
-from proctree import process_tree
+from proctree import process_tree, pss_kb
 from pmrag.study.runner import default_jobs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,16 +83,6 @@ def log_lines(run_dir: Path, since: float) -> list[dict]:
 # ------------------------------------------------------------------------------------------- scale
 
 
-def _pss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def scale_params(folder: Path, scale: int) -> Path:
     """params/scale.yaml reading the generated corpus's raw files (``scale`` × the paper's messages) as inputs,
     with the run folder and the cache under ``folder``."""
@@ -123,7 +113,7 @@ def measured_run(params: Path, jobs: int | None, timeout: float | None) -> tuple
     process = subprocess.Popen(study_command(params, jobs), cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     while process.poll() is None:
-        samples.append((time.time(), sum(_pss_kb(p) for p in process_tree(process.pid))))
+        samples.append((time.time(), sum(pss_kb(p) for p in process_tree(process.pid))))
         if timeout is not None and time.perf_counter() - started > timeout:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()

@@ -17,3 +17,15 @@ def process_tree(pid: int) -> list[int]:
             except OSError:
                 pass
     return pids
+
+
+def pss_kb(pid: int) -> int:
+    """The proportional set size of ``pid`` in KiB (``Pss`` of /proc/<pid>/smaps_rollup: shared pages divided among
+    the processes that map them, so a tree's sizes add up); 0 for a process that is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
