@@ -24,7 +24,7 @@ from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns
 from pmrag.represent.embed import QueryVectors
 from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
-from pmrag.study.params import load_params
+from pmrag.study.params import load_params, load_params_with
 from pmrag.study.pipeline import build_stages, file_label
 from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
 
@@ -94,10 +94,8 @@ class Study:
         changes = parse_overrides(overrides)
         if not changes:
             return cls(load_params(path), notebooks, force=force)
-        file_params = load_params(path)
-        params = load_params(path, changes)
+        file_params, params = load_params_with(path, changes)
         params = params.model_copy(update={"run": overrides_run(file_params.run, changes)})
-        params._source = file_params.path
         seed_run_folder(file_params.run_dir, params.run_dir)
         study = cls(params, notebooks, force=force)
         study.overrides, study.file_params = changes, file_params

@@ -16,6 +16,7 @@ written in the params file and ``pmrag study`` is run.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shutil
@@ -31,6 +32,7 @@ from pydantic import BaseModel
 from pmrag.core.errors import ParamsError
 from pmrag.core.params import StudyParams
 from pmrag.core.text import clip, shown
+from pmrag.study.declare import params_at
 from pmrag.study.engine import STAGE_DIR, StageStatus
 from pmrag.study.params import FOLDER_KEYS, _ParamsLoader
 from pmrag.study.runfolder import STORE_FILE
@@ -84,14 +86,24 @@ def _model_of(annotation) -> type[BaseModel] | None:
     return None
 
 
+def _schema_path(parts: Sequence[str]) -> list[type[BaseModel] | None]:
+    """The schema along ``parts``: for each part that is a field, the section it leads into (None: it holds a
+    value); it stops at the first part that is not a field, or that comes after a value."""
+    found: list[type[BaseModel] | None] = []
+    model: type[BaseModel] | None = StudyParams
+    for part in parts:
+        if model is None or part not in model.model_fields:
+            break
+        model = _model_of(model.model_fields[part].annotation)
+        found.append(model)
+    return found
+
+
 def _section(dotted: str) -> type[BaseModel] | None:
     """The section a dotted key names, None when it names a value (or nothing)."""
-    model: type[BaseModel] | None = StudyParams
-    for part in dotted.split("."):
-        if model is None or part not in model.model_fields:
-            return None
-        model = _model_of(model.model_fields[part].annotation)
-    return model
+    parts = dotted.split(".")
+    path = _schema_path(parts)
+    return path[-1] if len(path) == len(parts) else None
 
 
 def _check_key(dotted: str) -> None:
@@ -100,14 +112,13 @@ def _check_key(dotted: str) -> None:
     if parts[0] in LOCATION_KEYS:
         raise ParamsError(f"{OVERRIDES_ORIGIN}: key '{clip(dotted)}': where a study reads and writes is the params "
                           "file's to say; overrides change what is computed")
-    model: type[BaseModel] | None = StudyParams
-    for depth, part in enumerate(parts):
-        if model is None:
-            raise ParamsError(f"{OVERRIDES_ORIGIN}: unknown key '{clip(dotted)}' ('{'.'.join(parts[:depth])}' "
-                              "holds a value, not keys)")
-        if part not in model.model_fields:
-            raise ParamsError(f"{OVERRIDES_ORIGIN}: unknown key '{clip(dotted)}'")
-        model = _model_of(model.model_fields[part].annotation)
+    path = _schema_path(parts)
+    if len(path) == len(parts):
+        return
+    if path and path[-1] is None:
+        raise ParamsError(f"{OVERRIDES_ORIGIN}: unknown key '{clip(dotted)}' ('{'.'.join(parts[:len(path)])}' "
+                          "holds a value, not keys)")
+    raise ParamsError(f"{OVERRIDES_ORIGIN}: unknown key '{clip(dotted)}'")
 
 
 def apply_overrides(raw: Mapping, overrides) -> dict:
@@ -126,7 +137,7 @@ def apply_overrides(raw: Mapping, overrides) -> dict:
     -------
     dict
     """
-    changed = _deep_copy(raw)
+    changed = copy.deepcopy(dict(raw))
     for dotted, value in parse_overrides(overrides).items():
         _check_key(dotted)
         *sections, last = dotted.split(".")
@@ -138,14 +149,6 @@ def apply_overrides(raw: Mapping, overrides) -> dict:
             node = child
         node[last] = value
     return changed
-
-
-def _deep_copy(value):
-    if isinstance(value, Mapping):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
 
 
 def overrides_run(run: str, overrides: Mapping[str, Any]) -> str:
@@ -191,16 +194,9 @@ def changed_values(base: StudyParams, overridden: StudyParams, overrides: Mappin
     """``key = value (the file: value)`` for each override, values as the schema holds them."""
     lines = []
     for dotted in overrides:
-        before, after = _plain(_value(base, dotted)), _plain(_value(overridden, dotted))
+        before, after = _plain(params_at(base, dotted)), _plain(params_at(overridden, dotted))
         lines.append(f"{dotted} = {after} " + (f"(the file: {before})" if before != after else "(as in the file)"))
     return lines
-
-
-def _value(params: StudyParams, dotted: str):
-    value: Any = params
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
 
 
 def _plain(value) -> str:

@@ -256,17 +256,23 @@ def load_params(path, overrides=None) -> StudyParams:
 
     ``overrides``: dotted keys set over the file's values (:func:`pmrag.study.overrides.apply_overrides`), checked
     by the same schema once the file alone has passed; their errors name the key and start ``overrides:``."""
+    return load_params_with(path, overrides)[1]
+
+
+def load_params_with(path, overrides=None) -> tuple[StudyParams, StudyParams]:
+    """The params file's own values and those with ``overrides`` set over them (the same object without
+    overrides), from one read of the file (:func:`load_params`)."""
     path = Path(path)
     if not _exists(str(path), "file"):
         raise ParamsError(f"params file not found: {clip(path, 200)}")
     raw = read_yaml(path)
-    if overrides:
-        from pmrag.study.overrides import OVERRIDES_ORIGIN, apply_overrides
+    if not overrides:
+        own = _resolved(raw, path, str(path))
+        return own, own
+    from pmrag.study.overrides import OVERRIDES_ORIGIN, apply_overrides
 
-        changed = apply_overrides(raw, overrides)
-        _resolved(raw, path, str(path))
-        return _resolved(changed, path, OVERRIDES_ORIGIN)
-    return _resolved(raw, path, str(path))
+    changed = apply_overrides(raw, overrides)   # the overrides' keys first, then the file alone, then both
+    return _resolved(raw, path, str(path)), _resolved(changed, path, OVERRIDES_ORIGIN)
 
 
 def _resolved(raw: dict, path: Path, origin: str) -> StudyParams:
