@@ -21,13 +21,13 @@ from pmrag.cohort.run import TABLE_PREFIX
 from pmrag.cohort.tables import BEST_SINGLE, COMPARISON, METRICS, SELECTED_HYBRID
 from pmrag.core.errors import PmragError
 from pmrag.evaluate.metric_names import parse_metric
-from pmrag.present.artifacts import FigureSpec, Saved
+from pmrag.present.artifacts import FigureSpec, write_figure
 from pmrag.study.facade import STAND_IN_COLUMN
 
 TABLES = ("participants", "per_participant", "by_type", "pooled", "differences", "participant_differences", "wins",
           "selection")
-FIGURES_DIR = "figures"
 FOREST_NAME = "cohort_forest"
+save_figure = write_figure   # a cohort figure is written as a study's: <cohort run>/figures/<name>.png
 
 
 def forest_spec(metric: str) -> FigureSpec:
@@ -226,11 +226,3 @@ def forest_figure(participant_differences: pd.DataFrame, differences: pd.DataFra
     ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
-
-
-def save_figure(run_dir, spec: FigureSpec, fig) -> str:
-    """Write a declared cohort figure to ``<cohort run>/figures/<name>.png``; returns its path in the run folder."""
-    target = Path(run_dir) / spec.file
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=120, metadata={"Software": None})
-    return Saved(spec.file)

@@ -10,6 +10,7 @@ be saved.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from pmrag.evaluate.metric_names import (GROUP_METRICS, MESSAGE_METRICS, NDCG5, PAPER_COLUMNS, RECALL5, SET_METRICS,
                                         TABLE_METRICS, at_k)
@@ -48,6 +49,18 @@ class Saved(str):
 
     def _ipython_display_(self) -> None:
         pass
+
+
+SAVE_DPI = 120   # the PNGs in outputs/<run>/figures/
+
+
+def write_figure(run_dir, spec: FigureSpec, fig) -> Saved:
+    """Write a declared figure to ``<run_dir>/figures/<name>.png`` (:data:`SAVE_DPI`, no software stamp, so the same
+    figure is the same bytes); returns its path in the run folder."""
+    target = Path(run_dir) / spec.file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=SAVE_DPI, metadata={"Software": None})
+    return Saved(spec.file)
 
 
 CI = ("mean", "ci_low", "ci_high")

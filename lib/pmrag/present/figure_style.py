@@ -17,7 +17,6 @@ from matplotlib.text import Text
 
 COLUMN_IN = 8.5          # inches: 850 px at the inline backend's 100 dpi, inside the ~900 px notebook panel
 DPI = 100                # the inline backend's
-SAVE_DPI = 120           # the PNGs in outputs/<run>/figures/ (Study.save_figure)
 FONT_SCALE = 0.9
 RC = {"axes.titlesize": 11, "axes.titleweight": "normal", "legend.fontsize": 9, "legend.title_fontsize": 9,
       "figure.dpi": DPI}

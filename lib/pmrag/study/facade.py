@@ -20,7 +20,7 @@ from pmrag.core.params import HASHED_STAND_IN, StudyParams
 from pmrag.evaluate.coverage import Coverage
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.evaluate.sweep import Hybrids
-from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns
+from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns, write_figure
 from pmrag.represent.embed import QueryVectors
 from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
@@ -347,5 +347,4 @@ class Study:
         """Write a declared figure to ``outputs/<run>/figures/<name>.png``; returns its path in the run folder."""
         if not isinstance(spec, FigureSpec):
             raise TypeError(f"save_figure takes a declared figure (pmrag.present.artifacts.F), got {spec!r}")
-        fig.savefig(self.path(spec.file), dpi=120, metadata={"Software": None})
-        return Saved(spec.file)
+        return write_figure(self.run_dir, spec, fig)
