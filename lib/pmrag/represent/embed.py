@@ -59,8 +59,8 @@ from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
 from pmrag.core.params import DEFAULT_EMBEDDING_MODELS, E5_LOCAL_MODELS, HASHED_STAND_IN, EmbeddingSection
 from pmrag.represent import privacy
-from pmrag.represent.hashed import HashedStandInEmbedder
 from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
+from pmrag.represent.hashed import HashedStandInEmbedder, stand_in_model_id
 
 Kind = Literal["query", "passage"]
 KINDS = ("query", "passage")
@@ -313,7 +313,7 @@ def embedder_model_id(params: EmbeddingSection) -> str:
     if params.backend == "e5-local":
         return f"e5-local/{params.resolved_model}"
     if params.backend == HASHED_STAND_IN:
-        return HashedStandInEmbedder(params.stand_in_dim).model_id
+        return stand_in_model_id(params.stand_in_dim)   # no hash tables drawn for a name
     return openai_model_id(params.resolved_model, params.resolved_query_model,
                            privacy.resolve_base_url(params.base_url))
 

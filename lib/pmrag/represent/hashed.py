@@ -71,6 +71,11 @@ def hashed_vectors(texts: Sequence[str], dim: int, seed: int = 0) -> np.ndarray:
     return (signed / norms[:, None]).astype(np.float32)
 
 
+def stand_in_model_id(dim: int, seed: int = 0) -> str:
+    """The model id the stand-in's vectors are recorded under: ``hashed-stand-in/d<dim>-s<seed>``."""
+    return f"{HASHED_STAND_IN}/d{dim}-s{seed}"
+
+
 class HashedStandInEmbedder:
     """The ``hashed-stand-in`` embedding backend: :func:`hashed_vectors` in batches (module docstring).
 
@@ -85,7 +90,7 @@ class HashedStandInEmbedder:
     def __init__(self, dim: int = 256, seed: int = 0, batch_size: int = 1024):
         hashed_vectors([""], dim, seed)   # checks dim
         self.dim, self.seed, self.batch_size = dim, seed, batch_size
-        self.model_id = f"{HASHED_STAND_IN}/d{dim}-s{seed}"
+        self.model_id = stand_in_model_id(dim, seed)
 
     def embed(self, texts: list[str], kind: str) -> np.ndarray:
         if kind not in ("query", "passage"):
