@@ -181,8 +181,9 @@ def _candidates(args) -> int:
 
     if args.propose:
         return _propose(args)
-    if args.limit is not None:
-        raise PmragError("--limit: only with --propose PARAMS")
+    for flag, value in (("--limit", args.limit), ("--max-calls", args.max_calls), ("--dry-run", args.dry_run or None)):
+        if value is not None:
+            raise PmragError(f"{flag}: only with --propose PARAMS")
     if not args.file:
         raise PmragError("give a typed-questions file (.csv, .yaml), or --propose PARAMS for a model's proposals")
     engine = _gold_store(args)
@@ -204,6 +205,8 @@ def _propose(args) -> int:
     from pmrag.annotate.propose import propose_candidates
     from pmrag.represent.llm import reporting_progress
     from pmrag.study import Study
+    from pmrag.study.costs import cost_lines, proposal_cost
+    from pmrag.study.runner import CallBudgetReached
 
     if args.file or args.params or args.db:
         raise PmragError("--propose PARAMS reads the study's messages and stores into its store: give no file, "
@@ -213,9 +216,20 @@ def _propose(args) -> int:
                          "(accepted, edited or dropped with a reason)")
     if args.limit is not None and args.limit < 1:
         raise PmragError(f"--limit: an integer ≥ 1, got {args.limit}")
+    if args.max_calls is not None and args.max_calls < 0:
+        raise PmragError(f"--max-calls: an integer ≥ 0, got {args.max_calls}")
     study = Study.from_params(args.propose)
     study.messages()                 # the ingest stage, computed if the store does not hold it yet
     params = study.params
+    cost = proposal_cost(study.store, params, args.limit)
+    if args.dry_run or not args.quiet:
+        print("\n".join(cost_lines([cost], params.prices, "the batches of the store's messages")))
+    if args.dry_run:
+        print("dry run: no model was called; run without --dry-run to make these calls")
+        return 0
+    if args.max_calls is not None and cost.calls > args.max_calls:
+        raise CallBudgetReached(f"--max-calls {args.max_calls}: the proposals would make {cost.calls} call(s); "
+                                "nothing was called (--limit N sends the first N batches only)")
     with ExitStack() as stack:
         if not args.quiet:
             stack.enter_context(reporting_progress(StepProgressLines()))
@@ -440,6 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
                                  "server off this machine)")
     candidates.add_argument("--limit", type=int, help="with --propose: the first N message batches only")
     candidates.add_argument("-q", "--quiet", action="store_true", help="with --propose: no progress bar")
+    candidates.add_argument("--dry-run", action="store_true",
+                            help="with --propose: print the calls still to make and what they would cost "
+                                 "(the params' prices), call nothing")
+    candidates.add_argument("--max-calls", type=int, metavar="N",
+                            help="with --propose: call nothing when more than N calls are still to make")
     candidates.set_defaults(func=_candidates)
 
     pool = sub.add_parser("pool", help="pool candidate chunks to grade (TREC-style: the retrievers' top-K and the "

@@ -120,8 +120,12 @@ def test_propose_refuses_what_does_not_go_with_it(tmp_path, capsys):
     assert code == 2 and err[0].startswith("pmrag candidates: error: --accept and --permissive are for typed files")
     code, _, err = run(capsys, "candidates", "--propose", "p.yaml", "--limit", "0")
     assert code == 2 and err == ["pmrag candidates: error: --limit: an integer ≥ 1, got 0"]
+    code, _, err = run(capsys, "candidates", "--propose", "p.yaml", "--max-calls", "-1")
+    assert code == 2 and err == ["pmrag candidates: error: --max-calls: an integer ≥ 0, got -1"]
     code, _, err = run(capsys, "candidates", typed, "--db", "s.sqlite", "--limit", "2")
     assert code == 2 and err == ["pmrag candidates: error: --limit: only with --propose PARAMS"]
+    code, _, err = run(capsys, "candidates", typed, "--db", "s.sqlite", "--dry-run")
+    assert code == 2 and err == ["pmrag candidates: error: --dry-run: only with --propose PARAMS"]
     code, _, err = run(capsys, "candidates")
     assert code == 2 and err == ["pmrag candidates: error: give a typed-questions file (.csv, .yaml), or --propose "
                                  "PARAMS for a model's proposals"]
@@ -140,7 +144,16 @@ def test_propose_prints_the_calls_and_the_candidates_and_resumes(tmp_path, capsy
                                "evidence": [{"time": None, "speaker": None, "excerpt": "hello"}]}]}
     server.script(Reply.ok(json.dumps(proposal)), Reply.ok('{"questions": []}'))
     params = str(tmp_path / "p.yaml")
-    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "-q")
+    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "--dry-run")
+    assert code == 0 and out[0].startswith("model calls still to make (counted without calling a model; the batches")
+    cells = out[2].split()
+    assert cells[:4] == ["question_candidates", "openai/gpt-4o-mini", "2", "2"], out
+    assert out[-1] == "dry run: no model was called; run without --dry-run to make these calls"
+    code, _, err = run(capsys, "candidates", "--propose", params, "--limit", "2", "--max-calls", "1", "-q")
+    assert code == 3 and err == ["pmrag candidates: error: --max-calls 1: the proposals would make 2 call(s); nothing "
+                                 "was called (--limit N sends the first N batches only)"]
+    assert server.response_requests() == []
+    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "-q", "--max-calls", "2")
     assert code == 0, out
     n_batches = int(out[0].split(" of ")[1].split(";")[0])
     assert n_batches >= 2 and out[0] == f"batches: 2 of {n_batches}; called 2 (ok 2, failed 0), resumed 0, API calls 2"
@@ -150,6 +163,8 @@ def test_propose_prints_the_calls_and_the_candidates_and_resumes(tmp_path, capsy
     assert code == 0 and len(server.response_requests()) == 2
     assert out[0] == f"batches: 2 of {n_batches}; called 0 (ok 0, failed 0), resumed 2, API calls 0"
     assert out[2] == "proposed by gpt-4o-mini: questions read 1, stored 0, already present 1, rejected 0"
+    code, out, _ = run(capsys, "candidates", "--propose", params, "--limit", "2", "--dry-run")
+    assert code == 0 and out[2].split()[:4] == ["question_candidates", "openai/gpt-4o-mini", "0", "0"], out
     from pmrag.annotate.candidates import read_candidates
     assert read_candidates(study.store)["origin"].tolist() == ["model"]
 

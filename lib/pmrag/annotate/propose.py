@@ -315,19 +315,12 @@ def propose_candidates(engine: Engine, section: CandidatesSection, *, summarizer
     Raises :class:`ProposalStopped` under ``stop_on_first_error`` (after storing the batches that succeeded),
     ``RemoteNotAllowed`` for a server off this machine without ``allow_remote``.
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ProposalError(f"--limit: an integer ≥ 1, got {limit!r}")
     llm = section.llm(summarizer)
     prompt = load_proposal_prompts(prompts)
     client = ResponsesClient(llm, prompt, sender="the openai question proposer", allow_remote=allow_remote,
                              proxy=proxy)
-    messages = store_messages(engine)
-    if messages.empty:
-        raise ProposalError("the store holds no message to propose questions from; ingest the history first")
-    batches = message_batches(messages, section.batch_chars)
-    chosen = batches[:limit] if limit is not None else batches
-    items = [StepItem(b.batch_id, b.input(section.types, section.questions_per_batch),
-                      (tuple(section.types), section.questions_per_batch)) for b in chosen]
+    batches, chosen = proposal_batches(engine, section, limit)
+    items = proposal_items(chosen, section)
     stopped: ProposalStopped | None = None
     try:
         result = run_step(PROPOSAL, items, client=client, store=ExtractionStore(engine),
@@ -348,6 +341,26 @@ def propose_candidates(engine: Engine, section: CandidatesSection, *, summarizer
                   "prompt_sha256": prompt_sha256(prompt), "sdk_version": client.sdk_version,
                   "messages_cut": sum(b.n_cut for b in chosen), "calls": report.line()}
     return Proposal(len(batches), len(chosen), report, stored, privacy.redact_value(provenance, client.secrets))
+
+
+def proposal_batches(engine: Engine, section: CandidatesSection,
+                     limit: int | None = None) -> tuple[list[MessageBatch], list[MessageBatch]]:
+    """Every message batch of the store (:func:`message_batches`) and the ones a run sends: the first ``limit``
+    (``None``: all).  Raises :class:`ProposalError` for a bad ``limit`` or a store without messages."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ProposalError(f"--limit: an integer ≥ 1, got {limit!r}")
+    messages = store_messages(engine)
+    if messages.empty:
+        raise ProposalError("the store holds no message to propose questions from; ingest the history first")
+    batches = message_batches(messages, section.batch_chars)
+    return batches, batches[:limit] if limit is not None else batches
+
+
+def proposal_items(batches: Sequence[MessageBatch], section: CandidatesSection) -> list[StepItem]:
+    """One call's item per batch: its id, its input as sent after the user template, and what the reply's
+    check needs (the types and the most questions)."""
+    return [StepItem(b.batch_id, b.input(section.types, section.questions_per_batch),
+                     (tuple(section.types), section.questions_per_batch)) for b in batches]
 
 
 def proposed_candidates(engine: Engine, items: Sequence[StepItem], client: ResponsesClient,

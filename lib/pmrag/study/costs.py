@@ -10,7 +10,8 @@ from the stage's store or cache, from the stage's inputs:
   :func:`~pmrag.represent.embed.passage_texts_sent` says) whose :func:`~pmrag.represent.embed.cache_key` has no
   usable entry in the embedding cache; one call per ``embedding.batch_size`` of them.
 * **the other LLM steps** (:func:`llm_cost`): the items without an ``ok`` row of ``graph_extractions`` for the
-  step, model, prompts and input (the rule a run resumes by).
+  step, model, prompts and input (the rule a run resumes by); the question proposals of ``pmrag candidates
+  --propose`` too (:func:`proposal_cost`), which are not a stage of the study.
 
 Nothing here calls a model or computes a model stage: the inputs are upstream stages that are cached (``pmrag
 status``) or computed because they call no model (ingest, chunks, qrels; ``pmrag study --dry-run``), and the
@@ -282,6 +283,21 @@ def step_rate(engine, step: str) -> float | None:
         row = conn.execute(select(func.count(), func.min(c.created_at), func.max(c.created_at))
                            .where(c.step == step, c.run_id == last)).one()
     return run_rate(row[0] - 1, row[1], row[2])   # n commits span n − 1 calls' time
+
+
+def proposal_cost(engine, params, limit: int | None = None) -> StageCost:
+    """``pmrag candidates --propose``'s calls (000 §4.2; :mod:`pmrag.annotate.propose`): one per message batch of
+    the store (the first ``limit``) without an ``ok`` row for this model, these prompts and this input, the rule
+    a proposal run resumes by."""
+    from pmrag.annotate.propose import STEP, load_proposal_prompts, proposal_batches, proposal_items
+    from pmrag.represent.llm import ExtractionStore
+
+    llm = params.candidates.llm(params.summarizer)
+    prompts = load_proposal_prompts(params.representations.prompts)
+    _, chosen = proposal_batches(engine, params.candidates, limit)
+    items = [(item.item_id, item.text) for item in proposal_items(chosen, params.candidates)]
+    return llm_cost(STEP, items, ExtractionStore(engine).done(STEP, llm.model, prompts), model=llm.model,
+                    prompts=prompts, max_output_tokens=llm.max_output_tokens, rate_per_s=step_rate(engine, STEP))
 
 
 # --------------------------------------------------------------------------------------------- a study
