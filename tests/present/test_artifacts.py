@@ -140,6 +140,8 @@ def test_a_csv_holds_floats_at_its_stated_precision_and_p_values_at_significant_
     assert pd.isna(rounded["ci_low"].iloc[0])
     assert rounded[["retriever", "questions", "excludes_zero"]].equals(frame[["retriever", "questions", "excludes_zero"]])
     assert frame["mean"].iloc[0] == 0.6532719                                    # the frame itself is left alone
+    nullable = csv_rounded(pd.DataFrame({"x": pd.array([0.123456, None], dtype="Float64")}))["x"]
+    assert nullable.iloc[0] == 0.1235 and pd.isna(nullable.iloc[1])
     assert [is_p_value(c) for c in ("p", "p_bh", "p-value", "power", "pooled", "share")] == [True] * 3 + [False] * 3
 
 

@@ -93,7 +93,7 @@ def csv_rounded(frame: pd.DataFrame) -> pd.DataFrame:
         values = frame.iloc[:, position]
         p_value = is_p_value(column)
         if pd.api.types.is_float_dtype(values.dtype):
-            array = values.to_numpy(dtype=float)
+            array = values.to_numpy(dtype=float, na_value=np.nan)   # nullable Float64 too
             rounded = (np.array([_significant(x) for x in array], dtype=float) if p_value
                        else np.round(array, CSV_DECIMALS) + 0.0)          # + 0.0: no "-0.0"
             out.isetitem(position, pd.Series(rounded, index=values.index, name=column))
@@ -140,6 +140,8 @@ class T:
     """The tables, by name."""
 
     # 01_chunking
+    ingest_report = TableSpec("ingest_report", "01_chunking",
+                              "Ingest reconciliation per input file: read = stored + already present + rejected")
     table1_dataset = TableSpec("table1_dataset", "01_chunking", "Table 1 — dataset statistics", ITEM_VALUE)
     chunking_sessions_windows = TableSpec("chunking_sessions_windows", "01_chunking", "Sessions and windows", ITEM_VALUE)
     session_sizes = TableSpec("session_sizes", "01_chunking", "Messages per session",
