@@ -1,4 +1,4 @@
-"""Every executed notebook, as committed, read in a real JupyterLab at 1,280 × 900 with the file browser open.
+"""Every executed notebook, as committed (the numbered ones and the cohort's), read in a real JupyterLab at 1,280 × 900 with the file browser open.
 
 One JupyterLab serves copies of the executed notebooks (outputs kept; nothing is run).  For each notebook the
 test fails on an output wider than the notebook panel (an output area that scrolls sideways, or anything in it
@@ -20,7 +20,10 @@ from tests.browser.conftest import REPO
 
 pytestmark = pytest.mark.browser
 
-NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# every executed notebook, by the name its copy is served under: the numbered ones, then the cohort's
+SOURCES = {p.name: p for p in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))} | {
+    f"cohort_{p.name}": p for p in sorted((REPO / "notebooks" / "cohort").glob("[0-9][0-9]_*.ipynb"))}
+NOTEBOOKS = list(SOURCES)
 LOAD_MS = 60_000
 WIDGET_REPR = re.compile(r"^\s*(VBox|HBox|Box|Tab|Accordion|GridBox)\(children=", re.MULTILINE)
 
@@ -47,8 +50,8 @@ MEASURE = """() => {
 def executed_lab(demo_study, lab_server):
     """The lab serving copies of the executed notebooks in their own folder (every cell rendered: conftest)."""
     view = lab_server.within("executed")
-    for name in NOTEBOOKS:
-        shutil.copy(REPO / "notebooks" / name, view.files / name)
+    for name, source in SOURCES.items():
+        shutil.copy(source, view.files / name)
     return view
 
 

@@ -83,7 +83,8 @@ def test_selected_hybrid_breaks_recall_ties_by_ndcg_then_mrr():
 def _private_strings_found(folder, study):
     """An independent scan of every public file for the corpus's private strings."""
     messages, questions = study.messages(), study.questions()
-    content = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir()}
+    content = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")   # full/ (full precision) too
+               for p in folder.rglob("*") if p.is_file()}
     found = []
     for name, text in content.items():
         for source in set(messages["source"]):

@@ -125,3 +125,32 @@ def test_a_table_made_with_an_llm_has_no_stand_in_column(tmp_path):
     assert study.summarizer_note() is None
     written = study.save_table(T.table1_dataset, pd.DataFrame({"Item": ["messages"], "Value": [3]}))
     assert list(pd.read_csv(study.run_dir / written).columns) == ["Item", "Value"]
+
+
+def test_a_csv_holds_floats_at_its_stated_precision_and_p_values_at_significant_digits():
+    from pmrag.present.artifacts import csv_rounded, is_p_value
+
+    frame = pd.DataFrame({"retriever": ["a", "b"], "questions": [100, 34], "mean": [0.6532719, -0.00001],
+                          "p_holm": [0.000123456, 0.04999999], "excludes_zero": [True, False],
+                          "Value": ["1,183", 0.123456789], "ci_low": [float("nan"), 1234.56789]})
+    rounded = csv_rounded(frame)
+    assert rounded["mean"].tolist() == [0.6533, 0.0] and str(rounded["mean"].iloc[1]) == "0.0"   # never "-0.0"
+    assert rounded["p_holm"].tolist() == [0.0001235, 0.05]
+    assert rounded["Value"].tolist() == ["1,183", 0.1235] and rounded["ci_low"].iloc[1] == 1234.5679
+    assert pd.isna(rounded["ci_low"].iloc[0])
+    assert rounded[["retriever", "questions", "excludes_zero"]].equals(frame[["retriever", "questions", "excludes_zero"]])
+    assert frame["mean"].iloc[0] == 0.6532719                                    # the frame itself is left alone
+    nullable = csv_rounded(pd.DataFrame({"x": pd.array([0.123456, None], dtype="Float64")}))["x"]
+    assert nullable.iloc[0] == 0.1235 and pd.isna(nullable.iloc[1])
+    assert [is_p_value(c) for c in ("p", "p_bh", "p-value", "power", "pooled", "share")] == [True] * 3 + [False] * 3
+
+
+def test_write_csv_writes_the_rounded_table_and_its_full_precision_twin(tmp_path):
+    from pmrag.present.artifacts import full_precision_path, write_csv
+
+    frame = pd.DataFrame({"retriever": ["a"], "mean": [1 / 3]})
+    path = write_csv(tmp_path / "tables" / "x.csv", frame)
+    assert path.read_text(encoding="utf-8") == "retriever,mean\na,0.3333\n"
+    assert full_precision_path(path) == tmp_path / "tables" / "full" / "x.csv"
+    assert pd.read_csv(full_precision_path(path))["mean"].iloc[0] == 1 / 3          # round-trips exactly
+    assert T.bootstrap_cis.full_file == "tables/full/bootstrap_cis.csv"

@@ -65,7 +65,7 @@ def test_long_tables_fold_after_max_rows():
 def test_show_keeps_columns_and_says_how_many_stay_in_the_csv():
     table = show(cis(), csv=None, columns=["retriever", "mean"])
     assert isinstance(table, Table) and list(table.frame.columns) == ["retriever", "mean"]
-    assert "not shown here, in the plain-text output: metric" in table.html
+    assert '<span title="metric">(+1 column in the plain-text output)</span>' in table.html
     assert HYBRID in repr(table) and "recall@5" in repr(table)   # the plain text keeps full names and every column
     with pytest.raises(KeyError, match="ci_low"):
         show(cis(), columns=["ci_low"])
@@ -95,7 +95,8 @@ def test_without_columns_only_what_fits_the_panel_is_shown_and_the_rest_is_named
     wide = pd.DataFrame({f"column_{i}": ["a value of twenty chars"] for i in range(12)})
     table = show(wide, csv="x.csv")
     assert 1 <= len(table.frame.columns) < 12 and estimated_width(table.frame) <= PANEL_PX
-    assert "not shown here, in the CSV: column " in table.html
+    hidden = [f"column {i}" for i in range(len(table.frame.columns), 12)]
+    assert f'x.csv</a> <span title="{", ".join(hidden)}">(+{len(hidden)} columns)</span>' in table.html
     assert "column_11" in repr(table)
     assert list(show(wide, fit=False).frame.columns) == list(wide.columns)
 
@@ -152,5 +153,5 @@ def test_a_table_too_wide_for_its_method_names_abbreviates_them_all_before_leavi
     table = show(frame)
     assert list(table.frame.columns) == ["BM25", "Vector", "β", "recall@5", "mrr@5", "ndcg@5"]
     assert '<td title="embedding_text_bm25" style="text-align:left">emb·bm25</td>' in table.html
-    assert "not shown here" not in table.html
+    assert "columns)" not in table.html and "column)" not in table.html
     assert "embedding_text_vector" in repr(table)          # the plain text keeps every full name

@@ -83,3 +83,18 @@ def test_one_word_message_texts_are_common_only_when_our_wording_uses_them():
     index = public.PrivateIndex({"message text": {"only", "Kyoto"}}, common_words={"BM25", "only"})
     assert index.find("BM25 only") is None
     assert index.find("trip to Kyoto") == "message text"
+
+
+def test_the_public_files_name_the_stand_in_vectors_and_keep_full_precision_beside_them(tmp_path):
+    label = "hashed-stand-in (not a language model)"
+    rows = per_question(["named_entity", "contextual"]).assign(**{"recall@5": [1 / 3, 0.5]})
+    written, _ = public.export_tables(tmp_path, "run", rows, {"table9_success_overlap": overlap_table()},
+                                      {*LABELS, *OVERLAP_PATTERNS}, PRIVATE, embedder=label)
+    for path in written[:-1]:
+        assert pd.read_csv(tmp_path / path)["embedder"].unique().tolist() == [label], path
+    assert pd.read_csv(tmp_path / "public" / "per_question_metrics.csv")["recall@5"].tolist() == [0.3333, 0.5]
+    assert pd.read_csv(tmp_path / "public" / "full" / "per_question_metrics.csv")["recall@5"].tolist() == [1 / 3, 0.5]
+    readme = (tmp_path / "public" / "README.md").read_text(encoding="utf-8")
+    assert f"Vectors: {label}" in readme and "`full/`" in readme
+    written, _ = export(tmp_path / "plain", per_question(["named_entity", "contextual"]))
+    assert "embedder" not in pd.read_csv(tmp_path / "plain" / "public" / "per_question_metrics.csv").columns

@@ -76,3 +76,24 @@ def test_ablations_blind_by_design_are_not_counted_as_losses(tmp_path):
     [line] = report.losses(tmp_path)
     assert line == ("- Primary evidence a retriever never sees: none, apart from ablations that see no evidence by "
                     "design (`prefix_bm25`: embedding_text's fixed prefix sentence alone)")
+
+
+def test_the_readme_rounds_the_full_precision_numbers_once(tmp_path):
+    """0.57349 is 0.5735 in the rounded CSV, which a second rounding would print 0.574; the README reads the
+    full-precision file and prints 0.573."""
+    from pmrag.present.artifacts import write_csv
+
+    full = {"mean": [0.66249, 0.65312, 0.4], "ci_low": [0.57251, 0.57349, 0.3], "ci_high": [0.74501, 0.74549, 0.5]}
+    write_csv(tmp_path / T.bootstrap_cis.file, pd.DataFrame({
+        "retriever": ["raw_text_multivec_softmax", HYBRID, "summary_bm25"], "metric": ["recall@5"] * 3, **full}))
+    write_csv(tmp_path / T.table5_differences.file, pd.DataFrame({
+        "comparison": ["Best − E-BM25"], "method_a": [HYBRID], "method_b": ["embedding_text_bm25"], "metric": ["recall@5"],
+        "delta": [0.23349], "ci_low": [0.14651], "ci_high": [0.32349], "excludes_zero": [True], "interpretation": ["x"]}))
+    rounded = pd.read_csv(tmp_path / T.bootstrap_cis.file)
+    assert [f"{v:.3f}" for v in rounded.loc[1, ["ci_low", "ci_high"]]] == ["0.574", "0.746"]   # rounded twice: shifted
+    text = "\n".join(report.findings(tmp_path) + report.headline(tmp_path))
+    assert f"`{HYBRID}` (0.653 [0.573, 0.745])" in text and "0.662 [0.573, 0.745]" in text
+    assert "ΔRecall@5 +0.233 [0.147, 0.323]" in text
+    assert not any(shifted in text for shifted in ("0.574", "0.746", "0.234", "0.146", "0.324"))
+    readme = report.write_run_readme(tmp_path, "demo").read_text(encoding="utf-8")
+    assert "(0.653)" in readme and report.CSV_NOTE in readme and "](tables/bootstrap_cis.csv)" in readme

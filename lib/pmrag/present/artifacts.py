@@ -9,8 +9,12 @@ be saved.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 from pmrag.evaluate.metric_names import (GROUP_METRICS, MESSAGE_METRICS, NDCG5, PAPER_COLUMNS, RECALL5, SET_METRICS,
                                         TABLE_METRICS, at_k)
@@ -30,6 +34,11 @@ class TableSpec:
     @property
     def file(self) -> str:
         return f"tables/{self.name}.csv"
+
+    @property
+    def full_file(self) -> str:
+        """The same table at full precision (:func:`write_csv`)."""
+        return full_precision_path(self.file).as_posix()
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,63 @@ def write_figure(run_dir, spec: FigureSpec, fig) -> Saved:
     return Saved(spec.file)
 
 
+# -- the precision of the CSVs a run writes (tables/ and public/), stated once ---------------------------------------
+CSV_DECIMALS = 4   # every float: metrics, interval bounds, differences, shares, rates, means, β (0.6531, 1234.5679)
+CSV_P_DIGITS = 4   # p-values (a column ``p`` or ``p_…``): significant digits, since they span orders of magnitude
+FULL_DIR = "full"  # beside each CSV folder: the same files at full precision (float64 written shortest round-trip)
+_P_VALUE = re.compile(r"p(_\w+)?|p[- ]value.*", re.IGNORECASE)
+
+
+def is_p_value(column) -> bool:
+    """Whether a column holds p-values, by name: ``p``, ``p_permutation``, ``p_holm``, ``p-value``."""
+    return isinstance(column, str) and bool(_P_VALUE.fullmatch(column))
+
+
+def csv_rounded(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as its CSV holds it: every float (in a float column, or a float cell of a mixed column) rounded to
+    :data:`CSV_DECIMALS` decimals, a p-value column's to :data:`CSV_P_DIGITS` significant digits; integers, booleans,
+    text and missing values unchanged.  The full-precision file (:func:`write_csv`) keeps the rest."""
+    out = frame.copy()
+    for position, column in enumerate(frame.columns):
+        values = frame.iloc[:, position]
+        p_value = is_p_value(column)
+        if pd.api.types.is_float_dtype(values.dtype):
+            array = values.to_numpy(dtype=float, na_value=np.nan)   # nullable Float64 too
+            rounded = (np.array([_significant(x) for x in array], dtype=float) if p_value
+                       else np.round(array, CSV_DECIMALS) + 0.0)          # + 0.0: no "-0.0"
+            out.isetitem(position, pd.Series(rounded, index=values.index, name=column))
+        elif values.dtype == object:
+            one = _significant if p_value else _decimal
+            out.isetitem(position, values.map(lambda v: one(v) if isinstance(v, float) else v))
+    return out
+
+
+def _decimal(x: float) -> float:
+    return float(np.round(x, CSV_DECIMALS)) + 0.0
+
+
+def _significant(x: float) -> float:
+    return x if not np.isfinite(x) else float(f"{x:.{CSV_P_DIGITS}g}") + 0.0
+
+
+def full_precision_path(path) -> Path:
+    """Where the full-precision twin of a CSV lies: ``tables/x.csv`` → ``tables/full/x.csv``."""
+    path = Path(path)
+    return path.parent / FULL_DIR / path.name
+
+
+def write_csv(path, frame: pd.DataFrame) -> Path:
+    """Write ``frame`` to ``path`` rounded (:func:`csv_rounded`: what a reader opens) and to
+    :func:`full_precision_path` unrounded (what an audit recomputes from, and what the run README reads, so that a
+    number it prints is rounded once); returns ``path``."""
+    path = Path(path)
+    full = full_precision_path(path)
+    full.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(full, index=False)
+    csv_rounded(frame).to_csv(path, index=False)
+    return path
+
+
 CI = ("mean", "ci_low", "ci_high")
 ITEM_VALUE = ("Item", "Value")
 DIFFERENCE = ("comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high", "excludes_zero",
@@ -74,6 +140,8 @@ class T:
     """The tables, by name."""
 
     # 01_chunking
+    ingest_report = TableSpec("ingest_report", "01_chunking",
+                              "Ingest reconciliation per input file: read = stored + already present + rejected")
     table1_dataset = TableSpec("table1_dataset", "01_chunking", "Table 1 — dataset statistics", ITEM_VALUE)
     chunking_sessions_windows = TableSpec("chunking_sessions_windows", "01_chunking", "Sessions and windows", ITEM_VALUE)
     session_sizes = TableSpec("session_sizes", "01_chunking", "Messages per session",

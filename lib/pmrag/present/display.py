@@ -137,10 +137,11 @@ def estimated_width(frame: pd.DataFrame, name_chars: int = NAME_CHARS) -> float:
 
 
 def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_ROWS, note: str = "",
-               name_chars: int = NAME_CHARS) -> str:
+               name_chars: int = NAME_CHARS, hidden: list[str] | None = None) -> str:
     """The HTML of a display frame: no cell wraps, method names over ``name_chars`` abbreviated (:func:`method_cell`), a named
-    index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then a line
-    linking the CSV (``csv``, relative to the notebook) and ``note``."""
+    index as leading columns, the first ``max_rows`` rows shown and the rest in a ``<details>`` fold, then one line
+    linking the CSV (``csv``, relative to the notebook), counting the ``hidden`` columns it holds besides (their names
+    on hover, :func:`more_columns`), and ``note``."""
     shown = frame.reset_index() if (frame.index.name or frame.index.names[0]) else frame
     left = [not all(_numeric(_plain(v)) for v in shown[c] if not _missing(v)) for c in shown.columns]
     headers = "".join(_header_html(c, flush, name_chars) for c, flush in zip(shown.columns, left))
@@ -152,11 +153,21 @@ def table_html(frame: pd.DataFrame, csv: str | None = None, max_rows: int = MAX_
         parts += [f"<details><summary>{len(rows) - max_rows} more rows (of {len(rows)})</summary>", head,
                   "<tbody>", *rows[max_rows:], "</tbody></table></details>"]
     footer = [f'full table: <a href="{html.escape(csv)}">{html.escape(Path(csv).name)}</a>'] if csv else []
+    if hidden:
+        where = "" if csv else " in the plain-text output"
+        footer[-1:] = [" ".join([*footer[-1:], more_columns(hidden, where)])]
     footer += [html.escape(note)] if note else []
     if footer:
         parts.append(f'<p class="pmrag-table-note">{" · ".join(footer)}</p>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def more_columns(hidden: list[str], where: str = "") -> str:
+    """``(+3 columns)``, with the columns' names on hover: the short line that says a table holds more than it
+    shows, and where (``where``: after the count; the CSV linked before it when empty)."""
+    count = f"+{len(hidden)} column{'s' if len(hidden) != 1 else ''}{where}"
+    return f'<span title="{html.escape(", ".join(hidden))}">({count})</span>'
 
 
 def _header(column, name_chars: int = NAME_CHARS) -> tuple[str, str | None]:
@@ -233,8 +244,8 @@ def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: i
          digits: int = 3, note: str = "", fit: bool = True) -> Table:
     """A table for a notebook cell: intervals compacted (:func:`compact_intervals`), floats to ``digits``
     decimals, only ``columns`` when given, and of those (``fit``) the leading ones that fit the panel
-    (:func:`fitting_columns`); the others stay in the CSV and the plain text, and the line under the table names
-    them.  The HTML is :func:`table_html`'s.
+    (:func:`fitting_columns`); the others stay in the CSV and the plain text, and the line under the table counts
+    them (:func:`more_columns`: their names on hover).  The HTML is :func:`table_html`'s.
 
     Parameters
     ----------
@@ -264,9 +275,6 @@ def show(frame: pd.DataFrame, csv=None, columns: list | None = None, max_rows: i
         name_chars = 0                                   # then the trailing columns left out
         kept = fitting_columns(full[kept], name_chars=name_chars)
     hidden = [human_header(c) for c in full.columns if c not in kept]
-    if hidden:
-        where = "the CSV" if csv is not None else "the plain-text output"
-        note = " · ".join(filter(None, [f"not shown here, in {where}: {', '.join(hidden)}", note]))
     link = None if csv is None else csv_link(csv)
     shown = full[kept]
-    return Table(shown, table_html(shown, link, max_rows, note, name_chars), None if not hidden else full)
+    return Table(shown, table_html(shown, link, max_rows, note, name_chars, hidden), None if not hidden else full)

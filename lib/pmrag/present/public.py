@@ -31,7 +31,7 @@ import pandas as pd
 
 from pmrag.core.errors import PmragError
 from pmrag.core.text import clip
-from pmrag.present.artifacts import PUBLIC_TABLES, T
+from pmrag.present.artifacts import CSV_DECIMALS, CSV_P_DIGITS, FULL_DIR, PUBLIC_TABLES, T, write_csv
 from pmrag.present.dates import looks_like_date
 from pmrag.present.private_text import NAME_KINDS, PrivateIndex
 
@@ -196,7 +196,8 @@ def vocabulary(reliability, failures) -> set[str]:
 
 def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Mapping[str, pd.DataFrame],
                   vocabulary: Iterable[str], private: Mapping[str, set[str]],
-                  mode: str = "pseudonym", summarizer: str | None = None) -> tuple[list[str], pd.DataFrame]:
+                  mode: str = "pseudonym", summarizer: str | None = None,
+                  embedder: str | None = None) -> tuple[list[str], pd.DataFrame]:
     """Check, then write ``public/per_question_metrics.csv``, each of ``tables`` and ``public/README.md``.
 
     Every question ID column of any table (``question_id``, however spelled) is replaced by the public IDs
@@ -206,7 +207,10 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
     ``private`` (:func:`private_strings`) is what no cell may contain, in any form (:class:`PublicCheck`); the
     run name, quoted by the README, is checked too.  ``summarizer`` (the study's ``Study.summarizer_note()``:
     set when the summaries come from the offline stand-in) becomes a ``summarizer`` column of every file and a
-    line of the README.  Returns the written paths relative to ``run_dir`` and the private ID map (for
+    line of the README, and ``embedder`` (``Study.embedder_note()``: set when the vectors come from the hashed
+    stand-in) an ``embedder`` column and a line, as the study's own tables say it.  Each CSV is written rounded
+    and at full precision under ``public/full/`` (:func:`pmrag.present.artifacts.write_csv`).  Returns the written
+    paths relative to ``run_dir`` (the rounded CSVs and the README) and the private ID map (for
     ``tables/public_question_ids.csv``).
     """
     run_dir = Path(run_dir)
@@ -221,9 +225,9 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
     public_ids = {q for frame in everything.values()
                   for column in frame.columns if _is_question_id_column(column) for q in frame[column]}
     user_values = public_ids | set(public_rows["question_type"].astype(str))
-    if summarizer is not None:
-        everything = {name: frame.assign(summarizer=summarizer) for name, frame in everything.items()}
-        wording.add(summarizer)
+    notes = {column: note for column, note in (("summarizer", summarizer), ("embedder", embedder)) if note is not None}
+    everything = {name: frame.assign(**notes) for name, frame in everything.items()}
+    wording |= set(notes.values())
     check = PublicCheck(wording, private, user_values, public_ids if mode == "pseudonym" else ())
     check.tables(everything)
     refused = check.refusal(str(run_name), in_cell=False)
@@ -233,16 +237,16 @@ def export_tables(run_dir, run_name: str, per_question: pd.DataFrame, tables: Ma
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in everything.items():
-        path = folder / f"{name}.csv"
-        frame.to_csv(path, index=False)
+        path = write_csv(folder / f"{name}.csv", frame)
         written.append(str(path.relative_to(run_dir)))
     readme = folder / "README.md"
-    readme.write_text(_readme(run_name, list(everything), mode, summarizer), encoding="utf-8")
+    readme.write_text(_readme(run_name, list(everything), mode, summarizer, embedder), encoding="utf-8")
     written.append(str(readme.relative_to(run_dir)))
     return written, mapping
 
 
-def _readme(run_name: str, names: list[str], mode: str, summarizer: str | None = None) -> str:
+def _readme(run_name: str, names: list[str], mode: str, summarizer: str | None = None,
+            embedder: str | None = None) -> str:
     ids = ("pseudonymised (`q_` + 12 hex digits of SHA-1 of the ID; the private map is `../tables/public_question_ids.csv`)"
            if mode == "pseudonym" else "the study's own question IDs")
     lines = [
@@ -256,7 +260,11 @@ def _readme(run_name: str, names: list[str], mode: str, summarizer: str | None =
         "Intervals are percentile-bootstrap 95 % CIs over questions, conditional on the configurations selected",
         "on the same questions (selection uncertainty is not included).",
         "",
+        f"Numbers are rounded to {CSV_DECIMALS} decimals (p-values to {CSV_P_DIGITS} significant digits); `{FULL_DIR}/`",
+        "holds the same files at full precision.",
+        "",
         *([f"Summaries: {summarizer}; every file says so in its `summarizer` column.", ""] if summarizer else []),
+        *([f"Vectors: {embedder}; every file says so in its `embedder` column.", ""] if embedder else []),
         "| file | |",
         "|---|---|",
     ]

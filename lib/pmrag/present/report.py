@@ -1,7 +1,8 @@
 """``outputs/<run>/README.md``: one page listing what a study run produced, with its headline numbers.
 
-Written by ``pmrag study`` after the last notebook, from the CSV tables the notebooks saved, so every number
-on the page is one a notebook computed and a file holds.  A table that a run did not produce is skipped.
+Written by ``pmrag study`` after the last notebook, from the tables the notebooks saved (their full-precision
+files, so a number here is rounded once), so every number on the page is one a notebook computed and a file
+holds.  A table that a run did not produce is skipped.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import pandas as pd
 
 from pmrag.core.names import RetrieverId, parse_method
 from pmrag.evaluate.metric_names import RECALL5
-from pmrag.present.artifacts import FIGURES, TABLES, T, TableSpec
+from pmrag.present.artifacts import CSV_DECIMALS, CSV_P_DIGITS, FIGURES, FULL_DIR, TABLES, T, TableSpec
 from pmrag.present.labels import blind_by_design
 from pmrag.present.paper import format_ci
 from pmrag.present.stage_graph import GRAPH_FILE
 
 
 def _read(run_dir: Path, spec: TableSpec, text: bool = False) -> pd.DataFrame | None:
-    """A saved table; ``text`` keeps every cell as written (formatted tables: ``0.510`` stays ``0.510``)."""
-    path = run_dir / spec.file
-    if not path.is_file():
+    """A saved table at full precision (its ``tables/full/`` file; the rounded CSV where a table was written
+    without one), so that every number on the page is rounded once; ``text`` keeps every cell as written
+    (formatted tables: ``0.510`` stays ``0.510``)."""
+    path = next((p for p in (run_dir / spec.full_file, run_dir / spec.file) if p.is_file()), None)
+    if path is None:
         return None
     return pd.read_csv(path, dtype=str, keep_default_na=False) if text else pd.read_csv(path)
 
@@ -284,6 +287,9 @@ def code_names(line: str) -> str:
     return "`".join(parts)
 
 
+CSV_NOTE = (f"Floats rounded to {CSV_DECIMALS} decimals, p-values to {CSV_P_DIGITS} significant digits; "
+            f"`tables/{FULL_DIR}/` and `public/{FULL_DIR}/` hold the same files at full precision.")
+
 PRIVACY_NOTE = ("Everything in this folder except `public/` holds private chat data (messages, names, questions, "
                 "the store, the executed notebooks); share only `public/`.")
 
@@ -313,7 +319,7 @@ def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None,
         ("Tables (CSV)", [(t.file, t.title) for t in TABLES.values() if (run_dir / t.file).is_file()]),
         ("Figures (PNG)", [(f.file, f.title) for f in FIGURES.values() if (run_dir / f.file).is_file()]),
         ("Public export (aggregates only, §9.2)", [(p.relative_to(run_dir).as_posix(), "")
-                                                   for p in sorted((run_dir / "public").glob("*"))]),
+                                                   for p in sorted((run_dir / "public").glob("*")) if p.is_file()]),
         ("TREC runs and qrels", [(p.relative_to(run_dir).as_posix(), "")
                                  for p in sorted((run_dir / "runs").glob("*.trec")) + sorted(run_dir.glob("*.trec"))]),
         ("Stage graph", [(f"{GRAPH_FILE}{suffix}", "every computation stage and what it reads (`pmrag graph`)")
@@ -322,6 +328,8 @@ def write_run_readme(run_dir, title: str, notebooks: list[Path] | None = None,
     for heading, entries in listing:
         if entries:
             sections += [f"## {heading}", ""]
+            if heading == "Tables (CSV)":
+                sections += [CSV_NOTE, ""]
             sections += [f"- [`{path}`]({path})" + (f": {title}" if title else "") for path, title in entries]
             sections.append("")
     target = run_dir / "README.md"

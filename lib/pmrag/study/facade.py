@@ -20,7 +20,7 @@ from pmrag.core.params import HASHED_STAND_IN, StudyParams
 from pmrag.evaluate.coverage import Coverage
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.evaluate.sweep import Hybrids
-from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns, write_figure
+from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns, write_csv, write_figure
 from pmrag.represent.embed import QueryVectors
 from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
@@ -299,7 +299,8 @@ class Study:
         return target
 
     def save_table(self, spec: TableSpec, frame: pd.DataFrame) -> str:
-        """Write a declared table to ``outputs/<run>/tables/<name>.csv``; returns its path in the run folder."""
+        """Write a declared table to ``outputs/<run>/tables/<name>.csv`` rounded and to ``tables/full/<name>.csv``
+        at full precision (:func:`pmrag.present.artifacts.write_csv`); returns its path in the run folder."""
         if not isinstance(spec, TableSpec):
             raise TypeError(f"save_table takes a declared table (pmrag.present.artifacts.T), got {spec!r}")
         check_columns(spec, frame.columns)
@@ -309,7 +310,7 @@ class Study:
         vectors = self.embedder_note()
         if vectors is not None:   # and so does one whose dense vectors come from the hashed stand-in
             frame = frame.assign(**{EMBEDDER_STAND_IN_COLUMN: vectors})
-        frame.to_csv(self.path(spec.file), index=False)
+        write_csv(self.path(spec.file), frame)
         return Saved(spec.file)
 
     def summarizer_note(self) -> str | None:
