@@ -24,6 +24,7 @@ BASE = "run: base\noutputs_dir: out\ncache_dir: cache\ndataset: {synthetic: {ena
 def written_cohort(folder, scores: pd.DataFrame, tables=True):
     """A cohort file whose run folder holds the pooled tables of ``scores`` (as pmrag cohort writes them)."""
     from pmrag.cohort.run import TABLE_PREFIX
+    from pmrag.present.artifacts import write_csv
     from pmrag.cohort.selection import leave_one_participant_out
 
     (folder / "base.yaml").write_text(BASE, encoding="utf-8")
@@ -43,7 +44,7 @@ def written_cohort(folder, scores: pd.DataFrame, tables=True):
         target = folder / "out" / "c" / "tables"
         target.mkdir(parents=True)
         for name, frame in found.items():
-            frame.to_csv(target / f"{TABLE_PREFIX}{name}.csv", index=False)
+            write_csv(target / f"{TABLE_PREFIX}{name}.csv", frame)
     return path
 
 
@@ -67,6 +68,12 @@ def test_a_cohort_not_run_is_one_line_naming_the_folder_and_the_command(tmp_path
         report.read_tables(path)
     message = str(info.value)
     assert "\n" not in message and "no cohort_participants.csv in" in message and "pmrag cohort cohort.yaml" in message
+
+
+def test_the_report_computes_from_the_full_precision_tables(tables):
+    rounded = pd.read_csv(tables.csv("pooled"))
+    assert tables["pooled"]["macro_ci_low"].tolist() != rounded["macro_ci_low"].tolist()   # not the 4-decimal file
+    assert np.allclose(tables["pooled"]["macro_ci_low"], rounded["macro_ci_low"], atol=5e-5)
 
 
 def test_every_table_says_what_it_rests_on(tables):

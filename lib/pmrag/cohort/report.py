@@ -21,7 +21,7 @@ from pmrag.cohort.run import TABLE_PREFIX
 from pmrag.cohort.tables import BEST_SINGLE, COMPARISON, METRICS, SELECTED_HYBRID
 from pmrag.core.errors import PmragError
 from pmrag.evaluate.metric_names import parse_metric
-from pmrag.present.artifacts import FigureSpec, write_figure
+from pmrag.present.artifacts import FigureSpec, full_precision_path, write_figure
 from pmrag.study.facade import STAND_IN_COLUMN
 
 TABLES = ("participants", "per_participant", "by_type", "pooled", "differences", "participant_differences", "wins",
@@ -90,8 +90,9 @@ def read_tables(params_path) -> CohortTables:
     found = {}
     for name in TABLES:
         path = cohort.run_dir / TABLES_DIR / f"{TABLE_PREFIX}{name}.csv"
+        full = full_precision_path(path)   # what the report computes from: numbers rounded once, when shown
         if path.is_file():
-            found[name] = pd.read_csv(path)
+            found[name] = pd.read_csv(full if full.is_file() else path)
         elif name != "selection":
             raise CohortNotRun(f"{cohort.path}: no {path.name} in {cohort.run_dir / TABLES_DIR}: run `pmrag cohort "
                                f"{cohort.path.name}` first")

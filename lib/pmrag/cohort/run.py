@@ -37,6 +37,7 @@ from pmrag.core.cohort_params import ExecutionSection
 from pmrag.core.errors import PmragError
 from pmrag.core.params import BootstrapSection
 from pmrag.core.text import clip, one_line
+from pmrag.present.artifacts import FULL_DIR, write_csv
 from pmrag.study.facade import STAND_IN_COLUMN
 from pmrag.study.runfolder import claim_run_folder
 
@@ -110,14 +111,13 @@ def run_cohort(path, *, client=None, progress: bool = True) -> CohortRun:
     notes = list(dict.fromkeys(r.summarizer_note for r in results if r.summarizer_note))
     folder = cohort.run_dir / TABLES_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob(f"{TABLE_PREFIX}*.csv"):   # a table this run does not write is not left from an older one
-        stale.unlink()
+    for stale in [*folder.glob(f"{TABLE_PREFIX}*.csv"), *(folder / FULL_DIR).glob(f"{TABLE_PREFIX}*.csv")]:
+        stale.unlink()   # a table this run does not write is not left from an older one
     for name, frame in tables.items():
         if notes:   # tables made with the offline stand-in say so in every row, as a study's do
             frame = frame.assign(**{STAND_IN_COLUMN: "; ".join(notes)})
         target = folder / f"{TABLE_PREFIX}{name}.csv"
-        frame.to_csv(target, index=False)
-        run.tables[name] = target
+        run.tables[name] = write_csv(target, frame)   # rounded, and its full-precision twin under full/
     if section.notebooks:
         run.notebooks = execute_cohort_notebooks(cohort, progress)
     return run
