@@ -334,6 +334,9 @@ def test_graph_params_default_to_the_offline_stand_in_and_say_so():
     assert params.graph.interest_rule == "per_memory"
     recurring = StudyParams(run="x", dataset={"synthetic": {"enabled": True}}, graph={"interest_rule": "recurring"})
     assert recurring.graph.label() == "offline stand-in (SudachiPy + recurrence), not an LLM"
+    assert GraphSection(extractor="openai", interest_rule="recurring").label().endswith(
+        "(LLM extraction, the paper's method, recurring interests only; model: summarizer.model)")
+    assert GraphSection(extractor="openai").label() == "openai (LLM extraction, the paper's method; model: summarizer.model)"
     assert EXTRACTORS.names() == ("offline", "openai")
     assert extractor().label() == params.graph.label()
     assert extractor().provenance()["split_mode"] == "C"

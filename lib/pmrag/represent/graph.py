@@ -7,7 +7,8 @@
   are for.  Id ``s:<memory id>:<n>`` in this order: the summary (when the memory has one), each participant,
   the time span (``YYYY-MM-DD HH:MM – YYYY-MM-DD HH:MM``), the named things (person, place, named), the key
   phrases (activity, thing), the sentiment (when the backend gives one).  Sub-kind says which.
-* **Interest nodes** I: themes shared across memories (§2.3), each linked to every memory it concerns.  Id
+* **Interest nodes** I: themes (§2.3), each memory's interests merged across memories (``graph.interest_rule``),
+  each linked to every memory it concerns.  Id
   ``i:<label>``, sub-kind the theme's kind, the merged surface forms kept as ``aliases``.
 * **Edges**: ``memory-semantic`` (M×S) and ``memory-interest`` (M×I), always from the memory node; no other
   kind exists (:class:`MemoryGraph` refuses one), so two memories meet only through an interest.
