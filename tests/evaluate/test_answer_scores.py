@@ -87,3 +87,19 @@ def test_citations_outside_the_context_are_refused_and_counted_each_valid_one_on
     assert citation_scores((), {"c1"}) == (0.0, 0.0)
     with pytest.raises(ValueError, match="non-empty gold"):
         citation_scores(("c1",), set())
+
+
+def test_answer_rows_score_the_cited_ids_as_a_set_and_as_citations():
+    import pandas as pd
+
+    from pmrag.evaluate.answer_scores import answer_rows
+
+    answers = pd.DataFrame({"retriever": ["g", "g"], "question_id": ["q1", "q2"],
+                            "answer": ["At the lake [c1] [c2] [c7]", "No information available."],
+                            "context_ids": [["c1", "c2", "c3"], ["c1"]]})
+    qrels = pd.DataFrame({"question_id": ["q1", "q1", "q2"], "chunk_id": ["c1", "c2", "c3"], "relevance": [2, 1, 2]})
+    rows = answer_rows(answers, qrels, pd.Series({"q1": "a", "q2": "b"})).set_index("question_id")
+    assert rows.loc["q1", ["cited", "refused"]].tolist() == [2, 1]                 # c7 was not in the context
+    assert rows.loc["q1", ["set_precision", "set_recall"]].tolist() == [0.5, 1.0]   # primary gold: c1
+    assert rows.loc["q1", ["citation_precision", "citation_recall"]].tolist() == [1.0, 1.0]   # evidence: c1, c2
+    assert rows.loc["q2", ["cited", "set_precision", "set_recall", "citation_recall"]].tolist() == [0, 0.0, 0.0, 0.0]

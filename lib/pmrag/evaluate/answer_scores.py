@@ -17,6 +17,8 @@ Two readings of one generated answer:
   uses as ``[id]``; an id not in the context it was given is refused and counted (a model cannot cite what it
   was not shown), each valid id counts once; precision and recall of the cited ids against the gold ids
   (precision 0 for an answer that cites nothing, as :mod:`pmrag.evaluate.set_metrics` scores an empty set).
+  :func:`answer_rows` scores a table of answers per question: 002's set metrics on the memories an answer
+  cites (primary gold) beside 000 §9's citation precision / recall (every judged evidence chunk).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+import pandas as pd
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -116,3 +120,31 @@ def citation_scores(cited: Sequence[str], gold: Iterable[str]) -> tuple[float, f
         raise ValueError("citation recall needs a non-empty gold set")
     hits = len(set(cited) & gold)
     return (hits / len(set(cited)) if cited else 0.0), hits / len(gold)
+
+
+def answer_rows(answers: pd.DataFrame, qrels, types: pd.Series) -> pd.DataFrame:
+    """Per-question scores of answers: rows ``retriever, question_id, question_type, cited, refused,
+    set_precision, set_recall, set_f1, citation_precision, citation_recall``.
+
+    ``answers`` has ``retriever, question_id, answer, context_ids`` (the ids the answer was given, a list).  The
+    cited ids (:func:`parse_citations`) are scored as a retrieved set twice: 002's set precision / recall / F1
+    against primary gold (:func:`pmrag.evaluate.set_metrics.per_question_set_rows`, an answer citing nothing an
+    empty set), and 000 §9's citation precision / recall against every judged evidence chunk (relevance ≥ 1).
+    """
+    from pmrag.evaluate.set_metrics import per_question_set_rows
+
+    parsed = [parse_citations(text, ids) for text, ids in zip(answers["answer"], answers["context_ids"])]
+    cited = pd.DataFrame([(r, q, c) for r, q, p in zip(answers["retriever"], answers["question_id"], parsed)
+                          for c in p.cited], columns=["retriever", "question_id", "chunk_id"])
+    questions = list(dict.fromkeys(answers["question_id"]))
+    retrievers = list(dict.fromkeys(answers["retriever"]))
+    primary = per_question_set_rows(cited, qrels, types, questions=questions, retrievers=retrievers)
+    evidence = per_question_set_rows(cited, qrels, types, questions=questions, retrievers=retrievers, min_relevance=1)
+    counts = pd.DataFrame({"retriever": answers["retriever"].to_numpy(), "question_id": answers["question_id"].to_numpy(),
+                           "cited": [len(p.cited) for p in parsed], "refused": [p.refused for p in parsed]})
+    rows = primary.merge(counts, on=["retriever", "question_id"], how="left").merge(
+        evidence[["retriever", "question_id", "set_precision", "set_recall"]].rename(
+            columns={"set_precision": "citation_precision", "set_recall": "citation_recall"}),
+        on=["retriever", "question_id"])
+    return rows[["retriever", "question_id", "question_type", "cited", "refused", "set_precision", "set_recall",
+                 "set_f1", "citation_precision", "citation_recall"]]
