@@ -204,8 +204,8 @@ def one_participant(project: Path, settings: str) -> Path:
     text = (project / "params" / "cohort_demo.yaml").read_text(encoding="utf-8").replace("run: cohort_demo\n", "run: one\n", 1)
     text = text[:text.index("  - id: p02\n")] + f"cohort: {settings}\n"
     # the stages beyond the pooled ones at a smaller size (keys of those stages only): a quicker graph and simulation
-    text = text.replace("overrides: {dataset:", "overrides: {graph: {max_interests: 40}, statistics: {coverage_datasets: "
-                                                "10, coverage_resamples: 20}, bootstrap: {n_resamples: 500}, dataset:", 1)
+    text = text.replace("overrides: {dataset:", "overrides: {graph: {interest_rule: recurring, max_interests: 40}, "
+                                                "statistics: {coverage_datasets: 10, coverage_resamples: 20}, bootstrap: {n_resamples: 500}, dataset:", 1)
     path = project / "params" / "one.yaml"
     path.write_text(text, encoding="utf-8")
     return path

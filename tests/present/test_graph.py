@@ -48,7 +48,7 @@ def test_table2_cells_are_the_evaluation_cis_and_pooled_figures(demo):
     cis, pooled = evaluation.set_tables["cis"], evaluation.set_tables["pooled"]
     table = pg.table2(cis, pooled)
     assert list(table.columns) == ["Metric", "TOBUGraph", "RAGv1", "RAGv2", "RAGv3"]
-    assert list(table["Metric"]) == ["Precision", "Recall", "F1", "Pooled (micro) P / R / F1"]
+    assert list(table["Metric"]) == ["Precision", "Recall", "F1", "Pooled (micro) P / R / F1", "Mean set size |R|"]
     for row, metric in zip(table.itertuples(index=False), ("set_precision", "set_recall", "set_f1")):
         for method in pg.SET_METHODS:
             source = cis[(cis["retriever"] == method) & (cis["metric"] == metric)].iloc[0]
@@ -57,16 +57,20 @@ def test_table2_cells_are_the_evaluation_cis_and_pooled_figures(demo):
     micro = table.iloc[3]
     for method in pg.SET_METHODS:
         source = pooled.set_index("retriever").loc[method]
-        values = [float(v) for v in micro[method].split(" / ")]
+        values = [float(v) for v in micro[method].split(" (")[0].split(" / ")]
         assert values == pytest.approx([source["micro_precision"], source["micro_recall"], source["micro_f1"]], abs=5e-4)
+        assert ("empty sets" in micro[method]) == bool(source["empty_sets"])
+        assert float(table.iloc[4][method]) == pytest.approx(source["mean_retrieved"], abs=0.05)
 
 
 def test_table2_refuses_a_missing_method():
     cis = pd.DataFrame({"retriever": ["TOBUGraph"] * 3, "metric": ["set_precision", "set_recall", "set_f1"],
                         "mean": [0.5] * 3, "ci_low": [0.4] * 3, "ci_high": [0.6] * 3})
     pooled = pd.DataFrame({"retriever": ["TOBUGraph"], "questions": [2], "micro_precision": [0.5],
-                           "micro_recall": [0.5], "micro_f1": [0.5]})
-    assert pg.table2(cis, pooled, methods=["TOBUGraph"]).iloc[0, 1] == "0.500 [0.400, 0.600]"
+                           "micro_recall": [0.5], "micro_f1": [0.5], "mean_retrieved": [3.0], "empty_sets": [1]})
+    table = pg.table2(cis, pooled, methods=["TOBUGraph"])
+    assert table.iloc[0, 1] == "0.500 [0.400, 0.600]"
+    assert table.iloc[3, 1] == "0.500 / 0.500 / 0.500 (1 empty sets left out of P)" and table.iloc[4, 1] == "3.0"
     with pytest.raises(ValueError, match="RAGv1 set_precision"):
         pg.table2(cis, pooled)
 
@@ -138,7 +142,22 @@ def test_tuning_grid_marks_the_chosen_cell_once(demo):
     _, _, evaluation = demo
     grid = pg.tuning_grid(evaluation.tuning)
     marked = [(t, c) for t in grid.index for c in grid.columns if grid.loc[t, c].endswith("*")]
-    assert marked == [(evaluation.threshold, evaluation.cap)]
+    cap = "no cap" if evaluation.cap == evaluation.tuning["cap"].max() else evaluation.cap
+    assert marked == [(evaluation.threshold, cap)]
+    _, built, _ = demo
+    assert grid.columns[-1] == "no cap" and evaluation.tuning["cap"].max() == len(built.graph.of_kind("interest"))
+    assert pg.tuning_reading(evaluation).startswith(f"chosen: threshold {evaluation.threshold:g}, ")
+
+
+@pytest.mark.integration
+def test_baseline_tuning_table_has_every_k_of_the_grid_for_each_baseline(demo):
+    study, _, evaluation = demo
+    table = pg.baseline_tuning_table(evaluation)
+    grid = study.params.graph.baseline_k_grid
+    assert table["Method"].tolist() == [m for m in ("RAGv1", "RAGv2", "RAGv3") for _ in grid]
+    assert [k for k in table["k"] if k.endswith("*")] == [f"{evaluation.baseline_k[m]}*" for m in ("RAGv1", "RAGv2", "RAGv3")]
+    rows = pg.tuning_rows(evaluation)
+    assert rows["method"].iloc[0] == "TOBUGraph" and rows["chosen"].sum() == 4
 
 
 @pytest.mark.integration

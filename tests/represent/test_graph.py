@@ -57,7 +57,9 @@ ENGLISH = [
 
 
 def extractor(**graph) -> OfflineExtractor:
-    return make_extractor(GraphSection(**graph), embedder=char_ngram_vectors)
+    """The offline extractor; with ``min_memories`` given, under the rule that key belongs to (recurring)."""
+    rule = {"interest_rule": "recurring"} if "min_memories" in graph else {}
+    return make_extractor(GraphSection(**rule, **graph), embedder=char_ngram_vectors)
 
 
 def interests_by_label(graph: MemoryGraph) -> dict[str, list[str]]:
@@ -155,7 +157,8 @@ def test_max_phrases_caps_key_phrases_but_keeps_every_named_thing():
     graph = build_graph([memory("x", text)], extractor(max_phrases=2))
     subkinds = [n.subkind for n in graph.neighbours("m:x", "memory-semantic")]
     assert subkinds.count("activity") + subkinds.count("thing") == 2
-    assert len(build_graph([memory("x", text)], extractor(max_phrases=10)).neighbours("m:x")) - len(subkinds) == 5
+    assert len(build_graph([memory("x", text)], extractor(max_phrases=10)).neighbours("m:x", "memory-semantic")) \
+        - len(subkinds) == 5
     assert {n.label for n in graph.neighbours("m:x") if n.subkind == "named"} == {"Lisbon", "Porto"}
 
 
@@ -304,12 +307,36 @@ def test_chunk_memories_take_speakers_in_order_and_only_ok_summaries():
     assert (a.start_at, a.end_at) == (datetime(2024, 1, 1, 9), datetime(2024, 1, 1, 9, 30))
 
 
+# ------------------------------------------------------------------------------------------ reachability
+
+def test_every_memory_is_reachable_per_memory_and_the_recurring_rule_leaves_some_unreachable():
+    greeting = memory("c6", [("ゆき", "おはよう")], 5)                  # no named thing, no key phrase
+    memories = JAPANESE + [greeting]
+    per_memory = build_graph(memories, extractor(merge_distance=0))
+    assert per_memory.statistics().unreachable == 0
+    interests = interests_by_label(per_memory)
+    assert interests["ケーキ"] == ["c5"]                                # an interest may hold one memory
+    assert interests["渋谷"] == ["c2", "c3"]                            # linked to every memory that holds it
+    assert interests["ゆき"] == ["c6"]                                  # a bare memory's participant, itself only
+    recurring = build_graph(memories, extractor(min_memories=3, merge_distance=0))
+    assert recurring.statistics().unreachable == 1                      # 鎌倉 and カフェ cover c1–c5, not c6
+    linked = {e.source for e in recurring.edges if e.kind == "memory-interest"}
+    assert {m.node_id for m in recurring.of_kind("memory")} - linked == {"m:c6"}
+    assert "reachable by no interest" in recurring.statistics().line()
+
+
 # ------------------------------------------------------------------------------------------ params
 
 def test_graph_params_default_to_the_offline_stand_in_and_say_so():
     params = StudyParams(run="x", dataset={"synthetic": {"enabled": True}})
     assert params.graph.memory_unit == "chunk" and params.graph.extractor == "offline"
-    assert params.graph.label() == "offline stand-in (SudachiPy + recurrence), not an LLM"
+    assert params.graph.label() == "offline stand-in (SudachiPy + per-memory interests), not an LLM"
+    assert params.graph.interest_rule == "per_memory"
+    recurring = StudyParams(run="x", dataset={"synthetic": {"enabled": True}}, graph={"interest_rule": "recurring"})
+    assert recurring.graph.label() == "offline stand-in (SudachiPy + recurrence), not an LLM"
+    assert GraphSection(extractor="openai", interest_rule="recurring").label().endswith(
+        "(LLM extraction, the paper's method, recurring interests only; model: summarizer.model)")
+    assert GraphSection(extractor="openai").label() == "openai (LLM extraction, the paper's method; model: summarizer.model)"
     assert EXTRACTORS.names() == ("offline", "openai")
     assert extractor().label() == params.graph.label()
     assert extractor().provenance()["split_mode"] == "C"

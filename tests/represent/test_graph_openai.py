@@ -88,8 +88,8 @@ def llm(server, **overrides) -> SummarizerSection:
 
 
 def extractor(server, engine, graph=None, **llm_overrides) -> OpenAIExtractor:
-    params = GraphSection(**{"extractor": "openai", "min_memories": 2, "merge_distance": 0, "interest_batch": 2,
-                             **(graph or {})})
+    params = GraphSection(**{"extractor": "openai", "interest_rule": "recurring", "min_memories": 2,
+                             "merge_distance": 0, "interest_batch": 2, **(graph or {})})
     return make_extractor(params, embedder=char_ngram_vectors, llm=llm(server, **llm_overrides), prompts="en",
                           engine=engine)
 
@@ -304,7 +304,7 @@ def test_interests_of_batches_merge_by_normalised_label_then_min_memories_applie
                               {"label": "tea", "kind": "preference", "memory_ids": ["a"]}]},
                {"interests": [{"label": "kamakura ", "kind": "place", "memory_ids": ["c"]},
                               {"label": "coffee", "kind": "preference", "memory_ids": ["c", "d"]}]}]
-    params = GraphSection(extractor="openai", min_memories=2, merge_distance=0)
+    params = GraphSection(extractor="openai", interest_rule="recurring", min_memories=2, merge_distance=0)
     merged = merge_interests(replies, params, char_ngram_vectors)
     assert [(i.label, i.kind, i.memory_ids, i.aliases) for i in merged] == [
         ("Ｋａｍａｋｕｒａ", "place", ("a", "b", "c"), ("Ｋａｍａｋｕｒａ", "kamakura ")),
@@ -313,6 +313,15 @@ def test_interests_of_batches_merge_by_normalised_label_then_min_memories_applie
     # clustering as offline: with a wide merge distance the two become one, labelled by the most shared
     wide = merge_interests(replies, params.model_copy(update={"merge_distance": 2.0}), char_ngram_vectors)
     assert [(i.label, i.memory_ids) for i in wide] == [("Ｋａｍａｋｕｒａ", ("a", "b", "c", "d"))]
+    # per memory (002 §2.3): an interest of one memory is kept, and no min_memories applies
+    own = merge_interests(replies, params.model_copy(update={"interest_rule": "per_memory"}), char_ngram_vectors)
+    assert [(i.label, i.memory_ids) for i in own] == [("Ｋａｍａｋｕｒａ", ("a", "b", "c")), ("coffee", ("c", "d")),
+                                                      ("tea", ("a",))]
+
+
+def test_the_interest_prompts_let_an_interest_hold_one_memory():
+    prompts = load_graph_prompts("en")["interest"]
+    assert "may concern a single memory" in prompts.user_template and "at least two" not in prompts.user_template
 
 
 # ------------------------------------------------------------------------------------------ privacy, refusals

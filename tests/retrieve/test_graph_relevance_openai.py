@@ -238,6 +238,15 @@ def test_a_label_that_looks_like_a_number_is_the_label_first():
         {"numbers": [1, 2], "labels": ["2024", "Hiking"]}, 2)      # "0" and "3. Hiking" name nothing
 
 
+def test_a_numeral_names_the_same_interest_as_an_integer_or_a_string():
+    labels = ["3", "Hiking", "boots"]                      # an interest labelled "3" is number 1
+    for reply in ('{"interests": [3]}', '{"interests": ["3"]}', '{"interests": ["3."]}'):
+        assert validate_relevance_reply(reply, "q", labels) == ({"numbers": [3], "labels": ["boots"]}, 0)
+    assert validate_relevance_reply('{"interests": [1, "1. 3"]}', "q", labels) == ({"numbers": [1], "labels": ["3"]}, 0)
+    assert validate_relevance_reply('{"interests": [2024]}', "q", ["2024", "Hiking"]) == (
+        {"numbers": [1], "labels": ["2024"]}, 0)            # out of range: the label it spells
+
+
 # ------------------------------------------------------------------------------------------ privacy, params
 
 def test_a_remote_server_is_refused_without_allow_remote(engine, monkeypatch):

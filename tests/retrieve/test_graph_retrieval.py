@@ -35,14 +35,19 @@ def small_graph():
 
 # ------------------------------------------------------------------------------------------ relevance
 
-def test_relevance_is_the_weighted_sum_of_max_scaled_bm25_and_min_max_scaled_cosine():
+def test_relevance_is_the_weighted_sum_of_max_scaled_bm25_and_a_calibrated_cosine():
     lexical = np.array([[2.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
-    cosine = np.array([[0.9, 0.7, 0.8], [0.5, 0.5, 0.5]])
-    got = gi.interest_relevance(lexical, cosine, 0.25)
-    expected_row0 = 0.25 * np.array([1.0, 0.0, 0.5]) + 0.75 * np.array([1.0, 0.0, 0.5])
+    cosine = np.array([[0.9, 0.7, 0.8], [0.5, 0.55, 0.6]])
+    got = gi.interest_relevance(lexical, cosine, 0.25, cosine_floor=0.6)
+    expected_row0 = 0.25 * np.array([1.0, 0.0, 0.5]) + 0.75 * np.array([0.75, 0.25, 0.5])
     np.testing.assert_allclose(got[0], expected_row0, atol=1e-12)
-    assert (got[1] == 0).all()            # no lexical match and no cosine spread: nothing is relevant
+    assert (got[1] == 0).all()            # no lexical match and every cosine at or below the floor: nothing
     np.testing.assert_allclose(gi.interest_relevance(lexical, cosine, 1.0)[0], [1.0, 0.0, 0.5], atol=1e-12)
+    # an absolute scale: the best interest of a question is not lifted to 1 (min-max would make row 1 [0, 0.5, 1])
+    np.testing.assert_allclose(gi.interest_relevance(lexical, cosine, 0.0, cosine_floor=0.5)[1], [0.0, 0.1, 0.2],
+                               atol=1e-12)
+    with pytest.raises(ValueError, match="cosine_floor"):
+        gi.interest_relevance(lexical, cosine, 0.5, cosine_floor=1.0)
     with pytest.raises(ValueError, match="lexical_weight"):
         gi.interest_relevance(lexical, cosine, 1.5)
     with pytest.raises(ValueError, match="shape"):
@@ -91,7 +96,7 @@ def test_interest_index_links_memories_by_corpus_order():
         gi.InterestIndex.from_graph(graph, ["m1", "m2", "m3"])
 
 
-def test_offline_relevance_matches_merged_forms_lexically_and_scales_cosine_per_question():
+def test_offline_relevance_matches_merged_forms_lexically_and_calibrates_cosine():
     graph = small_graph()
     vectors = np.eye(3, dtype=np.float32)
     queries = np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
@@ -100,12 +105,39 @@ def test_offline_relevance_matches_merged_forms_lexically_and_scales_cosine_per_
     assert lexical_only[0].tolist() == [1.0, 0.0, 0.0]                # an alias matches its interest
     assert lexical_only[1, 0] == 0 and (lexical_only[1, 1:] > 0).all() and lexical_only[1].max() == 1.0
     assert (lexical_only[2] == 0).all()
-    cosine_only = gi.offline_relevance(graph, vectors, texts, queries, BM25Section(), 0.0)
+    cosine_only = gi.offline_relevance(graph, vectors, texts, queries, BM25Section(), 0.0, cosine_floor=0.0)
     np.testing.assert_allclose(cosine_only[0], [0.0, 0.0, 1.0], atol=1e-6)
-    np.testing.assert_allclose(cosine_only[1], [1.0, 1.0, 0.0], atol=1e-6)
-    assert (cosine_only[2] == 0).all()                                 # a zero vector: no spread, nothing
+    np.testing.assert_allclose(cosine_only[1], [2 ** -0.5, 2 ** -0.5, 0.0], atol=1e-6)
+    assert (cosine_only[2] == 0).all()                                 # a zero vector: nothing
+    floored = gi.offline_relevance(graph, vectors, texts, queries, BM25Section(), 0.0, cosine_floor=0.8)
+    assert (floored[1] == 0).all()                                     # cosines 0.71 lie below the floor
     with pytest.raises(ValueError, match="2 interest vectors for 3 interests"):
         gi.offline_relevance(graph, np.eye(2), texts, queries, BM25Section(), 0.5)
+
+
+def test_a_question_that_matches_nothing_reaches_no_memory_and_scores_as_an_empty_set():
+    from pmrag.evaluate.set_metrics import per_question_set_rows, pooled_scores, set_counts
+
+    graph = small_graph()
+    vectors = np.eye(3, dtype=np.float32)
+    # q1 says 喫茶店 (an alias of カフェ); q2 shares no term with any interest, its cosines (0.5, 0.5, 0.71) all
+    # below the floor
+    queries = np.array([[0.0, 0.0, 1.0], [0.5, 0.5, 2 ** -0.5]], dtype=np.float32)
+    relevance = gi.offline_relevance(graph, vectors, ["喫茶店", "犬の散歩"], queries, BM25Section(), 0.5,
+                                     cosine_floor=0.8)
+    assert relevance[0, 0] > 0 and (relevance[1] == 0).all()
+    index = gi.InterestIndex.from_graph(graph, ["m1", "m2", "m3", "m4"])
+    for threshold in (0.0, 0.5):                                       # even the loosest threshold: nothing
+        sets = ge.interest_sets(relevance, index.membership, threshold, 3, ["q1", "q2"], index.memory_ids, "g")
+        assert set(sets["question_id"]) == {"q1"}
+    qrels = pd.DataFrame({"question_id": ["q1", "q2"], "chunk_id": ["m1", "m4"], "relevance": [2, 2]})
+    rows = per_question_set_rows(sets, qrels, pd.Series({"q1": "a", "q2": "a"}), questions=["q1", "q2"])
+    empty = rows[rows["question_id"] == "q2"].iloc[0]
+    assert (empty["set_precision"], empty["set_recall"], empty["set_f1"]) == (0.0, 0.0, 0.0)   # macro: 0
+    pooled = pooled_scores(set_counts(sets, qrels, questions=["q1", "q2"])).iloc[0]
+    assert pooled["empty_sets"] == 1 and pooled["mean_retrieved"] == 2.0   # q1 reaches m1–m4 at threshold 0.5
+    assert pooled["micro_precision"] == pytest.approx(1 / 4)          # |R| = 4 from q1 alone; q2 left out
+    assert rows["set_precision"].mean() == pytest.approx(1 / 8)        # macro counts q2's 0
 
 
 def test_question_terms_follow_the_extractors_rules_in_both_languages():
@@ -150,6 +182,56 @@ def test_tuning_picks_the_best_set_f1_on_tuning_questions_only():
     # t1 chooses interests 0 and 1 (m1, m2, m3: P 2/3, R 1); t2 chooses 1 and 2 (m1–m4: P 1/4, R 1)
     assert low["set_precision"] == pytest.approx((2 / 3 + 1 / 4) / 2)
     assert grid["chosen"].sum() == 1
+
+
+def test_an_optimum_on_the_grids_edge_is_named_and_no_cap_is_always_tried():
+    membership = sp.csr_matrix(np.array([[1, 0], [0, 1], [1, 1]], dtype=float))
+    relevance = np.array([[0.9, 0.8, 0.7]])                     # gold m1, m2: all three interests are best
+    qrels = pd.DataFrame({"question_id": ["t"], "chunk_id": ["m1"], "relevance": [2]})
+    grid, (threshold, cap) = ge.tune_interest_choice(relevance, membership, ["t"], ["m1", "m2"], qrels,
+                                                     pd.Series({"t": "x"}), ["t"], [0.5, 0.95], [1, 2])
+    assert sorted(set(grid["cap"])) == [1, 2, 3]                 # 3: the number of interests, no cap
+    assert (threshold, cap) == (0.5, 1)                          # interest 0 alone reaches m1 only
+    chosen = grid[grid["chosen"]].iloc[0]
+    assert chosen["edge"] == "lowest threshold, smallest cap"
+    assert grid.loc[(grid["threshold"] == 0.95), "empty_sets"].tolist() == [1, 1, 1]   # nothing reaches 0.95
+    assert ge.grid_edges(0.5, 2, [0.1, 0.5, 0.9], [1, 2, 3]) == ""
+    assert ge.grid_edges(0.9, 3, [0.1, 0.5, 0.9], [1, 2, 3]) == "highest threshold, no cap"
+
+
+def test_baselines_k_is_tuned_on_the_tuning_questions_by_the_graphs_criterion():
+    ranks = [1, 2, 3]
+    rankings = pd.DataFrame({
+        "retriever": ["A"] * 9 + ["B"] * 9,
+        "question_id": (["t1"] * 3 + ["t2"] * 3 + ["h"] * 3) * 2,
+        "rank": ranks * 6,
+        #          t1: gold m1, m2         t2: gold m3            h (held out): gold m9 at rank 3
+        "chunk_id": ["m1", "m2", "x", "m3", "x", "y", "x", "y", "m9",
+                     "x", "m1", "m2", "y", "m3", "z", "m9", "x", "y"]})
+    qrels = pd.DataFrame({"question_id": ["t1", "t1", "t2", "h"], "chunk_id": ["m1", "m2", "m3", "m9"],
+                          "relevance": [2, 2, 2, 2]})
+    types = pd.Series({"t1": "x", "t2": "x", "h": "x"})
+    grid, chosen = ge.tune_k(rankings, qrels, types, ["t1", "t2"], [1, 2, 3])
+    # A: k=1 F1 (2/3 + 1)/2 = 0.833, k=2 (1 + 2/3)/2 = 0.833 (tie in F1; recall 0.75 vs 1.0: k = 2)
+    # B: k=2 F1 (1/2 + 2/3)/2, k=3 (4/5 + 1/2)/2 = 0.65: k = 3, the held-out question plays no part
+    assert chosen == {"A": 2, "B": 3}
+    a = grid[grid["method"] == "A"].set_index("k")
+    assert a.loc[1, "set_f1"] == pytest.approx(5 / 6) and a.loc[2, "set_recall"] == pytest.approx(1.0)
+    assert a.loc[2, "mean_retrieved"] == 2.0 and grid["chosen"].sum() == 2
+    assert grid.loc[grid["chosen"], "edge"].tolist() == ["", "largest k"]
+    with pytest.raises(ValueError, match="no tuning question"):
+        ge.tune_k(rankings, qrels, types, [], [1])
+
+
+def test_ragv1_ranks_memories_by_their_best_piece_and_returns_k_of_them():
+    pieces = pd.DataFrame({"piece_id": ["a#0", "a#1", "b#0", "c#0"], "memory_id": ["a", "a", "b", "c"]})
+    similarity = np.array([[0.9, 0.8, 0.1, 0.5],       # a's two pieces lead: a top-2 of pieces is one memory
+                           [0.2, 0.2, 0.2, 0.2]])      # all tied: the earlier piece's memory first
+    ranking = ge.top_memories_by_pieces(similarity, ["q1", "q2"], pieces, 2, "RAGv1")
+    assert ranking[ranking["question_id"] == "q1"]["chunk_id"].tolist() == ["a", "c"]
+    assert ranking[ranking["question_id"] == "q2"]["chunk_id"].tolist() == ["a", "b"]
+    assert ranking["rank"].tolist() == [1, 2, 1, 2]
+    assert len(ge.top_memories_by_pieces(similarity, ["q1", "q2"], pieces, 10, "RAGv1")) == 6   # 3 memories each
 
 
 def test_summary_pieces_are_fixed_windows_with_overlap_covering_each_summary():
@@ -208,8 +290,9 @@ def test_graph_evaluation_reports_held_out_questions_and_rag_baselines_match_the
     assert evaluation.set_tables["pooled"]["questions"].tolist() == [len(held)] * 4
     assert set(evaluation.held_out(evaluation.rank_rows)["question_id"]) == held
     # RAGv2 / RAGv3 are the top-k of the summary / raw_text vector retrievers (same cosine, same k)
-    k = graph_study.params.graph.baseline_k
+    assert set(evaluation.baseline_k) == {"RAGv1", "RAGv2", "RAGv3"}
     for name, rid in (("RAGv2", "summary_vector"), ("RAGv3", "raw_text_vector")):
+        k = evaluation.baseline_k[name]                                   # tuned on the tuning part
         ranking = graph_study.ranked(rid).rankings
         for question_id, top in ranking[ranking["rank"] <= k].groupby("question_id"):
             got = evaluation.sets[(evaluation.sets["retriever"] == name) & (evaluation.sets["question_id"] == question_id)]
@@ -240,7 +323,8 @@ def test_on_the_demo_the_graph_ranking_puts_first_exactly_what_networkx_traversa
     row = {q: i for i, q in enumerate(found.question_ids)}
     vectors = found.matrix[[row[q] for q in questions["question_id"]]]
     relevance = gi.offline_relevance(built.graph, built.interest_vectors, questions["text"].tolist(), vectors,
-                                     demo.params.bm25, section.lexical_weight, section.split_mode)
+                                     demo.params.bm25, section.lexical_weight, section.split_mode,
+                                     section.cosine_floor)
     np.testing.assert_allclose(demo.interest_relevance().rows(questions["question_id"].tolist()), relevance,
                                atol=1e-12)
     chosen = gi.choose_interests(relevance, section.relevance_threshold, section.max_chosen_interests)

@@ -528,15 +528,21 @@ class GraphSection(Section):
         "concurrency) and allow_remote / proxy as the summaries are")
     split_mode: Literal["A", "B", "C"] = key(
         "C", "SudachiPy split mode of the offline extractor: A shortest units (東京 / 都庁), C longest (東京都庁), B between")
-    min_memories: int = key(3, "a phrase or named thing becomes an interest when it occurs in at least this many "
-                               "memories", ge=2)
+    interest_rule: Literal["per_memory", "recurring"] = key(
+        "per_memory", "how interests are formed (002 §2.3): per_memory = the paper's, each memory's own interests "
+        "(offline: its named things and key phrases, its semantic nodes; openai: the model's, an interest may concern "
+        "one memory) merged across memories by label, so every memory with a semantic detail is reachable; "
+        "recurring = only themes found in at least min_memories memories (the prompt asks for two or more), an "
+        "earlier reading that leaves memories reachable by no interest")
+    min_memories: int = key(3, "interest_rule recurring: a phrase or named thing becomes an interest when it occurs "
+                               "in at least this many memories", ge=2)
     merge_distance: Number = key(
         0.03, "interest candidates closer than this cosine distance (average linkage over phrase vectors) are merged "
         "into one interest; 0: no merging.  Measured with e5 (multilingual-e5-small): spelling variants lie within "
         "0.03 (paintings/painting 0.018, カフェー/カフェ 0.028, Café/cafe 0.029), related but distinct words from "
         "about 0.03 (天気予報/天気, ノートパソコン/パソコン) and 0.04 (高校/中学, サンダル/サンド) to 0.2", ge=0, le=2)
-    max_interests: int = key(500, "at most this many interest candidates, the most shared first, are clustered and "
-                                  "kept", ge=1)
+    max_interests: int = key(500, "interest_rule recurring: at most this many interest candidates, the most shared "
+                                  "first, are clustered and kept (per_memory keeps every memory's own)", ge=1)
     max_phrases: int = key(10, "key phrases (activities, things) kept as semantic nodes of a memory, the most "
                                "frequent in it first; named things are all kept", ge=0)
     interest_batch: int = key(50, "openai extractor: memories per interest call (002 §2.3), each given with its id "
@@ -545,28 +551,39 @@ class GraphSection(Section):
     lexical_weight: Number = key(
         0.5, "interest relevance f(q, I) offline (002 §2.4): weight of the lexical part (BM25 of the question's terms, "
         "found by the extractor's own rules, over each interest's label and merged forms, divided by the question's "
-        "best score) against the embedding part (cosine of question and interest label, min-max scaled over the "
-        "interests for the question); 1 − this weights the embedding part", ge=0, le=1)
+        "best score) against the embedding part (cosine of question and interest label on an absolute scale, "
+        "(cos − cosine_floor) / (1 − cosine_floor) clipped to [0, 1]); 1 − this weights the embedding part",
+        ge=0, le=1)
+    cosine_floor: Number = key(
+        0.8, "interest relevance offline: a question–interest cosine at or below this adds nothing, so a question "
+        "that shares no term with any interest and lies far from every label reaches no memory (002's abstention); "
+        "multilingual-e5-small puts unrelated short texts near 0.75–0.8", ge=0, lt=1)
     relevance: Literal["offline", "openai"] = key(
         "offline", "interest relevance f(q, I) (002 §2.4): offline = BM25 + embedding scoring of the interests against "
         "the question (pmrag.retrieve.graph_interest, weighted by lexical_weight); openai = the model chooses the "
         "relevant interests from their numbered list, most relevant first, the paper's method (one Responses API call "
         "per question, through the summarizer section's model and server; allow_remote for a remote server)")
     relevance_threshold: Number = key(
-        0.8, "the graph retriever chooses the interests whose relevance (0–1) reaches this, at most "
+        0.5, "the graph retriever chooses the interests whose relevance (0–1) reaches this, at most "
         "max_chosen_interests of them (fixed values: notebook 07 also chooses both on a tuning part of the questions)",
         ge=0, le=1)
     max_chosen_interests: int = key(3, "the cap: at most this many interests chosen per question, most relevant first",
                                     ge=1)
     threshold_grid: Annotated[tuple[Annotated[float, Field(ge=0, le=1)], ...], Lax] = key(
-        (0.5, 0.6, 0.7, 0.8, 0.9, 1.0), "relevance thresholds tried on the tuning part of the questions", min_length=1)
-    cap_grid: Cutoffs = key((1, 2, 3, 5, 10), "caps (max_chosen_interests) tried on the tuning part", min_length=1)
+        (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), "relevance thresholds tried on the tuning part of the "
+        "questions (0: every interest of positive relevance, with openai relevance every interest the model chose)",
+        min_length=1)
+    cap_grid: Cutoffs = key((1, 2, 3, 5, 10), "caps (max_chosen_interests) tried on the tuning part; the number of "
+                                              "interests (no cap) is always tried too", min_length=1)
     tuning_fraction: Number = key(
         0.5, "share of the questions, stratified by type, on which threshold, cap and the graph + flat hybrid's β "
         "are chosen; notebook 07 reports the other questions only", gt=0, lt=1)
-    tuning_seed: int = key(0, "seed of the tuning/held-out split (scikit-learn's train_test_split)", ge=0)
-    baseline_k: int = key(5, "k of the RAG baselines' top-k sets (002 Table 1: v1 summary pieces, v2 summaries, v3 "
-                             "raw conversation, each by embeddings) and of the top-k sets of flat retrievers", ge=1)
+    tuning_seed: int = key(0, "seed of the tuning/held-out split: within each question type, a permutation by "
+                               "numpy.random.default_rng(seed)", ge=0)
+    baseline_k_grid: Cutoffs = key(
+        (1, 2, 3, 5, 10, 20, 50), "k of the RAG baselines' top-k sets (002 Table 1: v1 summary pieces, v2 summaries, "
+        "v3 raw conversation, each by embeddings), each baseline's k chosen on the tuning part by the graph's "
+        "criterion (macro set F1, then set recall, then the smaller k)", min_length=1)
     piece_chars: int = key(128, "RAGv1: characters per fixed-size piece of a memory's summary", ge=1)
     piece_overlap: int = key(32, "RAGv1: characters shared by consecutive pieces (less than piece_chars)", ge=0)
 
@@ -587,8 +604,10 @@ class GraphSection(Section):
     def label(self) -> str:
         """How tables name the graph's extractor: a stand-in is never passed off as an LLM."""
         if self.extractor == "offline":
-            return "offline stand-in (SudachiPy + recurrence), not an LLM"
-        return f"{self.extractor} (LLM extraction, the paper's method; model: summarizer.model)"
+            rule = "per-memory interests" if self.interest_rule == "per_memory" else "recurrence"
+            return f"offline stand-in (SudachiPy + {rule}), not an LLM"
+        rule = "" if self.interest_rule == "per_memory" else ", recurring interests only"
+        return f"{self.extractor} (LLM extraction, the paper's method{rule}; model: summarizer.model)"
 
 
 # --------------------------------------------------------------------------------------------- beyond the paper

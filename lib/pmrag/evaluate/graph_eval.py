@@ -7,12 +7,16 @@ free choices made on one part of the questions and every figure reported on the 
   question is held out).  When no type has two questions (a handful of questions, each of its own type), the
   same rule runs over all the questions as one group; a single question cannot be split (``ValueError``).
 * **Tuning** (:func:`tune_interest_choice`): every (threshold, cap) of the grids chooses interests for the
-  tuning questions; the one with the highest macro set F1 against primary gold wins (ties: higher macro set
-  recall, then the higher threshold, then the smaller cap: the fewer interests).
+  tuning questions, the caps with "no cap" (the graph's number of interests) added; the one with the highest
+  macro set F1 against primary gold wins (ties: higher macro set recall, then the higher threshold, then the
+  smaller cap: the fewer interests).  A choice on the grid's edge is reported as such (column ``edge``,
+  :func:`grid_edges`): the lowest threshold tried, the highest, the smallest cap, no cap.
 * **RAG baselines** (002 Table 1, rebuilt on the study's memories, each top-k by embedding cosine):
-  RAGv1 = fixed-size overlapping pieces of each memory's summary (:func:`summary_pieces`; a memory counts
-  once when any of its pieces is in the top k pieces, so |R| ≤ k); RAGv2 = one summary per memory; RAGv3 =
-  the raw conversation per memory.
+  RAGv1 = fixed-size overlapping pieces of each memory's summary (:func:`summary_pieces`), a memory ranked by
+  its best piece, so it returns k memories as the others do (:func:`top_memories_by_pieces`); RAGv2 = one
+  summary per memory; RAGv3 = the raw conversation per memory.  Each baseline's k is chosen on the tuning part
+  from ``baseline_k_grid`` by the graph's criterion (:func:`tune_k`: macro set F1, then set recall, then the
+  smaller k), so the graph and its baselines stand on equal footing.
 * **Best flat retriever**: the single retriever (not a graph one) with the highest macro Recall@5 on the
   tuning part (ties: nDCG@5, MRR@5, name); the graph + best-flat hybrid's β is chosen on the tuning part by
   the paper's rule (:func:`pmrag.evaluate.sweep.select_best`).
@@ -71,27 +75,76 @@ def interest_sets(relevance: np.ndarray, membership, threshold: float, cap: int,
 def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequence[str], memory_ids: Sequence[str],
                          qrels: Qrels | pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
                          thresholds: Sequence[float], caps: Sequence[int]) -> tuple[pd.DataFrame, tuple[float, int]]:
-    """Macro set precision/recall/F1 and mean |M′| on the tuning questions for every (threshold, cap), and the
-    chosen pair (module docstring).  Columns ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved,
-    chosen``."""
+    """Macro set precision/recall/F1, mean |M′| and empty sets on the tuning questions for every (threshold, cap),
+    the caps with the number of interests added (no cap), and the chosen pair (module docstring).  Columns
+    ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved, empty_sets, chosen, edge``."""
     rows_of = np.isin(np.asarray(question_ids, dtype=object), np.asarray(list(tuning_ids), dtype=object))
     tuning = [q for q, kept in zip(question_ids, rows_of) if kept]
     if not tuning:
         raise ValueError("no tuning question: the threshold and cap cannot be chosen")
     qrels = Qrels.of(qrels)
+    caps = sorted({int(cap) for cap in caps} | {max(relevance.shape[1], 1)})
     rows = []
-    for threshold in thresholds:
+    for threshold in sorted({float(t) for t in thresholds}):
         for cap in caps:
             sets = interest_sets(relevance[rows_of], membership, threshold, cap, tuning, memory_ids, "graph")
-            scores = per_question_set_rows(sets, qrels, types, questions=tuning, retrievers=["graph"])
-            rows.append({"threshold": float(threshold), "cap": int(cap),
-                         **scores[list(SET_METRICS)].mean().to_dict(),
-                         "mean_retrieved": len(sets) / len(tuning)})
+            rows.append({"threshold": threshold, "cap": cap, **_set_scores(sets, qrels, types, tuning, "graph")})
     grid = pd.DataFrame(rows)
     tie_break = (*larger_first(grid["threshold"]), grid["cap"].to_numpy())    # the larger threshold, the smaller cap
     best = grid.index[select(grid, tie_break, metrics=TUNING_METRICS)]
     grid["chosen"] = grid.index == best
+    grid["edge"] = [grid_edges(t, c, grid["threshold"], grid["cap"]) for t, c in zip(grid["threshold"], grid["cap"])]
     return grid, (float(grid.loc[best, "threshold"]), int(grid.loc[best, "cap"]))
+
+
+def _set_scores(sets: pd.DataFrame, qrels: Qrels, types: pd.Series, questions: Sequence[str], name: str) -> dict:
+    """Macro set metrics of one method's sets on ``questions``, its mean set size and how many sets are empty."""
+    scores = per_question_set_rows(sets, qrels, types, questions=questions, retrievers=[name])
+    sizes = sets.groupby("question_id").size().reindex(list(questions), fill_value=0)
+    return {**scores[list(SET_METRICS)].mean().to_dict(), "mean_retrieved": float(sizes.mean()),
+            "empty_sets": int((sizes == 0).sum())}
+
+
+def grid_edges(threshold: float, cap: int, thresholds, caps) -> str:
+    """Which edges of the tuning grid a cell lies on (``""`` inside): "lowest threshold", "highest threshold",
+    "smallest cap", "no cap" (the largest cap, the number of interests), joined by ", "."""
+    thresholds, caps = np.asarray(thresholds, dtype=float), np.asarray(caps)
+    edges = []
+    if len(np.unique(thresholds)) > 1:
+        edges += ["lowest threshold"] * bool(threshold == thresholds.min())
+        edges += ["highest threshold"] * bool(threshold == thresholds.max())
+    if len(np.unique(caps)) > 1:
+        edges += ["smallest cap"] * bool(cap == caps.min()) + ["no cap"] * bool(cap == caps.max())
+    return ", ".join(edges)
+
+
+def tune_k(rankings: pd.DataFrame, qrels: Qrels | pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
+           ks: Sequence[int]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Each ranked method's k chosen on the tuning questions by the graph's criterion (macro set F1, then set
+    recall, then the smaller k), from its top-k sets (:func:`~pmrag.evaluate.set_metrics.top_k_set`) for every k
+    of ``ks``.  ``rankings``: rows ``retriever, question_id, rank, chunk_id`` deep enough for the largest k.
+    Returns rows ``method, k, set_precision, set_recall, set_f1, mean_retrieved, empty_sets, chosen, edge``
+    (``edge``: "smallest k" or "largest k" where the cell lies there) and ``{method: chosen k}``."""
+    from pmrag.evaluate.set_metrics import top_k_set
+
+    tuning = sorted(set(tuning_ids))
+    if not tuning:
+        raise ValueError("no tuning question: k cannot be chosen")
+    qrels = Qrels.of(qrels)
+    ks = sorted({int(k) for k in ks})
+    ranked = rankings[rankings["question_id"].isin(tuning)]
+    frames, chosen = [], {}
+    for method in dict.fromkeys(rankings["retriever"]):
+        own = ranked[ranked["retriever"] == method]
+        grid = pd.DataFrame([{"method": method, "k": k, **_set_scores(top_k_set(own, k), qrels, types, tuning, method)}
+                             for k in ks])
+        best = grid.index[select(grid, (grid["k"].to_numpy(),), metrics=TUNING_METRICS)]
+        grid["chosen"] = grid.index == best
+        grid["edge"] = ["smallest k" if k == ks[0] and len(ks) > 1 else "largest k" if k == ks[-1] and len(ks) > 1
+                        else "" for k in grid["k"]]
+        chosen[str(method)] = int(grid.loc[best, "k"])
+        frames.append(grid)
+    return pd.concat(frames, ignore_index=True), chosen
 
 
 def summary_pieces(summaries: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
@@ -109,6 +162,26 @@ def summary_pieces(summaries: pd.DataFrame, size: int, overlap: int) -> pd.DataF
         for n, start in enumerate(starts):
             rows.append((f"{memory_id}#{n}", memory_id, text[start:start + size]))
     return pd.DataFrame(rows, columns=["piece_id", "memory_id", "text"])
+
+
+def top_memories_by_pieces(similarity: np.ndarray, question_ids: Sequence[str], pieces: pd.DataFrame, k: int,
+                           name: str) -> pd.DataFrame:
+    """RAGv1's ranking of memories: each memory at the rank of its best piece (its pieces' highest cosine; ties:
+    the earlier piece), the k first per question (fewer only when fewer memories have a piece), as a ranking
+    ``retriever, question_id, rank, chunk_id`` of memory ids.  ``similarity``: questions × pieces in
+    ``pieces`` order (``piece_id, memory_id``)."""
+    memory_codes, memory_ids = pd.factorize(pieces["memory_id"])
+    n = len(memory_ids)
+    best = np.full((similarity.shape[0], n), -np.inf)
+    for column in range(n):
+        own = np.flatnonzero(memory_codes == column)
+        best[:, column] = similarity[:, own].max(axis=1)
+    first_piece = np.array([np.flatnonzero(memory_codes == column)[0] for column in range(n)])
+    order = np.lexsort((np.broadcast_to(first_piece, best.shape), -best), axis=1)[:, :min(k, n)]
+    depth = order.shape[1]
+    return pd.DataFrame({"retriever": name, "question_id": np.repeat(np.asarray(question_ids, dtype=object), depth),
+                         "rank": np.tile(np.arange(1, depth + 1), len(question_ids)),
+                         "chunk_id": np.asarray(memory_ids, dtype=object)[order].ravel()})
 
 
 def top_k_by_similarity(similarity: np.ndarray, question_ids: Sequence[str], item_ids: Sequence[str], k: int,
@@ -137,7 +210,8 @@ def set_tables(sets: pd.DataFrame, qrels: Qrels | pd.DataFrame, types: pd.Series
                methods: Sequence[str], bootstrap, type_order: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
     """002 Table 2 on ``question_ids`` (the held-out part), the first of ``methods`` compared with the others:
     ``cis`` (macro set precision/recall/F1 of each method with percentile-bootstrap intervals), ``pooled``
-    (micro figures from pooled counts, the closest reading of the paper's own numbers), ``differences`` (first
+    (micro figures from pooled counts, the closest reading of the paper's own numbers, with each method's mean
+    set size and its empty sets, which pooled precision leaves out and macro precision scores 0), ``differences`` (first
     − each other in set F1, paired), ``by_type`` and ``recall_by_type`` (set F1 and set recall per question
     type, ``overall`` first)."""
     from pmrag.evaluate.reliability import by_type_cis, paired_differences
@@ -203,7 +277,8 @@ GRAPH_VECTOR_REPRESENTATIONS = ("summary", "raw_text")   # RAGv2 and RAGv3 of 00
 
 @dataclass(frozen=True)
 class GraphEvaluation:
-    """TOBUGraph on the held-out questions: the split, the tuning grid and what it chose, the best flat retriever
+    """TOBUGraph on the held-out questions: the split, the tuning grid and what it chose (and each RAG baseline's k,
+    tuned the same way), the best flat retriever
     and the graph + flat hybrid, per-question set rows (Table 2) and rank rows of every method on every question,
     and the held-out tables."""
 
@@ -219,6 +294,8 @@ class GraphEvaluation:
     rankings: dict
     sets: pd.DataFrame
     label: str
+    baseline_tuning: pd.DataFrame = field(default_factory=pd.DataFrame)   # tune_k's rows for RAGv1–v3
+    baseline_k: dict = field(default_factory=dict)                        # RAG baseline → its k tuned
     set_tables: dict = field(default_factory=dict)    # held-out 002 Table 2: cis, pooled, differences, by_type
     rank_tables: dict = field(default_factory=dict)   # held-out rank metrics: cis, differences, by_type
 
@@ -259,7 +336,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     representations, ``rankings`` every listed retriever's, ``embed`` the study's passage embedder (RAGv1's pieces).
     """
     from pmrag.evaluate.metrics import per_question_rows
-    from pmrag.evaluate.set_metrics import pieces_to_memories, top_k_set
+    from pmrag.evaluate.set_metrics import top_k_set
     from pmrag.evaluate.sweep import select_best, sweep, sweep_macro
     from pmrag.retrieve import graph_interest as gi
     from pmrag.retrieve.dense import cosine_scores
@@ -277,17 +354,20 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, judged, types,
                                                   tuning_ids, section.threshold_grid, section.cap_grid)
 
-    # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings
-    k = section.baseline_k
+    # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings, k tuned
+    depth_k = max(section.baseline_k_grid)
     pieces = summary_pieces(summaries[summaries["status"] == "ok"], section.piece_chars, section.piece_overlap)
     piece_vectors = embed(pieces["text"].tolist())
     similarity = {rep: cosine_scores(matrix, query_vectors) for rep, matrix in chunk_vectors.items()}
+    baseline_rankings = pd.concat([
+        top_memories_by_pieces(cosine_scores(piece_vectors, query_vectors), question_ids, pieces, depth_k, "RAGv1"),
+        top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, depth_k, "RAGv2"),
+        top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, depth_k, "RAGv3"),
+    ], ignore_index=True)
+    baseline_grid, baseline_k = tune_k(baseline_rankings, judged, types, tuning_ids, section.baseline_k_grid)
     sets = pd.concat([
         interest_sets(relevance, index.membership, threshold, cap, question_ids, chunk_ids, "TOBUGraph"),
-        pieces_to_memories(top_k_by_similarity(cosine_scores(piece_vectors, query_vectors), question_ids,
-                                               pieces["piece_id"], k, "RAGv1"), pieces, k),
-        top_k_set(top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, k, "RAGv2"), k),
-        top_k_set(top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, k, "RAGv3"), k),
+        *(top_k_set(baseline_rankings[baseline_rankings["retriever"] == name], k) for name, k in baseline_k.items()),
     ], ignore_index=True)
     set_rows = per_question_set_rows(sets, judged, types, questions=question_ids, retrievers=SET_METHODS)
 
@@ -313,7 +393,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
 
     held_out = split.index[split == HELD_OUT].tolist()
     value = GraphEvaluation(split, grid, threshold, cap, tuned, best, hybrid, set_rows, rank_rows, ranked, sets,
-                            built.label)
+                            built.label, baseline_grid, baseline_k)
     comparisons = [(f"{name} − {best}", name, str(best)) for name in value.rank_methods()
                    if _first_retriever(parse_method(name)).method == "graph"]
     value.set_tables.update(set_tables(sets, judged, types, held_out, SET_METHODS, bootstrap, type_order))

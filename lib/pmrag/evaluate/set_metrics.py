@@ -175,14 +175,19 @@ def per_question_set_rows(
 def pooled_scores(counts: pd.DataFrame) -> pd.DataFrame:
     """Micro (pooled) scores per retriever from :func:`set_counts`: Σh/Σ|R| (0 if Σ|R| = 0), Σh/Σ|G| and their
     harmonic mean (= 2Σh / (Σ|R| + Σ|G|)).  Columns ``retriever, questions, micro_precision, micro_recall,
-    micro_f1``; for comparing with Table 2's figures, not for the bootstrap (which resamples per-question
-    values)."""
+    micro_f1, mean_retrieved, empty_sets``; for comparing with Table 2's figures, not for the bootstrap (which
+    resamples per-question values).  ``empty_sets`` counts the questions with |R| = 0: macro precision scores
+    each 0, pooled precision leaves them out of Σ|R| (they lower only its recall), so a method that abstains
+    often can have a pooled precision well above its macro one."""
     require_columns(counts, ("retriever", "question_id", *COUNT_COLUMNS), "counts")
     totals = counts.groupby("retriever", sort=False)[list(COUNT_COLUMNS)].sum()
     precision, recall, f1 = set_scores(totals["n_hit"], totals["n_retrieved"], totals["n_gold"])
     return pd.DataFrame({"retriever": totals.index.to_numpy(dtype=object),
                          "questions": counts.groupby("retriever", sort=False).size().to_numpy(),
-                         "micro_precision": precision, "micro_recall": recall, "micro_f1": f1})
+                         "micro_precision": precision, "micro_recall": recall, "micro_f1": f1,
+                         "mean_retrieved": (totals["n_retrieved"] / counts.groupby("retriever", sort=False).size()).to_numpy(),
+                         "empty_sets": counts.assign(empty=counts["n_retrieved"] == 0).groupby(
+                             "retriever", sort=False)["empty"].sum().to_numpy(dtype=np.int64)})
 
 
 def set_metric_cis(per_question: pd.DataFrame, params: BootstrapSection | None = None) -> pd.DataFrame:

@@ -244,13 +244,15 @@ class T:
     graph_split = TableSpec("graph_split", "07_memory_graph", "Questions in the tuning and held-out parts, by type",
                             ("question_type", "tuning", "held_out", EXTRACTOR))
     graph_tuning = TableSpec("graph_tuning", "07_memory_graph",
-                             "Interest choice: threshold × cap on the tuning part (macro set metrics)",
-                             ("threshold", "cap", *SET_METRICS, "mean_retrieved", "chosen", EXTRACTOR))
+                             "Tuning part: TOBUGraph's threshold × cap and each RAG baseline's k (macro set metrics)",
+                             ("method", "threshold", "cap", "k", *SET_METRICS, "mean_retrieved", "empty_sets",
+                              "chosen", "edge", EXTRACTOR))
     graph_set_cis = TableSpec("graph_set_cis", "07_memory_graph",
                               "TOBUGraph and RAG baselines: set metrics with 95 % intervals (held-out)",
                               ("retriever", "metric", *CI, EXTRACTOR))
     graph_set_pooled = TableSpec("graph_set_pooled", "07_memory_graph", "Set metrics pooled over questions (held-out)",
-                                 ("retriever", "questions", "micro_precision", "micro_recall", "micro_f1", EXTRACTOR))
+                                 ("retriever", "questions", "micro_precision", "micro_recall", "micro_f1",
+                                  "mean_retrieved", "empty_sets", EXTRACTOR))
     table2_graph_sets = TableSpec("table2_graph_sets", "07_memory_graph",
                                   "Table 2 (paper 002) layout — set precision, recall, F1 (held-out)",
                                   ("Metric", "TOBUGraph", "RAGv1", "RAGv2", "RAGv3", EXTRACTOR))

@@ -105,11 +105,14 @@ def provenance_table(graph_provenance: Mapping, relevance_method: str) -> pd.Dat
 
 
 def nodes_edges_table(statistics, label: str) -> pd.DataFrame:
-    """Nodes by kind and sub-kind, then edges by kind: ``element, kind, subkind, count, extractor``."""
+    """Nodes by kind and sub-kind, then edges by kind, then the memories reachable by no interest (element
+    ``reach``): ``element, kind, subkind, count, extractor``."""
     nodes = statistics.nodes.rename(columns={"nodes": "count"}).assign(element="node")
     edges = statistics.edges.rename(columns={"edges": "count"}).assign(element="edge", subkind="")
+    reach = pd.DataFrame([("reach", "memory", "reachable by no interest", statistics.unreachable)],
+                         columns=["element", "kind", "subkind", "count"])
     columns = ["element", "kind", "subkind", "count"]
-    return with_extractor(pd.concat([nodes[columns], edges[columns]], ignore_index=True), label)
+    return with_extractor(pd.concat([nodes[columns], edges[columns], reach], ignore_index=True), label)
 
 
 def interest_degree_table(statistics, label: str) -> pd.DataFrame:
@@ -165,18 +168,51 @@ def split_table(split: pd.Series, questions: pd.DataFrame, label: str, types: Se
 
 
 def tuning_grid(tuning: pd.DataFrame, metric: Metric | str = SET_F1) -> pd.DataFrame:
-    """The tuning grid as threshold × cap of ``metric`` (3 decimals), the chosen cell marked ``*``."""
+    """The tuning grid as threshold × cap of ``metric`` (3 decimals), the chosen cell marked ``*``; the largest
+    cap (the number of interests) is the column ``no cap``."""
     metric = str(metric)
     cells = tuning.assign(cell=[f"{v:.3f}" + ("*" if chosen else "") for v, chosen in zip(tuning[metric], tuning["chosen"])])
     grid = cells.pivot(index="threshold", columns="cap", values="cell")
+    grid.columns = [*grid.columns[:-1], "no cap"] if len(grid.columns) > 1 else list(grid.columns)
     return grid.rename_axis(f"{metric} · threshold \\ cap").rename_axis(None, axis=1)
+
+
+def tuning_reading(evaluation) -> str:
+    """One line on the graph's tuned choice: its tuning scores, set size and empty sets, and the grid edge it
+    lies on, if any (an optimum on an edge may lie beyond the grid)."""
+    row = evaluation.tuning[evaluation.tuning["chosen"]].iloc[0]
+    cap = "no cap" if row["cap"] == evaluation.tuning["cap"].max() else f"cap {int(row['cap'])}"
+    edge = f"on the grid's edge ({row['edge']})" if row["edge"] else "inside the grid"
+    return (f"chosen: threshold {row['threshold']:g}, {cap}, {edge}: tuning set precision "
+            f"{row['set_precision']:.3f}, recall {row['set_recall']:.3f}, F1 {row['set_f1']:.3f}, "
+            f"{row['mean_retrieved']:.1f} memories retrieved per question on average, {int(row['empty_sets'])} "
+            f"question(s) reaching nothing")
+
+
+def baseline_tuning_table(evaluation) -> pd.DataFrame:
+    """The RAG baselines' k tuned like the graph's choice: one row per baseline and k, set precision / recall / F1
+    (3 decimals) beside the mean set size, the chosen k marked ``*``, an edge named."""
+    frame = evaluation.baseline_tuning
+    return pd.DataFrame({
+        "Method": frame["method"], "k": [f"{k}" + ("*" if c else "") for k, c in zip(frame["k"], frame["chosen"])],
+        **{name: frame[metric].map("{:.3f}".format) for metric, name in SET_METRICS.items()},
+        "Mean |R|": frame["mean_retrieved"].map("{:.1f}".format), "Edge": frame["edge"]})
+
+
+def tuning_rows(evaluation) -> pd.DataFrame:
+    """The graph's tuning grid and the RAG baselines' k rows in one frame (``method`` first; ``threshold, cap``
+    for TOBUGraph, ``k`` for a baseline), what the tuning table saves."""
+    graph = evaluation.tuning.assign(method=SET_METHODS[0])
+    return pd.concat([graph, evaluation.baseline_tuning], ignore_index=True)[
+        ["method", "threshold", "cap", "k", *SET_METRICS, "mean_retrieved", "empty_sets", "chosen", "edge"]]
 
 
 # ------------------------------------------------------------------------------------------- Table 2 (sets)
 
 def table2(cis: pd.DataFrame, pooled: pd.DataFrame, methods: Sequence[str] = SET_METHODS) -> pd.DataFrame:
     """002 Table 2's layout on our held-out questions: rows Precision, Recall, F1 (macro over questions,
-    ``mean [low, high]``), columns ``methods``; a last row with the pooled (micro) precision / recall / F1."""
+    ``mean [low, high]``), columns ``methods``; then the pooled (micro) precision / recall / F1 (with the number of
+    empty sets, which pooled precision leaves out while macro precision scores them 0) and the mean set size."""
     rows = []
     for metric, name in SET_METRICS.items():
         row = {"Metric": name}
@@ -189,7 +225,9 @@ def table2(cis: pd.DataFrame, pooled: pd.DataFrame, methods: Sequence[str] = SET
     micro = pooled.set_index("retriever")
     rows.append({"Metric": "Pooled (micro) P / R / F1", **{
         m: " / ".join(f"{micro.loc[m, c]:.3f}" for c in ("micro_precision", "micro_recall", "micro_f1"))
+        + (f" ({int(micro.loc[m, 'empty_sets'])} empty sets left out of P)" if micro.loc[m, "empty_sets"] else "")
         for m in methods}})
+    rows.append({"Metric": "Mean set size |R|", **{m: f"{micro.loc[m, 'mean_retrieved']:.1f}" for m in methods}})
     return pd.DataFrame(rows, columns=["Metric", *methods])
 
 

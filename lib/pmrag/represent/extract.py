@@ -34,10 +34,14 @@ The offline backend (:class:`OfflineExtractor`) is a stand-in with no model, and
   is read as an ordinary word.
 * **Semantic details** of a memory: every named thing, and its ``max_phrases`` most frequent key phrases
   (activities and things; ties by label).  Sentiment is left out: no offline rule would label it honestly.
-* **Interests**: a term (by label) found in at least ``min_memories`` memories is a candidate, except a
-  participant's own name (in a two-person chat the other person would join every memory; a name typed in
-  the text of a memory the person is not speaking in still counts).  The ``max_interests`` most shared
-  candidates (ties by label) are embedded by the injected ``embedder`` (texts → float32 matrix; the study
+* **Interests** (:func:`interest_candidates`), under ``interest_rule``: ``per_memory`` (002 §2.3, the default)
+  takes each memory's own interests, its semantic details (named things and key phrases), and links each to
+  every memory whose text holds it, so an interest may hold one memory; a memory without such a detail takes
+  its participants (a person interest linked only to such memories), so every memory with a speaker is
+  reachable; ``recurring`` takes only a term found in at least ``min_memories`` memories, the
+  ``max_interests`` most shared.  Either way a participant's own name is no interest (in a two-person chat the
+  other person would join every memory; a name typed in the text of a memory the person is not speaking in
+  still counts).  The candidates (most shared first, ties by label) are embedded by the injected ``embedder`` (texts → float32 matrix; the study
   passes e5, :func:`char_ngram_vectors` is a model-free one) and merged by scikit-learn's
   ``AgglomerativeClustering(metric="cosine", linkage="average", distance_threshold=merge_distance)``:
   candidates closer than ``merge_distance`` are one interest, labelled by its most shared member (ties: the
@@ -425,7 +429,8 @@ def _check_unique(memory_ids: Sequence[str]) -> None:
 
 class OfflineExtractor:
     """The offline stand-in (module docstring): SudachiPy and English word rules per memory, interests by
-    recurrence across ``min_memories`` memories merged by phrase-vector similarity.  Not an LLM."""
+    ``interest_rule`` (each memory's own, or recurrence across ``min_memories`` memories) merged by phrase-vector
+    similarity.  Not an LLM."""
 
     backend = "offline"
 
@@ -436,7 +441,7 @@ class OfflineExtractor:
         self.japanese = JapaneseTerms(params.split_mode)
 
     def label(self) -> str:
-        """"offline stand-in (SudachiPy + recurrence), not an LLM" (:meth:`GraphSection.label`)."""
+        """E.g. "offline stand-in (SudachiPy + per-memory interests), not an LLM" (:meth:`GraphSection.label`)."""
         return self.params.label()
 
     def provenance(self) -> dict:
@@ -476,20 +481,10 @@ class OfflineExtractor:
 
     def interests(self, semantics: Sequence[MemorySemantics]) -> list[Interest]:
         _check_unique([s.memory_id for s in semantics])
-        memories_of: dict[str, list[str]] = defaultdict(list)
-        kind_weight: dict[str, Counter[str]] = defaultdict(Counter)
-        for memory in semantics:
-            participants = set(memory.participants)
-            labels = {}
-            for term in memory.terms:
-                if term.label in participants:
-                    continue
-                kind_weight[term.label][term.kind] += term.count
-                labels[term.label] = None
-            for label in labels:
-                memories_of[label].append(memory.memory_id)
-        candidates = sorted((label for label, ids in memories_of.items() if len(ids) >= self.params.min_memories),
-                            key=lambda label: (-len(memories_of[label]), label))[: self.params.max_interests]
+        memories_of, kind_weight = _term_memories(semantics)
+        if self.params.interest_rule == "per_memory":
+            _participants_of_bare_memories(semantics, memories_of, kind_weight)
+        candidates = interest_candidates(semantics, memories_of, self.params)
         if not candidates:
             return []
         vectors = np.asarray(self.embedder(list(candidates)), dtype=np.float32)
@@ -504,6 +499,57 @@ class OfflineExtractor:
             ids = sorted({memory_id for label in members for memory_id in memories_of[label]})
             interests.append(Interest(label=head, kind=kind, memory_ids=tuple(ids), aliases=tuple(members)))
         return sorted(interests, key=lambda i: (-len(i.memory_ids), i.label))
+
+
+def _term_memories(semantics: Sequence[MemorySemantics]) -> tuple[dict[str, list[str]], dict[str, Counter[str]]]:
+    """Every term label (a participant's own name excepted) → the memories it occurs in, in input order, and
+    its kinds weighted by occurrences."""
+    memories_of: dict[str, list[str]] = defaultdict(list)
+    kind_weight: dict[str, Counter[str]] = defaultdict(Counter)
+    for memory in semantics:
+        participants = set(memory.participants)
+        labels = {}
+        for term in memory.terms:
+            if term.label in participants:
+                continue
+            kind_weight[term.label][term.kind] += term.count
+            labels[term.label] = None
+        for label in labels:
+            memories_of[label].append(memory.memory_id)
+    return memories_of, kind_weight
+
+
+def _participants_of_bare_memories(semantics: Sequence[MemorySemantics], memories_of: dict[str, list[str]],
+                                   kind_weight: dict[str, Counter[str]]) -> None:
+    """A memory without a semantic detail of its own (a stamp, a one-line greeting) takes its participants as its
+    interests (002 §2.3 counts people among the themes), each linked to the memories that take it so: a person
+    interest made only of such memories, so the other person of a two-person chat does not join every memory."""
+    for memory in semantics:
+        participants = set(memory.participants)
+        if any(t.label not in participants for t in (*memory.entities, *memory.phrases)):
+            continue
+        for name in memory.participants:
+            memories_of[name].append(memory.memory_id)
+            kind_weight[name]["person"] += 1
+
+
+def interest_candidates(semantics: Sequence[MemorySemantics], memories_of: dict[str, list[str]],
+                        params: GraphSection) -> list[str]:
+    """The offline interest candidates under ``params.interest_rule``, most shared first (ties by label).
+
+    ``per_memory`` (002 §2.3, each memory's interests): every memory's semantic details (its named things and
+    key phrases), a participant's own name excepted, whatever their count, so a memory with one is reachable.
+    ``recurring``: the labels of ``memories_of`` found in at least ``min_memories`` memories, the
+    ``max_interests`` most shared.
+    """
+    if params.interest_rule == "per_memory":
+        labels = {t.label for m in semantics for t in (*m.entities, *m.phrases) if t.label not in set(m.participants)}
+        labels |= {name for m in semantics for name in m.participants
+                   if not any(t.label not in set(m.participants) for t in (*m.entities, *m.phrases))}
+    else:
+        labels = {label for label, ids in memories_of.items() if len(ids) >= params.min_memories}
+    ordered = sorted((label for label in labels if label in memories_of), key=lambda label: (-len(memories_of[label]), label))
+    return ordered if params.interest_rule == "per_memory" else ordered[: params.max_interests]
 
 
 @EXTRACTORS.register("offline")

@@ -22,8 +22,10 @@ The openai backend (:class:`OpenAIExtractor`) is the paper's method: an LLM does
 * **Interest step** (§2.3): one call per ``interest_batch`` memories, each given as a JSON line with its id
   and semantic details; the reply is ``{"interests": [{label, kind, memory_ids}]}``.  Memory ids not in the
   batch are dropped and counted (:class:`~pmrag.represent.llm.StepReport`, the row's ``dropped_ids``).
-  Interests of all batches are merged by :func:`merge_interests` (same normalised label, then ``min_memories``,
-  ``max_interests`` and the offline backend's clustering at ``merge_distance``).
+  The prompt lets an interest concern one memory and asks for at least one interest per memory (002 §2.3).
+  Interests of all batches are merged by :func:`merge_interests` (same normalised label; under
+  ``interest_rule: recurring`` then ``min_memories`` and ``max_interests``; the offline backend's clustering at
+  ``merge_distance``).
 * **Validation**: a reply that is not JSON, or lacks a key or holds a value of the wrong type, is a failed,
   not retried, call with a one-line error naming the memory (or batch) and the key, never the reply's text.
   A Markdown code fence around the JSON is allowed.  ``max_output_tokens``: the summarizer's for a semantic
@@ -227,8 +229,9 @@ def merge_interests(replies: Sequence[dict], params: GraphSection, embedder: Emb
 
     Rules: interests whose :func:`normalise_label` is equal are one (their memories united; spelled as the spelling
     linked to most memories, then the shorter, then by code point; of the kind linked to most memories, then in
-    :data:`INTEREST_KINDS` order).  Those linked to at least ``min_memories`` memories are candidates, the
-    ``max_interests`` most shared kept (ties by label); then merged by :func:`cluster_phrases` over the injected
+    :data:`INTEREST_KINDS` order).  Under ``interest_rule: per_memory`` (002 §2.3) every one is a candidate (an
+    interest may concern one memory); under ``recurring`` only those linked to at least ``min_memories`` memories,
+    the ``max_interests`` most shared kept (ties by label).  Then they are merged by :func:`cluster_phrases` over the injected
     ``embedder``'s vectors of their labels at ``merge_distance``, as the offline backend merges: a group is labelled
     by its most shared member (ties: the shorter, then by code point), of that member's kind, linked to the union
     of its members' memories, with every spelling as an alias (the label first).  Most shared first, ties by label.
@@ -243,8 +246,10 @@ def merge_interests(replies: Sequence[dict], params: GraphSection, embedder: Emb
             spellings[norm][item["label"]] += len(item["memory_ids"])
             kinds[norm][item["kind"]] += len(item["memory_ids"])
     label_of = {norm: min(found, key=lambda s: (-found[s], len(s), s)) for norm, found in spellings.items()}
-    candidates = sorted((norm for norm, ids in memories_of.items() if len(ids) >= params.min_memories),
-                        key=lambda norm: (-len(memories_of[norm]), label_of[norm]))[: params.max_interests]
+    recurring = params.interest_rule == "recurring"
+    candidates = sorted((norm for norm, ids in memories_of.items() if not recurring or len(ids) >= params.min_memories),
+                        key=lambda norm: (-len(memories_of[norm]), label_of[norm]))
+    candidates = candidates[: params.max_interests] if recurring else candidates
     if not candidates:
         return []
     vectors = np.asarray(embedder([label_of[norm] for norm in candidates]), dtype=np.float32)

@@ -7,7 +7,8 @@
   are for.  Id ``s:<memory id>:<n>`` in this order: the summary (when the memory has one), each participant,
   the time span (``YYYY-MM-DD HH:MM – YYYY-MM-DD HH:MM``), the named things (person, place, named), the key
   phrases (activity, thing), the sentiment (when the backend gives one).  Sub-kind says which.
-* **Interest nodes** I: themes shared across memories (§2.3), each linked to every memory it concerns.  Id
+* **Interest nodes** I: themes (§2.3), each memory's interests merged across memories (``graph.interest_rule``),
+  each linked to every memory it concerns.  Id
   ``i:<label>``, sub-kind the theme's kind, the merged surface forms kept as ``aliases``.
 * **Edges**: ``memory-semantic`` (M×S) and ``memory-interest`` (M×I), always from the memory node; no other
   kind exists (:class:`MemoryGraph` refuses one), so two memories meet only through an interest.
@@ -232,7 +233,8 @@ class GraphStatistics:
 
     ``nodes``: kind, subkind, nodes.  ``edges``: kind, edges.  ``interest_degrees``: memories (an interest's
     degree), interests, the distribution.  ``memories_per_interest``: node_id, label, subkind, memories, most
-    shared first.  ``interests_per_memory``: interests, memories (how many memories have that many).
+    shared first.  ``interests_per_memory``: interests, memories (how many memories have that many), so
+    :attr:`unreachable` (memories linked to no interest, which no question can reach) is its row of 0.
     """
 
     nodes: pd.DataFrame
@@ -241,13 +243,20 @@ class GraphStatistics:
     memories_per_interest: pd.DataFrame
     interests_per_memory: pd.DataFrame
 
+    @property
+    def unreachable(self) -> int:
+        """Memories reachable by no interest: linked to none, so no question can reach them through the graph."""
+        rows = self.interests_per_memory
+        return int(rows.loc[rows["interests"] == 0, "memories"].sum())
+
     def line(self) -> str:
         kinds = self.nodes.groupby("kind")["nodes"].sum()
         edges = dict(zip(self.edges["kind"], self.edges["edges"]))
         linked = int(self.interests_per_memory.loc[self.interests_per_memory["interests"] > 0, "memories"].sum())
         return (f"{kinds.get('memory', 0)} memories, {kinds.get('semantic', 0)} semantic nodes, "
                 f"{kinds.get('interest', 0)} interests; {edges.get('memory-semantic', 0)} memory–semantic and "
-                f"{edges.get('memory-interest', 0)} memory–interest edges; {linked} memories linked to an interest")
+                f"{edges.get('memory-interest', 0)} memory–interest edges; {linked} memories linked to an interest, "
+                f"{self.unreachable} reachable by no interest")
 
 
 def graph_statistics(graph: MemoryGraph) -> GraphStatistics:

@@ -10,9 +10,11 @@ reading (:func:`offline_relevance`, the default) scores every interest i against
   offline extractor's own rules (SudachiPy nouns under their normalised form for a Japanese line, the English
   word rules otherwise), so a question says カフェ where a memory said かふぇ exactly as the graph does.
 * embedding part e(q, i): cosine of the question's vector and the interest label's vector.
-* relevance r(q, i) = w · ℓ(q, i) / max_j ℓ(q, j) + (1 − w) · (e(q, i) − min_j e(q, j)) / (max_j e(q, j) − min_j e(q, j)),
-  w = ``graph.lexical_weight``; a part whose maximum (or spread) is 0 for the question contributes 0 (so with
-  a single interest, or cosines all equal, only a lexical match can make an interest relevant).
+* relevance r(q, i) = w · ℓ(q, i) / max_j ℓ(q, j) + (1 − w) · clip((e(q, i) − f) / (1 − f), 0, 1),
+  w = ``graph.lexical_weight``, f = ``graph.cosine_floor``; a lexical part whose maximum is 0 for the question
+  contributes 0.  The embedding part is on an absolute scale (a calibrated cosine, not scaled per question), so
+  a question that shares no term with any interest and whose cosines all sit at or below f scores 0 everywhere
+  and reaches nothing: the graph can abstain (002's "no memory" rather than a wrong one).
 * I′(q): the interests with r ≥ ``threshold`` and r > 0, the ``cap`` most relevant of them (ties: the more
   shared interest first, the graph's interest order).
 
@@ -109,13 +111,13 @@ def relevance_of(question_ids: Sequence[str], texts: Sequence[str], built, query
         matrix = result.matrix
     else:
         matrix = offline_relevance(built.graph, built.interest_vectors, texts, query_vectors, bm25,
-                                   section.lexical_weight, section.split_mode)
+                                   section.lexical_weight, section.split_mode, section.cosine_floor)
     return InterestRelevance(tuple(question_ids), matrix, section.relevance)
 
 
 def offline_relevance(graph: MemoryGraph, interest_vectors: np.ndarray, question_texts: Sequence[str],
                       query_vectors: np.ndarray, bm25: BM25Section | None, lexical_weight: float,
-                      split_mode: str = "C") -> np.ndarray:
+                      split_mode: str = "C", cosine_floor: float = 0.8) -> np.ndarray:
     """r(q, i) of every question × interest of ``graph`` (module docstring), the offline f(q, I)."""
     interests = graph.of_kind("interest")
     if len(interest_vectors) != len(interests):
@@ -125,7 +127,7 @@ def offline_relevance(graph: MemoryGraph, interest_vectors: np.ndarray, question
     documents = [list(dict.fromkeys((n.label, *n.aliases))) for n in interests]
     lexical = BM25Index.fit(documents, bm25).scores_many(question_terms(question_texts, split_mode))
     cosine = cosine_scores(np.asarray(interest_vectors, dtype=np.float32), query_vectors)
-    return interest_relevance(lexical, cosine, lexical_weight)
+    return interest_relevance(lexical, cosine, lexical_weight, cosine_floor)
 
 
 def question_terms(texts: Sequence[str], split_mode: str = "C") -> list[list[str]]:
@@ -150,23 +152,23 @@ def _scaled_by_max(scores: np.ndarray) -> np.ndarray:
     return np.divide(scores, top, out=np.zeros_like(scores, dtype=np.float64), where=top > 0)
 
 
-def _minmax_rows(scores: np.ndarray) -> np.ndarray:
-    if not scores.shape[1]:
-        return np.zeros_like(scores, dtype=np.float64)
-    low = scores.min(axis=1, keepdims=True)
-    spread = scores.max(axis=1, keepdims=True) - low
-    return np.divide(scores - low, spread, out=np.zeros_like(scores, dtype=np.float64), where=spread > 0)
+def calibrated_cosine(cosine: np.ndarray, floor: float) -> np.ndarray:
+    """clip((e − floor) / (1 − floor), 0, 1): a cosine on an absolute scale, 0 at or below ``floor``."""
+    if not 0 <= floor < 1:
+        raise ValueError(f"cosine_floor must be in [0, 1), got {floor!r}")
+    return np.clip((np.asarray(cosine, dtype=np.float64) - floor) / (1 - floor), 0.0, 1.0)
 
 
-def interest_relevance(lexical: np.ndarray, cosine: np.ndarray, lexical_weight: float) -> np.ndarray:
-    """r(q, i) = w·ℓ/max ℓ + (1 − w)·minmax(e), per question (module docstring); questions × interests in [0, 1]."""
+def interest_relevance(lexical: np.ndarray, cosine: np.ndarray, lexical_weight: float,
+                       cosine_floor: float = 0.8) -> np.ndarray:
+    """r(q, i) = w·ℓ/max ℓ + (1 − w)·calibrated cosine (module docstring); questions × interests in [0, 1]."""
     lexical = np.asarray(lexical, dtype=np.float64)
     cosine = np.asarray(cosine, dtype=np.float64)
     if lexical.shape != cosine.shape:
         raise ValueError(f"lexical and cosine scores differ in shape: {lexical.shape}, {cosine.shape}")
     if not 0 <= lexical_weight <= 1:
         raise ValueError(f"lexical_weight must be in [0, 1], got {lexical_weight!r}")
-    return lexical_weight * _scaled_by_max(lexical) + (1 - lexical_weight) * _minmax_rows(cosine)
+    return lexical_weight * _scaled_by_max(lexical) + (1 - lexical_weight) * calibrated_cosine(cosine, cosine_floor)
 
 
 def choose_interests(relevance: np.ndarray, threshold: float, cap: int) -> np.ndarray:

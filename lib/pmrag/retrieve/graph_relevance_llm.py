@@ -16,9 +16,12 @@ an LLM then identifies the interests most relevant to the request (002 §2.4).  
   then every interest label in the order given, numbered from 1, one per line (``3. hiking``).  A graph without
   interests calls nothing (there is nothing to choose from): the matrix has no columns.
 * **Reply** ``{"interests": [...]}``, the most relevant first, each item a label or its number
-  (:func:`validate_relevance_reply`): an integer is a number; a string equal to a label under
-  :func:`~pmrag.represent.extract_llm.normalise_label` is that label (the first in list order); otherwise
-  ``"3"`` or ``"3."`` is number 3, and ``"3. hiking"`` is number 3 when ``hiking`` is its label.  A number outside
+  (:func:`validate_relevance_reply`): a numeral means one thing whether the JSON holds it as an integer or
+  a string (``3``, ``"3"``, ``"3."``): number 3 when the list has a third interest (so an interest labelled
+  ``"3"`` elsewhere in the list is named by its own number, as the prompt asks), else the label it spells
+  (``"2024"`` in a shorter list).  Any other string equal to a label under
+  :func:`~pmrag.represent.extract_llm.normalise_label` is that label (the first in list order), and
+  ``"3. hiking"`` is number 3 when ``hiking`` is its label.  A number outside
   1..n or a string matching nothing is dropped and counted (the row's ``dropped_ids``, the report's line); an
   interest named again keeps its first place.  An empty list is an answer: nothing is relevant.  A reply that is
   not a JSON object, lacks ``interests``, or holds something other than a list of strings and integers is a
@@ -118,21 +121,20 @@ def validate_relevance_reply(text: str, question_id: str, labels: Sequence[str])
 
 
 def _number(item: str | int, number_of: dict[str, int], labels: Sequence[str]) -> int | None:
-    """The 1-based number an item names, or ``None`` (module docstring's rules)."""
-    if isinstance(item, str):
-        found = number_of.get(normalise_label(item))
-        if found is not None:
-            return found
-        plain = _NUMBER.fullmatch(item.strip())
-        numbered = _NUMBERED_LABEL.fullmatch(item.strip())
-        if plain:
-            item = int(plain.group(1))
-        elif numbered and 1 <= int(numbered.group(1)) <= len(labels) and (
-                normalise_label(numbered.group(2)) == normalise_label(labels[int(numbered.group(1)) - 1])):
-            item = int(numbered.group(1))
-        else:
-            return None
-    return item if 1 <= item <= len(labels) else None
+    """The 1-based number an item names, or ``None`` (module docstring's rules): a numeral means the same as an
+    integer or a string (``3``, ``"3"``, ``"3."``): its number when in 1..n, else a label it spells."""
+    text = item.strip() if isinstance(item, str) else str(item)
+    plain = _NUMBER.fullmatch(text)
+    if plain and 1 <= int(plain.group(1)) <= len(labels):
+        return int(plain.group(1))
+    found = number_of.get(normalise_label(text))
+    if found is not None:
+        return found
+    numbered = _NUMBERED_LABEL.fullmatch(text)
+    if numbered and 1 <= int(numbered.group(1)) <= len(labels) and (
+            normalise_label(numbered.group(2)) == normalise_label(labels[int(numbered.group(1)) - 1])):
+        return int(numbered.group(1))
+    return None
 
 
 def _check_reply(text: str, item: StepItem) -> tuple[dict, int]:

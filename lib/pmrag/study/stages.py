@@ -181,8 +181,8 @@ def decomposition(qrels: EvaluationSet, section: DecompositionSection, embedding
 # ------------------------------------------------------------------------------------------- TOBUGraph
 
 _GraphLLM, _GraphPrompts = llm_settings(lambda p: p.graph.extractor)
-_GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "min_memories", "merge_distance", "max_interests",
-                "max_phrases", lambda p, item: ("interest_batch",) if p.graph.extractor == "openai" else ())
+_GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "interest_rule", "min_memories", "merge_distance",
+                "max_interests", "max_phrases", lambda p, item: ("interest_batch",) if p.graph.extractor == "openai" else ())
 
 
 @stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})",
@@ -216,7 +216,7 @@ _offline_relevance = lambda keys: lambda p, item: keys if p.graph.relevance == "
        if p.graph.relevance == "openai" else (),
        packages=lambda p, item: ("openai",) if p.graph.relevance == "openai" else ("sudachipy", "sudachidict_core"))
 def interest_relevance(graph, qrels: EvaluationSet, query_vectors: QueryVectors, section: Annotated[
-        GraphSection, Keys("relevance", _offline_relevance(("lexical_weight", "split_mode")))],
+        GraphSection, Keys("relevance", _offline_relevance(("lexical_weight", "cosine_floor", "split_mode")))],
         bm25: Annotated[BM25Section, Keys(_offline_relevance(("k1", "b")))], llm: _RelevanceLLM,
         prompts: _RelevancePrompts, runtime: Runtime):
     from pmrag.retrieve.graph_interest import relevance_of
