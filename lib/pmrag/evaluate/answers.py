@@ -243,6 +243,17 @@ def answer_jobs(questions: pd.DataFrame, contexts: Mapping[str, Mapping[str, Seq
             for q, text in zip(questions["question_id"], questions["text"])]
 
 
+def step_items(jobs: Sequence[AnswerJob]) -> list[StepItem]:
+    """One :class:`~pmrag.represent.llm.StepItem` per job: its id (:func:`answer_item_id`), its input
+    (:func:`answer_input`) and what the check needs (the question id and the context's ids)."""
+    items = []
+    for job in jobs:
+        text = answer_input(job.question, job.items)
+        items.append(StepItem(answer_item_id(job.method, job.question_id, text), text,
+                              (job.question_id, tuple(c.ref for c in job.items))))
+    return items
+
+
 def run_answers(jobs: Sequence[AnswerJob], client, *, llm: SummarizerSection, engine: Engine,
                 progress: bool = False, sleep: Callable[[float], None] = time.sleep) -> tuple[pd.DataFrame, StepReport]:
     """Each job answered by ``client`` through :func:`~pmrag.represent.llm.run_step` (resume included).
@@ -253,11 +264,7 @@ def run_answers(jobs: Sequence[AnswerJob], client, *, llm: SummarizerSection, en
     ``cited`` (the cited chunk ids, a tuple), ``refused`` (the refused ids, a tuple), ``n_context``; a failed call
     is an empty answer citing nothing.  Raises :class:`AnswersStopped` under ``stop_on_first_error``.
     """
-    items = []
-    for job in jobs:
-        text = answer_input(job.question, job.items)
-        items.append(StepItem(answer_item_id(job.method, job.question_id, text), text,
-                              (job.question_id, tuple(c.ref for c in job.items))))
+    items = step_items(jobs)
     result = run_step(ANSWERS, items, client=client, store=ExtractionStore(engine), policy=CallPolicy(llm, sleep),
                       progress=progress)
     rows = []
@@ -422,6 +429,17 @@ def method_texts(methods: Sequence[str], chunks: pd.DataFrame, summaries: pd.Dat
     return {m: graph_texts if m == "TOBUGraph" else summary if m in ("RAGv1", "RAGv2") else raw for m in methods}
 
 
+def study_jobs(questions: pd.DataFrame, chunks: pd.DataFrame, summaries: pd.DataFrame, graph, evaluation, selected, *,
+               section: AnswersSection, reference: str) -> tuple[pd.DataFrame, dict, list[AnswerJob]]:
+    """``(questions asked, contexts, jobs)`` of a study (:func:`answer_study`'s parameters): the held-out
+    questions, what each retriever returned for them, and one job per retriever × question."""
+    held_out = evaluation.split.index[evaluation.split == "held_out"]
+    asked = questions[questions["question_id"].isin(held_out)].sort_values("question_id", kind="stable")
+    contexts = method_contexts(section.retrievers, evaluation, selected, reference, section.k)
+    texts = method_texts(list(contexts), chunks, summaries, graph.graph)
+    return asked, contexts, answer_jobs(asked, contexts, texts, section.max_context_chars)
+
+
 def answer_study(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.DataFrame, summaries: pd.DataFrame, graph,
                  evaluation, selected, *, section: AnswersSection, reference: str, llm: SummarizerSection,
                  prompts: str, engine: Engine, allow_remote: bool = False, proxy: str | None = None,
@@ -437,14 +455,11 @@ def answer_study(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.DataFr
     llm, prompts, engine : the summarizer section, the prompt set and the study store (rows, resume).
     allow_remote, proxy : the remote guard's settings; progress, sleep : as for every LLM step.
     """
-    held_out = evaluation.split.index[evaluation.split == "held_out"]
-    asked = questions[questions["question_id"].isin(held_out)].sort_values("question_id", kind="stable")
-    contexts = method_contexts(section.retrievers, evaluation, selected, reference, section.k)
-    texts = method_texts(list(contexts), chunks, summaries, graph.graph)
+    asked, contexts, jobs = study_jobs(questions, chunks, summaries, graph, evaluation, selected, section=section,
+                                       reference=reference)
     llm = answer_llm(section, llm)
     client = make_answerer(section, llm, prompts, allow_remote=allow_remote, proxy=proxy)
-    answers, report = run_answers(answer_jobs(asked, contexts, texts, section.max_context_chars), client, llm=llm,
-                                  engine=engine, progress=progress, sleep=sleep)
+    answers, report = run_answers(jobs, client, llm=llm, engine=engine, progress=progress, sleep=sleep)
     line = privacy.redact(report.line(), getattr(client, "secrets", ()))
     if client.calls_api:
         print(line, file=sys.stderr)
