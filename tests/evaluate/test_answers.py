@@ -246,3 +246,34 @@ def test_answer_tables_give_intervals_differences_and_counts_each_naming_the_ans
     assert tables["by_type"]["metric"].eq("answer_f1").all()
     counts = tables["counts"].set_index("retriever")
     assert counts.loc["b", "failed"] == 1 and counts.loc["a", "refused"] == 1 and counts.loc["a", "questions"] == 3
+
+
+# ------------------------------------------------------------------------------------------- params
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("[nope]", "nope is neither a role"),
+    ("[summary_bm25_char2]", "summary_bm25_char2 is neither a role"),
+    ("[RAGv1, RAGv1]", "names RAGv1 more than once"),
+    ("[]", "answers.retrievers"),
+])
+def test_answers_retrievers_are_roles_set_methods_or_listed_retrievers(tmp_path, value, says):
+    from conftest import params_error, write_file
+
+    path = write_file(tmp_path, "run: x\ndataset: {synthetic: {enabled: true}}\n" + f"answers: {{retrievers: {value}}}\n")
+    message = params_error(path)
+    assert message.startswith(str(path)) and "\n" not in message, message
+    assert "answers.retrievers" in message and says in message, message
+
+
+def test_the_answers_section_loads_roles_and_listed_retrievers(tmp_path):
+    from conftest import write_file
+    from pmrag.study.params import load_params
+
+    params = load_params(write_file(tmp_path, "run: x\ndataset: {synthetic: {enabled: true}}\nanswers: "
+                                              "{enabled: true, retrievers: [graph, raw_text_bm25, RAGv3], k: 3}\n"))
+    assert params.answers.retrievers == ("graph", "raw_text_bm25", "RAGv3") and params.answers.k == 3
+    from pmrag.study.costs import stage_model
+
+    assert stage_model(params, "answers") == ("extractive", "extractive-answer-v1")
+    assert stage_model(params.model_copy(update={"answers": params.answers.model_copy(update={"backend": "openai"})}),
+                       "answers") == ("openai", params.summarizer.model)
