@@ -19,9 +19,11 @@ differences as for every other metric:
   single-hop, temporal: token F1 of the whole answer; open-domain: token F1 against the gold's part before its
   first ``;``; multi-hop: :func:`multi_answer_f1` (the gold split at commas, each part's best F1 over the
   answer's comma-separated parts, averaged over the gold's parts); adversarial: 1 when the answer says ``no
-  information available`` or ``not mentioned`` (lower-cased), else 0 (:func:`adversarial_score`).  A question of
-  another type (a LINE study's, the demo's) with a gold answer text is scored by token F1; a question without
-  one has no accuracy (NaN): only the cited-set and citation scores are defined for it.
+  information available`` or ``not mentioned`` (lower-cased), else 0 (:func:`adversarial_score`); a question
+  without a gold answer text has no accuracy (NaN).  :func:`locomo_score` scores any other type by token F1, but
+  the study applies it to LoCoMo's categories only (:func:`pmrag.evaluate.answers.answer_rows`): the
+  normalisation is English and a Japanese answer has no spaces to split at, so the demo's and a LINE study's
+  questions get only the cited-set and citation scores.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ answers (paper 000 §9's next step): each answer cites the memories or chunks it
   model (:func:`extractive_answer`), labelled as such in every table (:func:`answerer_label`): the context
   sentence sharing the most content words with the question (the BM25 baseline's regex tokens,
   :func:`pmrag.retrieve.tokenizer.tokenize`; ties: the earlier item, then the earlier sentence), citing its item;
-  when none shares a word it answers ``No information available`` and cites nothing.
+  when none shares a word it answers ``No information available`` and cites nothing.  Its replies go through the
+  same check and store (step ``answers_stand_in``, apart from the model's rows).
 * **Which questions**: the held-out part of the graph evaluation's split (the graph's threshold and cap, and the
   hybrid's β, were chosen on the tuning part), so every retriever answers the same questions.
 
@@ -32,6 +33,7 @@ Scores are :mod:`pmrag.evaluate.answer_scores`' (:func:`answer_rows`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -159,6 +161,8 @@ def _check_reply(text: str, item: StepItem) -> tuple[dict, int]:
 ANSWERS = LLMStep("answers", "answers", ANSWER_PROMPTS, _check_reply, noun="answer",
                   dropped="cited ids refused (not in the context)", stopped=AnswersStopped)
 """One call per retriever × question (the item's context: the question id and the context's ids)."""
+STAND_IN_STEP = dataclasses.replace(ANSWERS, name="answers_stand_in", title="answers (stand-in)")
+"""The stand-in's rows, apart from the model's (the cost table's rate of the answers step is the model's)."""
 
 
 def load_answer_prompts(prompts: str = "ja") -> Prompts:
@@ -265,7 +269,8 @@ def run_answers(jobs: Sequence[AnswerJob], client, *, llm: SummarizerSection, en
     is an empty answer citing nothing.  Raises :class:`AnswersStopped` under ``stop_on_first_error``.
     """
     items = step_items(jobs)
-    result = run_step(ANSWERS, items, client=client, store=ExtractionStore(engine), policy=CallPolicy(llm, sleep),
+    step = ANSWERS if client.calls_api else STAND_IN_STEP
+    result = run_step(step, items, client=client, store=ExtractionStore(engine), policy=CallPolicy(llm, sleep),
                       progress=progress)
     rows = []
     for job, item in zip(jobs, items):
