@@ -36,12 +36,12 @@ def test_context_items_number_each_chunk_once_in_order_and_cut_its_text():
         context_items(["z"], {}, 10)
 
 
-def test_graph_memories_carry_their_semantic_details():
+def test_graph_memories_carry_their_semantic_details_first():
     graph = MemoryGraph((Node("m:c1", "memory", "chunk", "c1"), Node("s:c1:0", "semantic", "place", "Tokyo"),
                          Node("s:c1:1", "semantic", "person", "Ann\nLee")),
                         (Edge("m:c1", "s:c1:0", "memory-semantic"), Edge("m:c1", "s:c1:1", "memory-semantic")))
     texts = graph_memory_texts(graph, {"c1": "A: hello", "c9": "B: bye"})
-    assert texts == {"c1": "A: hello\nplace: Tokyo\nperson: Ann Lee", "c9": "B: bye"}
+    assert texts == {"c1": "place: Tokyo\nperson: Ann Lee\nA: hello", "c9": "B: bye"}
 
 
 def test_the_input_is_one_json_line_of_the_question_and_the_context():

@@ -3,8 +3,8 @@ answers (paper 000 §9's next step): each answer cites the memories or chunks it
 
 * **Context** (:func:`context_items`): what a retriever returned for a question, in its order, each item with a
   short id stable within the question (``M1``, ``M2``, …) and its text cut to ``answers.max_context_chars``.
-  TOBUGraph's memories M′ come with their semantic details S′ (:func:`graph_memory_texts`: the memory's
-  conversation, then one ``<kind>: <label>`` line per semantic node); RAGv1 and RAGv2 give the memory's summary
+  TOBUGraph's memories M′ come with their semantic details S′ (:func:`graph_memory_texts`: one ``<kind>:
+  <label>`` line per semantic node, then the memory's conversation); RAGv1 and RAGv2 give the memory's summary
   (002 Table 1's baselines retrieve summaries), RAGv3 and every flat retriever or hybrid the chunk's raw
   conversation, a flat one its top ``answers.k`` chunks.  What each retriever returned is read from the
   graph evaluation (its sets and rankings), never recomputed.
@@ -106,16 +106,17 @@ def context_items(chunk_ids: Sequence[str], texts: Mapping[str, str], max_chars:
 
 
 def graph_memory_texts(graph, raw_texts: Mapping[str, str]) -> dict[str, str]:
-    """Each memory's text with its semantic details S′ (002 §2.4): the conversation, then a ``<kind>: <label>``
-    line per semantic node of the memory in the graph's order (``graph``: a
-    :class:`~pmrag.represent.graph.MemoryGraph`)."""
+    """Each memory's text with its semantic details S′ (002 §2.4): a ``<kind>: <label>`` line per semantic node of
+    the memory in the graph's order, then the conversation (``graph``: a
+    :class:`~pmrag.represent.graph.MemoryGraph`).  The details come first so that cutting a long memory to
+    ``answers.max_context_chars`` cuts its conversation, never S′."""
     memories = {node.node_id for node in graph.of_kind("memory")}
     out = {}
     for memory_id, text in raw_texts.items():
         node = f"m:{memory_id}"
         details = [f"{n.subkind}: {one_line(n.label)}" for n in graph.neighbours(node, "memory-semantic")] \
             if node in memories else []
-        out[memory_id] = "\n".join([str(text or ""), *details])
+        out[memory_id] = "\n".join([*details, str(text or "")])
     return out
 
 
