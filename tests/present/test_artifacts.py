@@ -38,7 +38,7 @@ def saved_by() -> dict[tuple[str, str], list[str]]:
 
 
 def test_the_notebooks_save_something():
-    assert len(NOTEBOOKS) == 11
+    assert len(NOTEBOOKS) == 12
     calls = save_calls()
     assert {stem for stem, _, _ in calls} == {notebook.stem for notebook in NOTEBOOKS}
     assert len(calls) >= len(TABLES) + len(FIGURES)

@@ -18,7 +18,7 @@ BOUNDS = ("summarizer: {concurrency: 8, requests_per_minute: 600, backoff_jitter
 def test_the_call_bounds_are_declared_unkeyed():
     assert set(unkeyed_keys()) == {"summarizer.concurrency", "summarizer.requests_per_minute",
                                    "summarizer.backoff_jitter", "embedding.concurrency",
-                                   "embedding.requests_per_minute", "prices"}
+                                   "embedding.requests_per_minute", "answers.concurrency", "prices"}
 
 
 def test_the_price_table_keys_no_stage_the_notebooks_included():
@@ -34,9 +34,11 @@ def test_no_stage_keys_on_the_call_bounds_not_even_a_whole_section():
     notebooks = sorted((REPO / "notebooks").glob("[0-9]*_*.ipynb"))
     base = {"run": "x", "dataset": {"synthetic": {"enabled": True}},
             "graph": {"extractor": "openai", "relevance": "openai"}, "decomposition": {"backend": "openai"},
-            "summarizer": {"backend": "openai"}, "embedding": {"backend": "openai"}}
+            "summarizer": {"backend": "openai"}, "embedding": {"backend": "openai"},
+            "answers": {"enabled": True, "backend": "openai"}}
     bounded = {**base, "summarizer": {"backend": "openai", "concurrency": 8, "requests_per_minute": 60},
-               "embedding": {"backend": "openai", "concurrency": 4}}
+               "embedding": {"backend": "openai", "concurrency": 4},
+               "answers": {"enabled": True, "backend": "openai", "concurrency": 16}}
     first, second = (build_stages(StudyParams.model_validate(p), notebooks) for p in (base, bounded))
     assert [(s.key, s.params) for s in first] == [(s.key, s.params) for s in second]
     notebook = next(s for s in first if s.key.name == "notebook")

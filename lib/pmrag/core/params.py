@@ -310,6 +310,13 @@ def check_method(name: str, info: ValidationInfo | None) -> RetrieverId | Hybrid
     return method
 
 
+def _retriever_or_none(name: str) -> RetrieverId | None:
+    try:
+        return RetrieverId.parse(name)
+    except ValueError:
+        return None
+
+
 def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
     """``name`` parsed; with the loader's context, its method (and tokenizer) must be registered."""
     rid = RetrieverId.parse(name)
@@ -654,6 +661,39 @@ class DecompositionSection(Section):
     rrf_k: int = key(60, "the question's and its sub-queries' rankings are fused by RRF with this k", ge=1)
 
 
+ANSWER_ROLES = ("reference", "selected", "best_flat", "graph_hybrid", "graph")
+ANSWER_SET_METHODS = ("TOBUGraph", "RAGv1", "RAGv2", "RAGv3")
+
+
+class AnswersSection(Section):
+    enabled: bool = key(False, "notebook 12: each retriever's output answered by h(q, M′, S′) with citations (002 §2.4, "
+                               "000 §9), on the graph evaluation's held-out questions")
+    backend: Literal["extractive", "openai"] = key(
+        "extractive", "the answers: the summarizer's model through its section (openai; prompts answer_{system,user}.txt "
+        "of representations.prompts), or an offline stand-in (the context sentence sharing most content words with "
+        "the question, citing its memory), labelled as such in every table")
+    retrievers: Annotated[tuple[str, ...], Lax] = key(
+        ("reference", "selected", "TOBUGraph", "RAGv1", "RAGv2", "RAGv3"),
+        "what is answered from, the first compared with each other: a role (reference: analysis.reference_retriever, "
+        "the paper's best single retriever; selected: the study's selected hybrid; best_flat, graph_hybrid, graph: the "
+        "graph evaluation's best flat retriever, graph + flat hybrid and tuned graph), a set method of 002 Table 2 "
+        "(TOBUGraph: the memories with their semantic details; RAGv1–v3) or a retriever of retrieval.retrievers",
+        min_length=1)
+    k: int = key(5, "a ranking's top k chunks are its context (a set method gives its whole set)", ge=1)
+    max_context_chars: int = key(1500, "each memory's or chunk's text in the context is cut to this many characters",
+                                 ge=1)
+    concurrency: int | None = key(None, "answer calls in flight at once (null: summarizer.concurrency); never keyed",
+                                  ge=1, le=64, keyed=False)
+
+    @field_validator("retrievers")
+    @classmethod
+    def _unique(cls, value):
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"names {', '.join(twice)} more than once")
+        return value
+
+
 class StatisticsSection(Section):
     n_splits: int = key(5, "selection-aware evaluation (§8.1): folds of the repeated stratified k-fold over "
                            "questions (stratified by type); the hybrid's pairing and β are chosen on k − 1 folds", ge=2)
@@ -828,6 +868,7 @@ class StudyParams(Section):
     diversify: DiversifySection = DiversifySection()
     expansion: ExpansionSection = ExpansionSection()
     decomposition: DecompositionSection = DecompositionSection()
+    answers: AnswersSection = AnswersSection()
     statistics: StatisticsSection = StatisticsSection()
     incompleteness: IncompletenessSection = IncompletenessSection()
     candidates: CandidatesSection = CandidatesSection()
@@ -900,6 +941,10 @@ class StudyParams(Section):
         for name in self.incompleteness.pool_retrievers or ():
             if RetrieverId.parse(name) not in listed:
                 raise ValueError(f"incompleteness.pool_retrievers: {name} is not in retrieval.retrievers")
+        for name in self.answers.retrievers:
+            if name not in ANSWER_ROLES + ANSWER_SET_METHODS and _retriever_or_none(name) not in listed:
+                raise ValueError(f"answers.retrievers: {name} is neither a role ({', '.join(ANSWER_ROLES)}), a set "
+                                 f"method ({', '.join(ANSWER_SET_METHODS)}) nor in retrieval.retrievers")
         return self
 
     @model_validator(mode="after")

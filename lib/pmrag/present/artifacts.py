@@ -134,6 +134,7 @@ ITEM_VALUE = ("Item", "Value")
 DIFFERENCE = ("comparison", "method_a", "method_b", "metric", "delta", "ci_low", "ci_high", "excludes_zero",
               "interpretation")
 EXTRACTOR = "extractor"                   # the memory graph's extractor label (pmrag.present.graph)
+ANSWERER = "answerer"                     # who answered (pmrag.evaluate.answers.answerer_label; a stand-in says so)
 
 
 class T:
@@ -377,6 +378,21 @@ class T:
                                "Agreement of the annotators of the walkthrough's pool (weighted κ, ordinal α, raw), "
                                "with bootstrap intervals over questions",
                                ("measure", "annotators", "type", "n_questions", "n_rows", "value", "ci_low", "ci_high"))
+
+    # 12_answers (002 §2.4's h(q, M′, S′), 000 §9's evidence-attributed answers): every table names the answerer
+    answers_cis = TableSpec("answers_cis", "12_answers",
+                            "Answers from each retriever's output: LoCoMo accuracy, cited-set and citation scores, and "
+                            "the context's set scores, with 95 % intervals (held-out)",
+                            ("retriever", "metric", *CI, ANSWERER))
+    answers_by_type = TableSpec("answers_by_type", "12_answers", "Answers by question type (held-out)",
+                                ("retriever", "question_type", "metric", "questions", *CI, ANSWERER))
+    answers_differences = TableSpec("answers_differences", "12_answers",
+                                    "The first retriever's answers − each other's (paired, held-out)",
+                                    (*DIFFERENCE, ANSWERER))
+    answers_counts = TableSpec("answers_counts", "12_answers",
+                               "Answers per retriever: questions, failed calls, context and citations, refused ids",
+                               ("retriever", "questions", "failed", "mean_context", "mean_cited", "refused", ANSWERER))
+
 
 class F:
     """The figures, by name."""

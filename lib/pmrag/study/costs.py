@@ -303,7 +303,7 @@ def proposal_cost(engine, params, limit: int | None = None) -> StageCost:
 # --------------------------------------------------------------------------------------------- a study
 
 MODEL_STAGES = ("summaries", "vectors", "subvectors", "query_vectors", "decomposition", "graph",
-                "interest_relevance", "graph_evaluation")
+                "interest_relevance", "graph_evaluation", "answers")
 """The stages that call a model: an LLM, or the embedder (graph_evaluation embeds RAGv1's summary pieces)."""
 NO_MODEL_UPSTREAM = ("synthetic", "ingest", "chunks", "qrels")
 UPSTREAM_ORDER = (*NO_MODEL_UPSTREAM, "summaries", "representations")
@@ -406,6 +406,8 @@ def _stage_costs(study, key: StageKey, inputs: _Inputs, cached: bool) -> list[St
             params, f"{name} (interest label vectors)", "passage", "unknown until the interests are extracted")]
     if key.name == "interest_relevance":
         return [_relevance(study, name, inputs.get("qrels"))]
+    if key.name == "answers":
+        return [_answers(study, name, inputs)]
     return [_pieces(study, name, inputs)]
 
 
@@ -418,6 +420,11 @@ def stage_model(params, stage: str) -> tuple[str, str]:
         return embedding.backend, embedding.resolved_query_model
     if stage == "summaries":
         return llm.backend, llm.model if llm.backend == "openai" else "extractive-v1"
+    if stage == "answers":
+        from pmrag.evaluate.answers import STAND_IN_MODEL
+
+        backend = params.answers.backend
+        return backend, llm.model if backend == "openai" else STAND_IN_MODEL
     backend = {"decomposition": params.decomposition.backend, "graph": params.graph.extractor,
                "interest_relevance": params.graph.relevance}[stage]
     return backend, llm.model if backend == "openai" else "offline"
@@ -573,3 +580,31 @@ def _relevance(study, name: str, qrels) -> StageCost:
         return StageCost(name, section.relevance, "offline", 0, n, None, None)
     return bound_cost(name, "openai", llm.model, n, n, "one call per question, its input known once the graph's "
                       "interests exist (a rerun resumes the ones answered)", llm.max_output_tokens)
+
+
+def _answers(study, name: str, inputs: _Inputs) -> StageCost:
+    """answers: one call per retriever × held-out question without an ok row, counted exactly once the graph
+    evaluation and the selected hybrid are cached (their contexts are then known), else bounded by every
+    evaluable question."""
+    from pmrag.evaluate.answers import ANSWERS, STAND_IN_MODEL, load_answer_prompts, step_items, study_jobs
+    from pmrag.represent.llm import ExtractionStore
+
+    section, llm = study.params.answers, study.params.summarizer
+    qrels = inputs.get("qrels")
+    upstream = {stage: inputs.get(stage) for stage in ("chunks", "summaries", "graph", "graph_evaluation", "hybrids")}
+    if qrels is None or any(value is None for value in upstream.values()):
+        n = None if qrels is None else len(qrels.questions) * len(section.retrievers)
+        if section.backend != "openai":
+            return StageCost(name, section.backend, STAND_IN_MODEL, 0, n, None, None)
+        return bound_cost(name, "openai", llm.model, n, n, "at most one call per retriever × evaluable question; "
+                          "counted once the graph evaluation is cached", llm.max_output_tokens)
+    _, _, jobs = study_jobs(qrels.questions, upstream["chunks"].chunks, upstream["summaries"], upstream["graph"],
+                            upstream["graph_evaluation"], upstream["hybrids"].selected, section=section,
+                            reference=study.params.analysis.reference_retriever)
+    if section.backend != "openai":
+        return StageCost(name, section.backend, STAND_IN_MODEL, 0, len(jobs), None, None)
+    items = [(item.item_id, item.text) for item in step_items(jobs)]
+    prompts = load_answer_prompts(study.params.representations.prompts)
+    done = ExtractionStore(study.store).done(ANSWERS.name, llm.model, prompts)
+    return replace(llm_cost(name, items, done, model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens),
+                   rate_per_s=step_rate(study.store, ANSWERS.name))

@@ -12,6 +12,7 @@ from pmrag.retrieve.retrievers import SUB_QUERIES
 GRAPH_PROMPTS = ("graph_semantic_system", "graph_semantic_user", "graph_interest_system", "graph_interest_user")
 RELEVANCE_PROMPTS = ("graph_relevance_system", "graph_relevance_user")
 DECOMPOSITION_PROMPTS = ("decompose_system", "decompose_user")
+ANSWER_PROMPTS = ("answer_system", "answer_user")
 
 
 def retriever_component(rid: RetrieverId) -> type:
@@ -79,5 +80,6 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
         "runs": listed(params),
         "metrics": once, "sweep": once, "hybrids": once, "reliability": once, "failures": once, "statistics": once,
         "graph_evaluation": once,
+        "answers": once if params.answers.enabled else (),
         "notebook": tuple(path.stem for path in notebooks),
     }

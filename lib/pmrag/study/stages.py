@@ -17,7 +17,7 @@ import pandas as pd
 from pmrag.chunking.store import Chunked
 from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.store import INGESTED
-from pmrag.core.params import (AnalysisSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
+from pmrag.core.params import (AnalysisSection, AnswersSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
                                MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
                                StudyParams, SummarizerSection, SyntheticSection)
@@ -28,7 +28,7 @@ from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
-from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
+from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
                                listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
@@ -356,3 +356,22 @@ def graph_evaluation(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFr
                                                              progress=runtime.progress),
                               section=section, betas=hybrid.betas(), depth=retrieval.depth, bootstrap=bootstrap,
                               ks=ks, type_order=question_types(questions))
+
+
+_AnswerLLM, _AnswerPrompts = llm_settings(lambda p: p.answers.backend)
+
+
+@stage(lambda p, item: f"answers citing their memories, from each retriever's output ({p.answers.backend})",
+       files=lambda p, item: prompt_files(p.representations.prompts, ANSWER_PROMPTS)
+       if p.answers.backend == "openai" else (),
+       packages=lambda p, item: ("nltk", *openai_package(lambda q: q.answers.backend)(p, item)),
+       finished=lambda value: not value.rows["failed"].any())   # failed calls: retried next run
+def answers(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFrame, graph, graph_evaluation, hybrids,
+            section: AnswersSection, analysis: Annotated[AnalysisSection, Keys("reference_retriever")],
+            llm: _AnswerLLM, prompts: _AnswerPrompts, runtime: Runtime):
+    from pmrag.evaluate.answers import answer_study
+
+    return answer_study(qrels.questions, qrels.qrels, chunks.chunks, summaries, graph, graph_evaluation,
+                        hybrids.selected, section=section, reference=analysis.reference_retriever, llm=llm,
+                        prompts=prompts.prompts, engine=runtime.store, allow_remote=runtime.allow_remote,
+                        proxy=runtime.proxy, progress=runtime.progress)
