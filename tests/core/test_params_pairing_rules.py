@@ -72,3 +72,12 @@ def test_a_bad_retriever_name_is_reported_by_the_retrieval_section_not_the_rule(
     with pytest.raises(ValidationError, match="retrievers") as caught:
         study("auto", ["raw_text_bm25", "nonsense"])
     assert "is not a retriever name" in str(caught.value)
+
+
+def test_the_papers_selection_chooses_among_the_papers_six_a_broader_sweep_holds():
+    six = tuple((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in PAPER_PAIRINGS)
+    broader = study("auto").hybrid
+    assert broader.selection_pairing_ids() == six and broader.broader()
+    own = study([["raw_text_bm25", "raw_text_vector"]], [*DEFAULT_RETRIEVERS]).hybrid   # none of the six: its own
+    assert own.selection_pairing_ids() == own.pairing_ids() and not own.broader()
+    assert HybridSection().selection_pairing_ids() == six and not HybridSection().broader()

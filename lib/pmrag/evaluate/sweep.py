@@ -228,14 +228,19 @@ def candidate_ceilings(rankings, qrels: Qrels | pd.DataFrame, pairings, depth: i
 @dataclass(frozen=True)
 class Hybrids:
     """The sweep's selection: macro metrics of every configuration (every fusion), each pairing's selected β
-    under the paper's min-max fusion (``best``), the overall selected hybrid, the diagnostic hybrid, and
-    per-question metric rows of every selected configuration (and of the diagnostic one)."""
+    under the paper's min-max fusion among the pairings the paper's selection chooses from (``best``, Table 4),
+    the overall selected hybrid, the diagnostic hybrid, and per-question metric rows of every selected
+    configuration (and of the diagnostic one).  A sweep broader than those pairings (``hybrid.pairings: auto`` or
+    ``all``) adds ``broader``, each swept pairing's selected β (best Recall@5 first), and ``broader_selected``,
+    the same rule's choice among all of them: reported beside the paper's, never in its place."""
 
     macro: pd.DataFrame
     best: pd.DataFrame
     selected: HybridId
     diagnostic: HybridId
     per_question: pd.DataFrame
+    broader: pd.DataFrame | None = None
+    broader_selected: HybridId | None = None
 
     def ids(self) -> list[HybridId]:
         """Each pairing's selected configuration, in ``best`` order."""
@@ -251,14 +256,23 @@ class Hybrids:
 def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame], qrels: Qrels | pd.DataFrame,
                    types: pd.Series, pairings: Sequence[tuple[RetrieverId, RetrieverId]], diagnostic: HybridId,
                    ks: Sequence[int], write_run: Callable[[HybridId, pd.DataFrame], None] | None = None) -> Hybrids:
-    """The paper's selection from a :func:`sweep_pairings` table: each pairing's β under min-max fusion, the best
-    pairing (:func:`select_overall`), and per-question metrics at ``ks`` of each selected configuration and the
-    diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's fused
-    ranking (the study writes its TREC file)."""
+    """The paper's selection from a :func:`sweep_pairings` table: each of ``pairings``' β under min-max fusion,
+    the best pairing (:func:`select_overall`), and per-question metrics at ``ks`` of each selected configuration
+    and the diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's
+    fused ranking (the study writes its TREC file).  Pairings swept beyond ``pairings`` are selected among
+    beside it (:attr:`Hybrids.broader`), in sample only: their out-of-fold number is the statistics stage's."""
     macro_table = macro_by_configuration(swept)
     qrels = Qrels.of(qrels)
-    best = best_per_pairing(macro_table[macro_table["fusion"] == PAPER_FUSION])
+    minmax = macro_table[macro_table["fusion"] == PAPER_FUSION]
+    among = {(str(a), str(b)) for a, b in pairings}
+    chosen = np.array([pair in among for pair in zip(minmax["bm25"].astype(str), minmax["vector"].astype(str))])
+    best = best_per_pairing(minmax[chosen])
     [selected] = hybrid_ids(pd.DataFrame([select_overall(best, pairings)]))
+    broader = broader_selected = None
+    if not chosen.all():
+        broader = best_per_pairing(minmax)
+        order = list(dict.fromkeys(zip(minmax["bm25"].astype(str), minmax["vector"].astype(str))))
+        [broader_selected] = hybrid_ids(pd.DataFrame([select_overall(broader, order)]))
     configurations = hybrid_ids(best)
     frames = []
     for hybrid in configurations + ([diagnostic] if diagnostic not in configurations else []):
@@ -266,4 +280,5 @@ def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFr
         if write_run is not None and hybrid in configurations:
             write_run(hybrid, fused)
         frames.append(per_question_rows(fused, str(hybrid), qrels, types, ks))
-    return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True))
+    return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True), broader,
+                   broader_selected)

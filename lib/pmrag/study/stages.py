@@ -288,7 +288,7 @@ def hybrids(qrels: EvaluationSet, sweep: pd.DataFrame, runs: Annotated[dict, Eac
         trec.write_run(runtime.path(RUNS_DIR, f"{configuration.file_stem()}.trec"), fused, tag=configuration.run_tag(),
                        depth=len(fused), scores="rank")
 
-    return select_hybrids(sweep, _rankings(runs), qrels.qrels, qrels.types(), hybrid.pairing_ids(),
+    return select_hybrids(sweep, _rankings(runs), qrels.qrels, qrels.types(), hybrid.selection_pairing_ids(),
                           analysis.diagnostic(), ks, write)
 
 
@@ -330,7 +330,8 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
 
     return selection_statistics(sweep, pd.concat([metrics, hybrids.per_question], ignore_index=True), _rankings(runs),
                                 hybrids.ids(), hybrids.selected, analysis.reference_retriever, qrels.qrels,
-                                qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.pairing_ids(),
+                                qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.selection_pairing_ids(),
+                                broader=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
                                 diagnostic=analysis.diagnostic())
 
