@@ -40,7 +40,7 @@ METRICS = PAPER_COLUMNS          # recall@5, mrr@5, ndcg@5: the layout order of 
 SEARCHES = ("grid", "coordinate ascent", "equal")
 MAX_ROUNDS = 20
 _RECALL, _MRR, _NDCG = range(3)
-_BATCH = 32                      # weight vectors scored at once: (batch, n_questions, width) floats
+_CELLS = 2 * 10**7               # fused scores held at once: weight vectors × questions × candidates (160 MB)
 
 
 class WeightedLayout:
@@ -68,8 +68,9 @@ class WeightedLayout:
         out = np.empty((len(METRICS), n, len(weights)))
         ranked_all = np.zeros((n, self.matrix.ranked.shape[1]), dtype=self.matrix.ranked.dtype)
         ideal = self.matrix.ideal[:, :k]
-        for start in range(0, len(weights), _BATCH):
-            batch = weights[start:start + _BATCH]
+        step = max(1, _CELLS // self.lists.valid.size)
+        for start in range(0, len(weights), step):
+            batch = weights[start:start + step]
             fused = scores(self.lists, batch, fusion, rrf_k)                      # (g, n_listed, width)
             order = np.argsort(-fused, axis=-1, kind="stable")[..., :k]
             for g in range(len(batch)):
@@ -220,3 +221,19 @@ def _aligned(types: pd.Series, question_ids: pd.Index) -> pd.Series:
         raise ValueError(f"types lacks {len(missing)} question(s) of the rankings, e.g. {missing[0]!r}")
     return types.reindex(question_ids)
 
+
+
+def multi_fusions(rankings: Mapping[str, pd.DataFrame], lists: Sequence[Sequence[str]], qrels: Qrels | pd.DataFrame,
+                  types: pd.Series, *, fusions: Sequence[str] = ("minmax", "rrf"), equal: bool = True,
+                  step: float = 0.1, grid_max: int = 3, rrf_k: int = 60, n_splits: int = 5, n_repeats: int = 10,
+                  seed: int = 0, n_seeds: int = 1) -> list[MultiFusion]:
+    """:func:`multi_fusion` of every list of retriever names under every fusion: the weights by ``grid`` up to
+    ``grid_max`` retrievers, by ``coordinate ascent`` beyond, and (``equal``) with equal weights beside them
+    (``hybrid.multi``, ``multi_fusions``, ``multi_equal``, ``multi_step``, ``multi_grid_max``)."""
+    folds = dict(step=step, rrf_k=rrf_k, n_splits=n_splits, n_repeats=n_repeats, seed=seed, n_seeds=n_seeds)
+    results = []
+    for names in lists:
+        searches = ["grid" if len(names) <= grid_max else "coordinate ascent"] + (["equal"] if equal else [])
+        results += [multi_fusion(rankings, names, qrels, types, fusion=fusion, search=search, **folds)
+                    for fusion in fusions for search in searches]
+    return results

@@ -78,6 +78,7 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
         "query_vectors": once, "graph": once, "interest_relevance": once,
         "runs": listed(params),
         "metrics": once, "sweep": once, "hybrids": once, "reliability": once, "failures": once, "statistics": once,
+        "multifusion": once if params.hybrid.multi else (),
         "graph_evaluation": once,
         "notebook": tuple(path.stem for path in notebooks),
     }

@@ -268,7 +268,8 @@ def metrics(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", listed)], k
 
 
 @stage("min-max hybrid of every pairing × β (§6.2)")
-def sweep(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", paired)], hybrid: HybridSection) -> pd.DataFrame:
+def sweep(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", paired)], hybrid: Annotated[HybridSection, Keys(
+        "pairings", "beta_step", "fusions", "rrf_k")]) -> pd.DataFrame:
     from pmrag.evaluate.sweep import sweep_pairings
 
     rankings = {str(rid): ranked.rankings for rid, ranked in runs.items()}
@@ -334,6 +335,19 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
                                 broader=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
                                 diagnostic=analysis.diagnostic())
+
+
+@stage("fusions of three or more retrievers, weights chosen on training folds and scored out of fold",
+       packages=lambda p, item: ("scikit-learn",))
+def multifusion(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", listed)], hybrid: Annotated[HybridSection, Keys(
+        "multi", "multi_fusions", "multi_equal", "multi_step", "multi_grid_max", "rrf_k")],
+        section: Annotated[StatisticsSection, Keys("n_splits", "n_repeats", "seed", "n_seeds")]):
+    from pmrag.evaluate.multisweep import multi_fusions
+
+    return multi_fusions({str(rid): ranked.rankings for rid, ranked in runs.items()}, hybrid.multi, qrels.qrels,
+                         qrels.types(), fusions=hybrid.multi_fusions, equal=hybrid.multi_equal, step=hybrid.multi_step,
+                         grid_max=hybrid.multi_grid_max, rrf_k=hybrid.rrf_k, n_splits=section.n_splits,
+                         n_repeats=section.n_repeats, seed=section.seed, n_seeds=section.n_seeds)
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
