@@ -126,12 +126,28 @@ def test_a_broader_sweep_shows_its_own_selection_beside_the_papers_with_both_cou
         assert rows.at[metric, "out_of_fold"] == folds.at[metric, "out_of_fold"]
         assert rows.at[metric, "winners_curse"] == folds.at[metric, "gap"]
     assert label not in set(ps.selection_table(statistics)["procedure"])   # the paper's own sweep: no such row
-    text = ps.broader_reading(table)
+    text = ps.broader_reading(table, (126, 1470))
     paper, other = (folds_of(h) for h in (statistics.held_out, wider))
-    assert f"{other['out_of_fold']:.3f} out of fold" in text and "1470 configurations" in text
+    assert f"{other['out_of_fold']:.3f} out of fold" in text and "(1470 configurations, the paper's selection 126)" in text
     more = other["gap"] - paper["gap"]
-    assert f"is {abs(more):.3f} {'larger' if more > 0 else 'smaller' if more < 0 else 'no larger'} than" in text
-    assert ps.broader_reading(ps.selection_table(statistics)) == ""
+    if more > 0:
+        assert f"is {more:.3f} larger than the paper's" in text and "as 12× the configurations" in text
+    else:
+        assert f"is {-more:.3f} smaller than the paper's" in text and "although it chose among 12× the" in text
+    assert ps.broader_reading(ps.selection_table(statistics), (126, 0)) == ""
+
+
+def test_the_broader_reading_says_larger_only_when_it_is():
+    def table(paper_gap, broader_gap):
+        return pd.DataFrame({"procedure": [ps.PAPER_PROCEDURE, ps.broader_procedure(9, 90, 30)], "metric": "recall@5",
+                             "in_sample": [0.8, 0.9], "out_of_fold": [0.8 - paper_gap, 0.9 - broader_gap],
+                             "winners_curse": [paper_gap, broader_gap]})
+
+    larger = ps.broader_reading(table(0.02, 0.05), (30, 90))
+    assert "is 0.030 larger than the paper's +0.020, as 3× the configurations lead one to expect" in larger
+    smaller = ps.broader_reading(table(0.05, 0.02), (30, 90))
+    assert "is 0.030 smaller than the paper's +0.050 although it chose among 3× the configurations" in smaller
+    assert "+0.130 beside the paper's selection out of fold (0.750)" in smaller
 
 
 def folds_of(held_out):

@@ -126,24 +126,32 @@ def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: 
     return " ".join(sentences)
 
 
-def broader_reading(table: pd.DataFrame) -> str:
+def broader_reading(table: pd.DataFrame, configurations: tuple[int, int]) -> str:
     """The broader sweep's selection beside the paper's, in Recall@5 (a :func:`selection_table`): both in sample
-    and out of fold, with the configurations each chose from and whose winner's curse is the larger; "" without a
+    and out of fold, with the configurations each chose from (``configurations``: the paper's, the broader
+    sweep's, as ``SelectionStatistics.configurations``) and whose winner's curse is the larger; "" without a
     broader sweep."""
     recall = table[table["metric"] == str(RECALL5)].set_index("procedure")
     wider = [label for label in recall.index if label.startswith("pairing and β among all ")]
     if not wider:
         return ""
     paper, broader = recall.loc[PAPER_PROCEDURE], recall.loc[wider[0]]
+    papers, swept = configurations
     more = broader["winners_curse"] - paper["winners_curse"]
-    curse = (f"its winner's curse {broader['winners_curse']:+.3f} is {abs(more):.3f} "
-             f"{'larger' if more > 0 else 'smaller' if more < 0 else 'no larger'} than the paper's "
-             f"{paper['winners_curse']:+.3f}")
+    size = f"{swept / papers:.0f}×" if papers else "more"
+    if more > 0:
+        curse = (f"its winner's curse {broader['winners_curse']:+.3f} is {more:.3f} larger than the paper's "
+                 f"{paper['winners_curse']:+.3f}, as {size} the configurations lead one to expect: the more a "
+                 "selection chooses from, the more its in-sample winner tends to flatter itself")
+    else:
+        curse = (f"its winner's curse {broader['winners_curse']:+.3f} is {-more:.3f} "
+                 f"{'smaller than' if more < 0 else 'the same as'} the paper's {paper['winners_curse']:+.3f} "
+                 f"although it chose among {size} the configurations (the curse tends to grow with them; on these "
+                 "questions it did not)")
     gain = broader["out_of_fold"] - paper["out_of_fold"]
-    return (f"Choosing among every swept pairing ({wider[0].split('(')[1].split(';')[0]}) gives "
-            f"{broader['in_sample']:.3f} in sample and {broader['out_of_fold']:.3f} out of fold, "
-            f"{gain:+.3f} beside the paper's selection out of fold ({paper['out_of_fold']:.3f}); {curse}: the more "
-            "configurations a selection chooses from, the more its in-sample winner flatters itself.")
+    return (f"Choosing among every swept pairing ({swept} configurations, the paper's selection {papers}) gives "
+            f"{broader['in_sample']:.3f} in sample and {broader['out_of_fold']:.3f} out of fold, {gain:+.3f} beside "
+            f"the paper's selection out of fold ({paper['out_of_fold']:.3f}); {curse}.")
 
 
 def coverage_reading(coverage) -> str:
