@@ -118,7 +118,9 @@ def multi_fusion(rankings: Mapping[str, pd.DataFrame], retrievers: Sequence[str]
     names = tuple(map(str, retrievers))
     data = WeightedLayout([rankings[name] for name in names], Qrels.of(qrels))
     n, k = len(data.question_ids), len(names)
-    n_splits = min(n_splits, n)
+    n_splits = min(n_splits, n)   # as the statistics stage: fewer questions than folds, one fold per question
+    if n_splits < 2:
+        raise ValueError(f"weights scored out of fold need at least two questions, the rankings have {n}")
     held_out, _ = fold_masks(_aligned(types, data.question_ids), n_splits, n_repeats, seed, n_seeds)
     training = np.vstack([np.ones((1, n), dtype=bool), ~held_out])             # row 0: all questions (in sample)
     memo = _Scored(data, fusion, rrf_k)

@@ -9,7 +9,7 @@ For a question q, each retriever r = 1..k contributes its top list P_r(q) with s
 With weights w on the simplex (w_r ≥ 0, Σ_r w_r = 1), each fusion (:data:`MULTI_FUSIONS`, name → kernel) scores
 every d ∈ P(q):
 
-* ``minmax``:  s(q, d) = Σ_r w_r · ŝ_r(q, d)   — eq. 15 with k weights (k = 2, w = (β, 1 − β) is eq. 15 itself);
+* ``minmax``:  s(q, d) = Σ_r w_r · ŝ_r(q, d)   — eq. 15 with k weights (k = 2, w = (β, 1 − β): eq. 15 itself);
   ranx ``wsum`` with ``norm="min-max"``, equal weights ranking as ranx ``sum`` (CombSUM).
 * ``rrf``:     s(q, d) = Σ_r w_r / (c + r_r(q, d)) over the lists holding d (Cormack et al. 2009, weighted), c is
   ``hybrid.rrf_k``; equal weights rank as ranx ``rrf`` (which sums 1 / (c + rank) unweighted).

@@ -37,6 +37,11 @@ def paired(params: StudyParams) -> tuple[RetrieverId, ...]:
     return tuple(dict.fromkeys(rid for pair in params.hybrid.pairing_ids() for rid in pair))
 
 
+def fused_many(params: StudyParams) -> tuple[RetrieverId, ...]:
+    """The retrievers of hybrid.multi's lists, in list order."""
+    return tuple(dict.fromkeys(RetrieverId.parse(name) for names in params.hybrid.multi for name in names))
+
+
 def swept_pairings(params: StudyParams) -> tuple[RetrieverId, ...]:
     """The paired retrievers and the diagnostic hybrid's two."""
     diagnostic = params.analysis.diagnostic()

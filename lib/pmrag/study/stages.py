@@ -28,8 +28,9 @@ from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
-from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
-                               listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
+from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, fused_many,
+                               graph_representations, listed, paired, prompt_files, retriever_classes,
+                               retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
 GOLD_DIR = "gold"   # judgments read from a store (dataset.questions: store:PATH#ANNOTATOR), as a questions file
@@ -339,9 +340,10 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
 
 @stage("fusions of three or more retrievers, weights chosen on training folds and scored out of fold",
        packages=lambda p, item: ("scikit-learn",))
-def multifusion(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", listed)], hybrid: Annotated[HybridSection, Keys(
-        "multi", "multi_fusions", "multi_equal", "multi_step", "multi_grid_max", "rrf_k")],
-        section: Annotated[StatisticsSection, Keys("n_splits", "n_repeats", "seed", "n_seeds")]):
+def multifusion(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", fused_many)],
+                hybrid: Annotated[HybridSection, Keys("multi", "multi_fusions", "multi_equal", "multi_step",
+                                                      "multi_grid_max", "rrf_k")],
+                section: Annotated[StatisticsSection, Keys("n_splits", "n_repeats", "seed", "n_seeds")]):
     from pmrag.evaluate.multisweep import multi_fusions
 
     return multi_fusions({str(rid): ranked.rankings for rid, ranked in runs.items()}, hybrid.multi, qrels.qrels,
