@@ -26,10 +26,10 @@ def multi(search, in_sample, out_of_fold, configurations):
 def test_the_papers_selection_alone_says_what_would_run():
     statistics = SimpleNamespace(held_out=held_out(0.80, 0.74), configurations=(126, 0), held_out_broader=None,
                                  broader_pairings=0)
-    overview = fo.fusion_overview(statistics, [])
+    overview = fo.fusion_overview(statistics, [], 6)
     assert list(overview.columns) == list(fo.COLUMNS) and list(overview["procedure"]) == [fo.PAPER_ROW]
     row = overview.iloc[0]
-    assert (row["configurations"], row["recall@5 out of fold"]) == (126, 0.74)
+    assert (row["fused"], row["configurations"], row["recall@5 out of fold"]) == ("6 pairings", 126, 0.74)
     assert row["winner's curse"] == pytest.approx(0.06)
     text = fo.beyond_reading(overview, 6, 247, 21, 0)
     assert "no broader sweep ran" in text and "247 pairings (5187 configurations per fusion)" in text
@@ -40,7 +40,7 @@ def test_a_broader_sweep_and_multi_fusions_stand_beside_the_paper():
     statistics = SimpleNamespace(held_out=held_out(0.80, 0.74), configurations=(126, 5187),
                                  held_out_broader=held_out(0.86, 0.75), broader_pairings=247)
     results = [multi("grid", 0.83, 0.78, 66), multi("equal", 0.77, 0.77, 1)]
-    overview = fo.fusion_overview(statistics, results)
+    overview = fo.fusion_overview(statistics, results, 6)
     assert list(overview["procedure"]) == [fo.PAPER_ROW, fo.BROADER_ROW, "minmax fusion, weights: grid",
                                            "minmax fusion, weights: equal"]
     assert list(overview["configurations"]) == [126, 5187, 66, 1]

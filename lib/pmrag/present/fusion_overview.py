@@ -19,13 +19,14 @@ COLUMNS = ("procedure", "fused", "configurations", "weights", "recall@5 in sampl
            "winner's curse")
 
 
-def fusion_overview(statistics, multi: Sequence) -> pd.DataFrame:
-    """One row per selection: the paper's (its pairings), the broader sweep's (when there is one) and each
-    ``hybrid.multi`` result, with what it fused, how many configurations it chose among, the weights chosen on all
-    questions (multi only), Recall@5 in sample and out of fold and their gap (the winner's curse)."""
+def fusion_overview(statistics, multi: Sequence, paper_pairings: int) -> pd.DataFrame:
+    """One row per selection: the paper's (among its ``paper_pairings`` pairings), the broader sweep's (when there
+    is one) and each ``hybrid.multi`` result, with what it fused, how many configurations it chose among, the
+    weights chosen on all questions (multi only), Recall@5 in sample and out of fold and their gap (the winner's
+    curse)."""
     rows = []
     papers, broader = statistics.configurations
-    for label, held_out, fused, count in ((PAPER_ROW, statistics.held_out, "pairs", papers),
+    for label, held_out, fused, count in ((PAPER_ROW, statistics.held_out, f"{paper_pairings} pairings", papers),
                                           (BROADER_ROW, getattr(statistics, "held_out_broader", None),
                                            f"{getattr(statistics, 'broader_pairings', 0)} pairings", broader)):
         if held_out is None:
