@@ -46,7 +46,7 @@ def test_vectorised_metrics_equal_those_of_the_fused_run(data, fusion):
     frames = [rankings[n] for n in NAMES]
     grid = simplex_grid(3, 0.25)
     values = WeightedLayout(frames, qrels).values(grid, fusion, rrf_k=5)
-    for g in (0, 3, len(grid) - 1):
+    for g in (3, len(grid) - 1):
         expected = per_question_metrics(fuse_many(frames, grid[g], fusion, rrf_k=5), qrels, ks=(5,))
         got = values[:, :, g].T
         np.testing.assert_allclose(got, expected[["recall@5", "mrr@5", "ndcg@5"]].to_numpy(), rtol=0, atol=1e-12)
