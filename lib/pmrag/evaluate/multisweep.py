@@ -34,6 +34,7 @@ from pmrag.evaluate.metric_names import PAPER_COLUMNS
 from pmrag.evaluate.metrics import ndcg, recall, reciprocal_rank, relevance_matrix
 from pmrag.evaluate.runs import Qrels
 from pmrag.evaluate.selection import fold_masks, select_columns
+from pmrag.evaluate.sweep import top_k
 from pmrag.retrieve.multifusion import layout, scores, simplex_grid
 
 METRICS = PAPER_COLUMNS          # recall@5, mrr@5, ndcg@5: the layout order of the values
@@ -72,7 +73,7 @@ class WeightedLayout:
         for start in range(0, len(weights), step):
             batch = weights[start:start + step]
             fused = scores(self.lists, batch, fusion, rrf_k)                      # (g, n_listed, width)
-            order = np.argsort(-fused, axis=-1, kind="stable")[..., :k]
+            order = top_k(fused, k)                                              # the stable sort's first k
             for g in range(len(batch)):
                 ranked = ranked_all.copy()
                 top = np.take_along_axis(self.matrix.ranked[self.row], order[g], axis=1)
