@@ -72,3 +72,32 @@ def test_a_bad_retriever_name_is_reported_by_the_retrieval_section_not_the_rule(
     with pytest.raises(ValidationError, match="retrievers") as caught:
         study("auto", ["raw_text_bm25", "nonsense"])
     assert "is not a retriever name" in str(caught.value)
+
+
+def test_the_papers_selection_chooses_among_the_papers_six_a_broader_sweep_holds():
+    six = tuple((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in PAPER_PAIRINGS)
+    broader = study("auto").hybrid
+    assert broader.selection_pairing_ids() == six and broader.broader()
+    own = study([["raw_text_bm25", "raw_text_vector"]], [*DEFAULT_RETRIEVERS]).hybrid   # none of the six: its own
+    assert own.selection_pairing_ids() == own.pairing_ids() and not own.broader()
+    assert HybridSection().selection_pairing_ids() == six and not HybridSection().broader()
+
+
+def test_multi_lists_name_three_or_more_listed_retrievers_each_once():
+    three = ["raw_text_bm25", "summary_bm25", "summary_vector"]
+    params = StudyParams.model_validate({"run": "t", "dataset": {"synthetic": {"enabled": True}},
+                                         "hybrid": {"multi": [three]}})
+    assert params.hybrid.multi == (tuple(three),) and HybridSection().multi == ()
+    assert params.hybrid.multi_fusions == ("minmax", "rrf") and params.hybrid.multi_step == 0.1
+    for bad, message in (([three[:2]], "three or more different retrievers"),
+                         ([[*three[:2], three[0]]], "three or more different retrievers"),
+                         ([three, three], "each list of retrievers once"),
+                         ([[*three[:2], "raw_text_multivec_max"]], r"hybrid.multi\[0\]: raw_text_multivec_max is not "
+                                                                   "in retrieval.retrievers")):
+        with pytest.raises(ValidationError, match=message):
+            StudyParams.model_validate({"run": "t", "dataset": {"synthetic": {"enabled": True}},
+                                        "hybrid": {"multi": bad}})
+    with pytest.raises(ValidationError, match="1/multi_step must be a whole number"):
+        HybridSection(multi_step=0.3)
+    with pytest.raises(ValidationError, match="each fusion once"):
+        HybridSection(multi_fusions=["rrf", "rrf"])

@@ -110,17 +110,45 @@ def test_the_coverage_reading_and_the_figure(statistics):
                       "out of fold (range over partition seeds)", "out of bag (a conservative bound)"]
 
 
-def test_a_broader_sweep_shows_the_papers_six_selection_beside_it_with_both_counts(statistics):
+def test_a_broader_sweep_shows_its_own_selection_beside_the_papers_with_both_counts(statistics):
     from types import SimpleNamespace
 
-    paper = statistics.held_out_beta   # any held-out selection stands in for the paper's six's
-    broader = SimpleNamespace(**vars(statistics), held_out_paper=paper, configurations=(1470, 126))
+    wider = statistics.held_out_beta   # any held-out selection stands in for the broader sweep's
+    broader = SimpleNamespace(**vars(statistics), held_out_broader=wider, configurations=(126, 1470),
+                              broader_pairings=70)
     table = ps.selection_table(broader)
-    label = ps.paper_six_procedure(1470, 126)
-    assert list(table["procedure"].unique())[-1] == label and "126 configurations" in label and "1470" in label
+    label = ps.broader_procedure(70, 1470, 126)
+    assert list(table["procedure"].unique())[-1] == label
+    assert "all 70 swept pairings" in label and "1470 configurations" in label and "among 126" in label
     rows = table[table["procedure"] == label].set_index("metric")
-    folds = paper.summary.set_index("metric")
+    folds = wider.summary.set_index("metric")
     for metric in rows.index:
         assert rows.at[metric, "out_of_fold"] == folds.at[metric, "out_of_fold"]
         assert rows.at[metric, "winners_curse"] == folds.at[metric, "gap"]
     assert label not in set(ps.selection_table(statistics)["procedure"])   # the paper's own sweep: no such row
+    text = ps.broader_reading(table, (126, 1470))
+    paper, other = (folds_of(h) for h in (statistics.held_out, wider))
+    assert f"{other['out_of_fold']:.3f} out of fold" in text and "(1470 configurations, the paper's selection 126)" in text
+    more = other["gap"] - paper["gap"]
+    if more > 0:
+        assert f"is {more:.3f} larger than the paper's" in text and "as 12× the configurations" in text
+    else:
+        assert f"is {-more:.3f} smaller than the paper's" in text and "although it chose among 12× the" in text
+    assert ps.broader_reading(ps.selection_table(statistics), (126, 0)) == ""
+
+
+def test_the_broader_reading_says_larger_only_when_it_is():
+    def table(paper_gap, broader_gap):
+        return pd.DataFrame({"procedure": [ps.PAPER_PROCEDURE, ps.broader_procedure(9, 90, 30)], "metric": "recall@5",
+                             "in_sample": [0.8, 0.9], "out_of_fold": [0.8 - paper_gap, 0.9 - broader_gap],
+                             "winners_curse": [paper_gap, broader_gap]})
+
+    larger = ps.broader_reading(table(0.02, 0.05), (30, 90))
+    assert "is 0.030 larger than the paper's +0.020, as 3× the configurations lead one to expect" in larger
+    smaller = ps.broader_reading(table(0.05, 0.02), (30, 90))
+    assert "is 0.030 smaller than the paper's +0.050 although it chose among 3× the configurations" in smaller
+    assert "+0.130 beside the paper's selection out of fold (0.750)" in smaller
+
+
+def folds_of(held_out):
+    return held_out.summary.set_index("metric").loc["recall@5"]

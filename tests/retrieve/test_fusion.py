@@ -441,3 +441,28 @@ def test_hybrid_ids_name_each_row_with_its_fusion():
     assert [str(h) for h in hybrid_ids(best)] == [
         "hybrid:summary_bm25+raw_text_vector@0.35", "hybrid-rrf:summary_bm25+raw_text_vector@0.35",
         "hybrid-combmnz:summary_bm25+raw_text_vector@0.35"]
+
+
+def test_top_k_is_the_stable_sorts_first_k_with_ties_and_empty_slots():
+    from pmrag.evaluate.sweep import top_k
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        scores = np.round(rng.random((3, 7, int(rng.integers(5, 30)))), 1)   # ties
+        scores[rng.random(scores.shape) < 0.3] = -np.inf                      # empty slots
+        np.testing.assert_array_equal(top_k(scores, 5), np.argsort(-scores, axis=-1, kind="stable")[..., :5])
+
+
+def test_sweep_pairings_lays_out_from_codes_exactly_as_one_pairings_sweep():
+    a, b, qrels = random_pair(3, n_q=6, ties=True)
+    c, _, _ = random_pair(13, n_q=6, ties=True)
+    c = c[c["question_id"] != "q03"]   # a list without one question: that question has no candidates there
+    rankings = {"raw_text_bm25": a, "summary_vector": b, "summary_bm25": c}
+    pairs = [("raw_text_bm25", "summary_vector"), ("summary_bm25", "summary_vector")]
+    table = sweep_pairings(rankings, qrels, pairs, [0.0, 0.4, 1.0], fusions=("minmax", "rrf", "combmnz"), rrf_k=7)
+    for fusion in ("minmax", "rrf", "combmnz"):
+        for first, second in pairs:
+            alone = sweep(rankings[first], rankings[second], qrels, [0.0, 0.4, 1.0], fusion=fusion, rrf_k=7)
+            rows = table[(table["fusion"] == fusion) & (table["bm25"] == first) & (table["vector"] == second)]
+            pd.testing.assert_frame_equal(rows.drop(columns=["fusion", "bm25", "vector"]).reset_index(drop=True),
+                                          alone, check_exact=True)

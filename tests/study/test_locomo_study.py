@@ -286,3 +286,22 @@ def test_selection_aware_statistics_on_english_data(built_locomo):
     evaluated = evidence["question_id"].isin(study.evaluation().questions["question_id"])
     assert groups["evidence messages"].iloc[0] == ((evidence["relevance"] == 2) & evaluated).sum()
     assert set(groups["retriever"]) == set(statistics.group_rows["retriever"]) & set(study.per_question()["retriever"])
+
+
+def test_the_broader_sweep_and_fusions_of_more_retrievers_on_english_data(built_locomo):
+    from pmrag.present.fusion_overview import BROADER_ROW, PAPER_ROW, fusion_overview
+
+    _, study = built_locomo
+    hybrid, hybrids, statistics = study.params.hybrid, study.hybrids(), study.statistics()
+    assert hybrid.broader() and len(hybrid.selection_pairing_ids()) < len(hybrid.pairing_ids())
+    paper = {(str(a), str(b)) for a, b in hybrid.selection_pairing_ids()}
+    assert set(zip(hybrids.best["bm25"], hybrids.best["vector"])) == paper      # Table 4: the paper's pairings
+    assert (str(hybrids.selected.first), str(hybrids.selected.second)) in paper
+    assert len(hybrids.broader) == len(hybrid.pairing_ids()) and hybrids.broader_selected is not None
+    assert statistics.held_out_broader is not None and statistics.broader_pairings == len(hybrid.pairing_ids())
+    results = study.multifusion()
+    assert [(len(r.retrievers), r.fusion, r.search) for r in results] == [
+        (3, fusion, search) for fusion in ("minmax", "rrf") for search in ("grid", "equal")] + [
+        (4, fusion, search) for fusion in ("minmax", "rrf") for search in ("coordinate ascent", "equal")]
+    overview = fusion_overview(statistics, results, len(paper))
+    assert list(overview["procedure"][:2]) == [PAPER_ROW, BROADER_ROW] and len(overview) == 2 + len(results)

@@ -290,7 +290,7 @@ def _run_participant(study_file: str, notebooks: bool, stages: str) -> Participa
                 study.build(progress=False)
             for name in POOLED_STAGES:
                 study.engine.get(name, retry=True)
-            pairings = tuple((str(a), str(b)) for a, b in study.params.hybrid.pairing_ids())
+            pairings = tuple((str(a), str(b)) for a, b in study.params.hybrid.selection_pairing_ids())
             return ParticipantResult(study_scores(study), study.sweep(), pairings, study.params.bootstrap,
                                      study.summarizer_note())
         finally:

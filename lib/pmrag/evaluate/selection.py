@@ -294,14 +294,8 @@ def held_out_selection(sweep: pd.DataFrame, types: pd.Series, n_splits: int = 5,
     n = len(configs.question_ids)
     if n < n_splits:
         raise ValueError(f"n_splits={n_splits} needs at least as many questions, the sweep has {n}")
-    strata = stratify(question_types, n_splits)
+    held_out, strata = fold_masks(question_types, n_splits, n_repeats, seed, n_seeds)
     seeds = np.arange(seed, seed + n_seeds)
-    tests = [test for s in seeds
-             for _, test in RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=int(s))
-             .split(np.zeros((n, 1)), strata.to_numpy())]
-    held_out = np.zeros((len(tests), n), dtype=bool)
-    for f, test in enumerate(tests):
-        held_out[f, test] = True
     choice = configs.select(~held_out)
     scored = configs.values[:, np.arange(n)[None, :], choice[:, None]]           # (3, F, n)
     kept = scored * held_out
@@ -405,6 +399,23 @@ def resampled_selection(values: np.ndarray, counts: np.ndarray) -> ResampledSele
         oob = kept.sum(axis=2) / n_out                                             # (3, B), NaN where n_out = 0
         per_question = kept.sum(axis=1) / out.sum(axis=0)                          # (3, n), NaN where never out
     return ResampledSelection(choice, apparent, sample, oob, n_out, per_question, (apparent - sample).mean(axis=1))
+
+
+def fold_masks(types: pd.Series, n_splits: int, n_repeats: int, seed: int,
+               n_seeds: int = 1) -> tuple[np.ndarray, pd.Series]:
+    """The held-out folds of :func:`held_out_selection`: ``(F, n)`` bool, row f marking fold f's held-out
+    questions (F = n_seeds · n_repeats · n_splits, seed-major, then repeat, then fold), from scikit-learn's
+    ``RepeatedStratifiedKFold`` over the questions of ``types`` (in its order) stratified by :func:`stratify`,
+    once per partition seed seed, seed + 1, …; and the strata."""
+    strata = stratify(types, n_splits)
+    n = len(types)
+    tests = [test for s in range(seed, seed + n_seeds)
+             for _, test in RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=int(s))
+             .split(np.zeros((n, 1)), strata.to_numpy())]
+    held_out = np.zeros((len(tests), n), dtype=bool)
+    for f, test in enumerate(tests):
+        held_out[f, test] = True
+    return held_out, strata
 
 
 def stratify(types: pd.Series, n_splits: int) -> pd.Series:

@@ -34,10 +34,11 @@ class SelectionStatistics:
     observed difference at the study's n, ``sentence``: the plain reading), and ``coverage``: how often the paper's
     selection's intervals (conditional, bias-corrected, out-of-bag, .632) cover the selected configuration's true
     value on datasets drawn from these questions (:class:`~pmrag.evaluate.selection_coverage.SelectionCoverage`;
-    None when ``statistics.coverage_datasets`` is 0).  A broader sweep than the paper's six pairings
-    (``hybrid.pairings: auto`` or ``all``) adds ``held_out_paper``, the same held-out selection among the paper's
-    six alone, so that both selection-aware numbers stand side by side; ``configurations`` counts the (pairing, β)
-    configurations each chose from (the second 0 without a broader sweep)."""
+    None when ``statistics.coverage_datasets`` is 0).  A sweep broader than the pairings the paper's selection
+    chooses among (``hybrid.pairings: auto`` or ``all``) adds ``held_out_broader``, the same held-out selection
+    among every swept pairing, so that both selection-aware numbers stand side by side; ``configurations``
+    counts the (pairing, β) configurations each chose from (the second 0 without a broader sweep) and
+    ``broader_pairings`` the swept pairings."""
 
     held_out: object
     held_out_beta: object
@@ -59,19 +60,16 @@ class SelectionStatistics:
     aliases: pd.DataFrame | None = None   # method, representative: identical rankings are one method
     detectable: float = float("nan")      # the pilot's minimum detectable (true) difference at the study's n
     threshold: float = float("nan")       # the pilot's smallest significant observed |Δ| at the study's n
-    held_out_paper: object = None   # a broader sweep (hybrid.pairings: auto, all): the paper's six pairings' own
-    configurations: tuple[int, int] = (0, 0)   # (pairing, β) configurations of held_out and of held_out_paper
+    held_out_broader: object = None   # a broader sweep (hybrid.pairings: auto, all): selection among every pairing
+    configurations: tuple[int, int] = (0, 0)   # (pairing, β) configurations of held_out and of held_out_broader
+    broader_pairings: int = 0                  # the broader sweep's pairings (0 without one)
 
 
-def paper_pairings_within(pairings: Sequence[tuple[str, str]]) -> list[tuple[str, str]] | None:
-    """The paper's six pairings (§5.3) when the swept ``pairings`` hold all six and more (a broader sweep), else None:
-    their selection is then reported beside the broader one's, whose winner's curse grows with its
-    configurations."""
-    from pmrag.core.params import PAPER_PAIRINGS
-
-    paper = [tuple(pair) for pair in PAPER_PAIRINGS]
-    swept = {tuple(map(str, pair)) for pair in pairings}
-    return paper if set(paper) < swept else None
+def broader_pairings(pairings: Sequence[tuple[str, str]], swept: Sequence[tuple[str, str]] | None):
+    """The swept pairings when they hold more than the ``pairings`` the paper's selection chooses among (a broader
+    sweep, whose own selection is reported beside the paper's), else None."""
+    swept = [tuple(map(str, pair)) for pair in swept or ()]
+    return swept if set(map(tuple, pairings)) < set(swept) else None
 
 
 def configuration_count(swept: pd.DataFrame, pairings: Sequence[tuple[str, str]], fusion: str = PAPER_FUSION) -> int:
@@ -87,7 +85,8 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                          types: pd.Series, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame, *,
                          pairings: Sequence[tuple[RetrieverId, RetrieverId]], fusions: Sequence[str],
                          section: StatisticsSection, bootstrap: BootstrapSection, ks: Sequence[int],
-                         diagnostic: HybridId | None = None) -> SelectionStatistics:
+                         diagnostic: HybridId | None = None,
+                         broader: Sequence[tuple[RetrieverId, RetrieverId]] | None = None) -> SelectionStatistics:
     """Every statistic of :class:`SelectionStatistics` for one study.
 
     ``swept``: the β sweep of every pairing and fusion; ``per_question``: metric rows of every single retriever and
@@ -96,7 +95,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     method); ``qrels`` and ``types`` of the evaluable questions; ``question_evidence`` and ``chunk_messages`` give
     the evidence groups and message-level recall; ``diagnostic``: ``analysis.diagnostic_hybrid`` (the role
     ``diagnostic`` of ``statistics.declared_comparisons``; its β is fixed by the params, not chosen on these
-    questions).
+    questions); ``broader``: every swept pairing, when more than ``pairings`` (the paper's selection's) were swept.
     """
     from pmrag.evaluate import groups as eg
     from pmrag.evaluate import message_recall as em
@@ -107,7 +106,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     from pmrag.retrieve.fusion import minmax_fuse
 
     names = [(str(a), str(b)) for a, b in pairings]
-    paper = paper_pairings_within(names)
+    wider = broader_pairings(names, broader)
     fixed = (str(selected.first), str(selected.second))
     # a study with fewer questions than folds gets one fold per question; with one question there is no held-out part
     n_splits = min(section.n_splits, int(types.size))
@@ -160,8 +159,9 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         coverage=selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
                                     bootstrap.confidence, pairings=names) if section.coverage_datasets else None,
         aliases=aliases, detectable=detectable, threshold=threshold,
-        held_out_paper=held_out_of(paper) if paper is not None else None,
-        configurations=(configuration_count(swept, names), configuration_count(swept, paper or ())))
+        held_out_broader=held_out_of(wider) if wider is not None else None,
+        configurations=(configuration_count(swept, names), configuration_count(swept, wider or ())),
+        broader_pairings=len(wider or ()))
 
 
 def _comparisons(per_question: pd.DataFrame, fused: dict, rankings: Mapping, selected: HybridId, reference: str,

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pmrag.core.frames import require_columns
+from pmrag.core.frames import require_columns, run_frame
 from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId
 from pmrag.evaluate.metric_names import RECALL5, TABLE_METRICS, at_k, metric_columns
-from pmrag.evaluate.metrics import (macro, ndcg, per_question_metrics, per_question_rows, recall, reciprocal_rank,
-                                    relevance_matrix)
+from pmrag.evaluate.metrics import (RelevanceMatrix, macro, ndcg, per_question_metrics, per_question_rows, recall,
+                                    reciprocal_rank, relevance_matrix)
 from pmrag.evaluate.runs import Qrels
 from pmrag.evaluate.select import DECIMALS, beta_near_half, listed, select
-from pmrag.retrieve.fusion import (CandidateLists, _kernel, _validated_beta, _validated_rrf_k, candidates,
-                                   minmax_fuse)
+from pmrag.retrieve.fusion import (CandidateLists, _kernel, _require, _validated_beta, _validated_rrf_k, candidates,
+                                   minmax_fuse, minmax_normalize)
 
 CONFIGURATION = ("fusion", "bm25", "vector", "beta")   # a sweep table's configuration columns
 
@@ -79,11 +79,65 @@ class _Layout:
         return cls(CandidateLists(*dense), valid, matrix)
 
 
+class _Coded:
+    """Every ranking of a sweep validated and min-max normalised once, its questions and chunks as integer codes
+    (chunk codes in chunk ID order), so that a pairing's :class:`_Layout` is built from arrays: the same union,
+    order, scores and relevance as :meth:`_Layout.of`, without a pandas group-by per pairing."""
+
+    def __init__(self, rankings, names, qrels: Qrels, k: int):
+        frames = {name: rankings[name] for name in names}
+        for name, frame in frames.items():
+            run_frame(_require(frame, name))
+        judged = qrels.frame
+        chunks = pd.concat([*(f["chunk_id"] for f in frames.values()), judged["chunk_id"]], ignore_index=True)
+        codes, self.chunk_ids = pd.factorize(chunks.to_numpy(dtype=object), sort=True)
+        self.n_chunks = max(len(self.chunk_ids), 1)
+        asked = pd.unique(np.concatenate([f["question_id"].to_numpy(dtype=object) for f in frames.values()]))
+        base = relevance_matrix(pd.DataFrame({"question_id": asked, "chunk_id": "", "rank": 1}), qrels, depth=k)
+        self.questions, self.ideal, self.n_primary, self.k = base.question_ids, base.ideal, base.n_primary, k
+        self.lists, start = {}, 0
+        for name, frame in frames.items():
+            q = self.questions.get_indexer(frame["question_id"])
+            c = codes[start:start + len(frame)]
+            start += len(frame)
+            self.lists[name] = (self._keys(q, c), minmax_normalize(frame).to_numpy(),
+                                frame["rank"].to_numpy(dtype=np.int64))
+        judged_keys = self._keys(self.questions.get_indexer(judged["question_id"]), codes[start:])
+        order = np.argsort(judged_keys, kind="stable")
+        self.judged_keys, self.grades = judged_keys[order], judged["relevance"].to_numpy()[order]
+
+    def _keys(self, question: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+        """One int64 per (question, chunk), ascending in question, then in chunk ID descending."""
+        return question.astype(np.int64) * self.n_chunks + (self.n_chunks - 1 - chunk.astype(np.int64))
+
+    def layout(self, first: str, second: str) -> _Layout:
+        (keys_a, hat_a, rank_a), (keys_b, hat_b, rank_b) = self.lists[first], self.lists[second]
+        union, where = np.unique(np.concatenate([keys_a, keys_b]), return_inverse=True)
+        row = union // self.n_chunks
+        slot = np.arange(len(union)) - np.searchsorted(row, row, side="left")
+        width = max(int(slot.max()) + 1 if len(slot) else 1, self.k)
+        shape = (len(self.questions), width)
+        dense = []
+        for part, values in ((slice(0, len(keys_a)), hat_a), (slice(len(keys_a), None), hat_b),
+                             (slice(0, len(keys_a)), rank_a), (slice(len(keys_a), None), rank_b)):
+            array = np.zeros(shape, dtype=values.dtype)
+            array[row[where[part]], slot[where[part]]] = values
+            dense.append(array)
+        valid = np.zeros(shape, dtype=bool)
+        valid[row, slot] = True
+        found = np.minimum(np.searchsorted(self.judged_keys, union), max(len(self.judged_keys) - 1, 0))
+        grade = np.where(self.judged_keys[found] == union, self.grades[found], 0) if len(self.judged_keys) else 0
+        ranked = np.zeros(shape, dtype=np.int8)
+        ranked[row, slot] = grade
+        return _Layout(CandidateLists(*dense), valid, RelevanceMatrix(self.questions, ranked, self.ideal,
+                                                                     self.n_primary))
+
+
 def _swept(layout: _Layout, betas: np.ndarray, k: int, kernel, rrf_k: int) -> pd.DataFrame:
     matrix = layout.matrix
     n_q = len(matrix.question_ids)
     scores = np.where(layout.valid, kernel(layout.lists, betas[:, None, None], rrf_k), -np.inf)
-    order = np.argsort(-scores, axis=-1, kind="stable")[..., :k]
+    order = top_k(scores, k)
     ranked = np.take_along_axis(np.broadcast_to(matrix.ranked, scores.shape), order, axis=-1).reshape(-1, k)
     ideal = np.tile(matrix.ideal[:, :k], (len(betas), 1))
     n_primary = np.tile(matrix.n_primary, len(betas))
@@ -95,6 +149,19 @@ def _swept(layout: _Layout, betas: np.ndarray, k: int, kernel, rrf_k: int) -> pd
         str(mrr_k): reciprocal_rank(ranked, k),
         str(ndcg_k): ndcg(ranked, ideal, k),
     })
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(-scores, axis=-1, kind="stable")[..., :k]`` by k passes of ``argmax`` (which takes the first of
+    equal maxima, as the stable sort keeps them): the k best columns of each row, ties in column order, with −inf
+    (an empty slot) ranked after every finite score and among itself in column order.  Linear in the row's width
+    where the sort is not: the sweep's top 5 of up to 400 candidates."""
+    work = np.where(np.isneginf(scores), np.finfo(np.float64).min, scores)   # an empty slot: below any score...
+    order = np.empty((*scores.shape[:-1], min(k, scores.shape[-1])), dtype=np.intp)
+    for j in range(order.shape[-1]):
+        order[..., j] = work.argmax(axis=-1)
+        np.put_along_axis(work, order[..., j, None], -np.inf, axis=-1)      # ...and above one already taken
+    return order
 
 
 def _sweep_arguments(betas, k, fusion, rrf_k):
@@ -153,8 +220,9 @@ def sweep_pairings(rankings, qrels: Qrels | pd.DataFrame, pairings, betas: Seque
     kernels = {fusion: _kernel(fusion) for fusion in fusions}
     qrels = Qrels.of(qrels)
     frames = {fusion: [] for fusion in fusions}
+    coded = _Coded(rankings, list(dict.fromkeys(str(r) for pair in pairings for r in pair)), qrels, k)
     for first, second in pairings:
-        layout = _Layout.of(rankings[str(first)], rankings[str(second)], qrels, k)
+        layout = coded.layout(str(first), str(second))
         for fusion, kernel in kernels.items():
             per_question = _swept(layout, betas, k, kernel, rrf_k)
             frames[fusion].append(per_question.assign(fusion=fusion, bm25=str(first), vector=str(second)))
@@ -228,14 +296,19 @@ def candidate_ceilings(rankings, qrels: Qrels | pd.DataFrame, pairings, depth: i
 @dataclass(frozen=True)
 class Hybrids:
     """The sweep's selection: macro metrics of every configuration (every fusion), each pairing's selected β
-    under the paper's min-max fusion (``best``), the overall selected hybrid, the diagnostic hybrid, and
-    per-question metric rows of every selected configuration (and of the diagnostic one)."""
+    under the paper's min-max fusion among the pairings the paper's selection chooses from (``best``, Table 4),
+    the overall selected hybrid, the diagnostic hybrid, and per-question metric rows of every selected
+    configuration (and of the diagnostic one).  A sweep broader than those pairings (``hybrid.pairings: auto`` or
+    ``all``) adds ``broader``, each swept pairing's selected β (best Recall@5 first), and ``broader_selected``,
+    the same rule's choice among all of them: reported beside the paper's, never in its place."""
 
     macro: pd.DataFrame
     best: pd.DataFrame
     selected: HybridId
     diagnostic: HybridId
     per_question: pd.DataFrame
+    broader: pd.DataFrame | None = None
+    broader_selected: HybridId | None = None
 
     def ids(self) -> list[HybridId]:
         """Each pairing's selected configuration, in ``best`` order."""
@@ -251,14 +324,23 @@ class Hybrids:
 def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFrame], qrels: Qrels | pd.DataFrame,
                    types: pd.Series, pairings: Sequence[tuple[RetrieverId, RetrieverId]], diagnostic: HybridId,
                    ks: Sequence[int], write_run: Callable[[HybridId, pd.DataFrame], None] | None = None) -> Hybrids:
-    """The paper's selection from a :func:`sweep_pairings` table: each pairing's β under min-max fusion, the best
-    pairing (:func:`select_overall`), and per-question metrics at ``ks`` of each selected configuration and the
-    diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's fused
-    ranking (the study writes its TREC file)."""
+    """The paper's selection from a :func:`sweep_pairings` table: each of ``pairings``' β under min-max fusion,
+    the best pairing (:func:`select_overall`), and per-question metrics at ``ks`` of each selected configuration
+    and the diagnostic hybrid, fused again from ``rankings``; ``write_run`` receives each selected configuration's
+    fused ranking (the study writes its TREC file).  Pairings swept beyond ``pairings`` are selected among
+    beside it (:attr:`Hybrids.broader`), in sample only: their out-of-fold number is the statistics stage's."""
     macro_table = macro_by_configuration(swept)
     qrels = Qrels.of(qrels)
-    best = best_per_pairing(macro_table[macro_table["fusion"] == PAPER_FUSION])
+    minmax = macro_table[macro_table["fusion"] == PAPER_FUSION]
+    among = {(str(a), str(b)) for a, b in pairings}
+    chosen = np.array([pair in among for pair in zip(minmax["bm25"].astype(str), minmax["vector"].astype(str))])
+    best = best_per_pairing(minmax[chosen])
     [selected] = hybrid_ids(pd.DataFrame([select_overall(best, pairings)]))
+    broader = broader_selected = None
+    if not chosen.all():
+        broader = best_per_pairing(minmax)
+        order = list(dict.fromkeys(zip(minmax["bm25"].astype(str), minmax["vector"].astype(str))))
+        [broader_selected] = hybrid_ids(pd.DataFrame([select_overall(broader, order)]))
     configurations = hybrid_ids(best)
     frames = []
     for hybrid in configurations + ([diagnostic] if diagnostic not in configurations else []):
@@ -266,4 +348,5 @@ def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFr
         if write_run is not None and hybrid in configurations:
             write_run(hybrid, fused)
         frames.append(per_question_rows(fused, str(hybrid), qrels, types, ks))
-    return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True))
+    return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True), broader,
+                   broader_selected)

@@ -25,10 +25,10 @@ BOOTSTRAP_KIND = {"oob": "out-of-bag percentiles: a conservative bound",
                   ".632": ".632 percentiles: too narrow (understates sampling uncertainty)"}
 
 
-def paper_six_procedure(swept: int, six: int) -> str:
-    """The label of the paper's six pairings' own selection beside a broader sweep's (counts of configurations)."""
-    return (f"pairing and β among the paper's six pairings ({six} configurations; the paper's selection above "
-            f"chose among {swept})")
+def broader_procedure(pairings: int, configurations: int, papers: int) -> str:
+    """The label of a broader sweep's own selection beside the paper's (counts of pairings and configurations)."""
+    return (f"pairing and β among all {pairings} swept pairings ({configurations} configurations; the paper's "
+            f"selection above chose among {papers})")
 
 
 def selection_table(statistics) -> pd.DataFrame:
@@ -39,16 +39,18 @@ def selection_table(statistics) -> pd.DataFrame:
     estimate and interval of ``statistics.selection_bootstrap`` (``bootstrap_kind`` names it: the out-of-bag one is
     a conservative bound).  Procedures: the paper's (every pairing × β), β alone with the pairing chosen on all
     questions (its numbers are conditional on that pairing), the selection within each other fusion of
-    ``hybrid.fusions`` and, after a broader sweep than the paper's six pairings (``hybrid.pairings: auto``), the
-    paper's selection among its six alone, out of fold (:func:`paper_six_procedure` names both counts of
-    configurations: the more there are, the larger the winner's curse)."""
+    ``hybrid.fusions`` and, after a sweep broader than the paper's pairings (``hybrid.pairings: auto``), the same
+    selection among every swept pairing, out of fold (:func:`broader_procedure` names both counts of
+    configurations: the more there are, the larger the winner's curse; :func:`broader_reading` says so)."""
     rows = []
     procedures = [(PAPER_PROCEDURE, statistics.held_out, statistics.bootstrap),
                   (BETA_PROCEDURE, statistics.held_out_beta, statistics.bootstrap_beta)]
     procedures += [(f"pairing and β, {fusion} fusion", held_out, statistics.bootstrap_fusions.get(fusion))
                    for fusion, held_out in statistics.held_out_fusions.items()]
-    if getattr(statistics, "held_out_paper", None) is not None:   # a broader sweep: the paper's six beside it
-        procedures.append((paper_six_procedure(*statistics.configurations), statistics.held_out_paper, None))
+    if getattr(statistics, "held_out_broader", None) is not None:   # a broader sweep: its selection beside
+        papers, configurations = statistics.configurations
+        procedures.append((broader_procedure(statistics.broader_pairings, configurations, papers),
+                           statistics.held_out_broader, None))
     for label, held_out, boot in procedures:
         if held_out is None:   # fewer than two questions: nothing is held out
             continue
@@ -122,6 +124,34 @@ def selection_reading(table: pd.DataFrame, kind: str, n_splits: int, n_repeats: 
                          f"{beta['out_of_fold']:.3f} out of fold: conditional on that pairing, so it still leaks the "
                          "pairing's choice on these questions.")
     return " ".join(sentences)
+
+
+def broader_reading(table: pd.DataFrame, configurations: tuple[int, int]) -> str:
+    """The broader sweep's selection beside the paper's, in Recall@5 (a :func:`selection_table`): both in sample
+    and out of fold, with the configurations each chose from (``configurations``: the paper's, the broader
+    sweep's, as ``SelectionStatistics.configurations``) and whose winner's curse is the larger; "" without a
+    broader sweep."""
+    recall = table[table["metric"] == str(RECALL5)].set_index("procedure")
+    wider = [label for label in recall.index if label.startswith("pairing and β among all ")]
+    if not wider:
+        return ""
+    paper, broader = recall.loc[PAPER_PROCEDURE], recall.loc[wider[0]]
+    papers, swept = configurations
+    more = broader["winners_curse"] - paper["winners_curse"]
+    size = f"{swept / papers:.0f}×" if papers else "more"
+    if more > 0:
+        curse = (f"its winner's curse {broader['winners_curse']:+.3f} is {more:.3f} larger than the paper's "
+                 f"{paper['winners_curse']:+.3f}, as {size} the configurations lead one to expect: the more a "
+                 "selection chooses from, the more its in-sample winner tends to flatter itself")
+    else:
+        curse = (f"its winner's curse {broader['winners_curse']:+.3f} is {-more:.3f} "
+                 f"{'smaller than' if more < 0 else 'the same as'} the paper's {paper['winners_curse']:+.3f} "
+                 f"although it chose among {size} the configurations (the curse tends to grow with them; on these "
+                 "questions it did not)")
+    gain = broader["out_of_fold"] - paper["out_of_fold"]
+    return (f"Choosing among every swept pairing ({swept} configurations, the paper's selection {papers}) gives "
+            f"{broader['in_sample']:.3f} in sample and {broader['out_of_fold']:.3f} out of fold, {gain:+.3f} beside "
+            f"the paper's selection out of fold ({paper['out_of_fold']:.3f}); {curse}.")
 
 
 def coverage_reading(coverage) -> str:

@@ -260,6 +260,11 @@ class Study:
         adjusted comparisons and power (§8.1, §9.1)."""
         return self.get("statistics")
 
+    def multifusion(self) -> list:
+        """:class:`~pmrag.evaluate.multisweep.MultiFusion` of every ``hybrid.multi`` list and fusion (weights chosen
+        on training folds, scored out of fold); empty when ``hybrid.multi`` lists none."""
+        return self.get("multifusion") if self.params.hybrid.multi else []
+
     def graph_evaluation(self):
         """:class:`~pmrag.evaluate.graph_eval.GraphEvaluation`: TOBUGraph, its RAG baselines and the flat retrievers,
         choices made on the tuning part of the questions."""

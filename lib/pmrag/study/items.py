@@ -38,6 +38,11 @@ def paired(params: StudyParams) -> tuple[RetrieverId, ...]:
     return tuple(dict.fromkeys(rid for pair in params.hybrid.pairing_ids() for rid in pair))
 
 
+def fused_many(params: StudyParams) -> tuple[RetrieverId, ...]:
+    """The retrievers of hybrid.multi's lists, in list order."""
+    return tuple(dict.fromkeys(RetrieverId.parse(name) for names in params.hybrid.multi for name in names))
+
+
 def swept_pairings(params: StudyParams) -> tuple[RetrieverId, ...]:
     """The paired retrievers and the diagnostic hybrid's two."""
     diagnostic = params.analysis.diagnostic()
@@ -79,6 +84,7 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
         "query_vectors": once, "graph": once, "interest_relevance": once,
         "runs": listed(params),
         "metrics": once, "sweep": once, "hybrids": once, "reliability": once, "failures": once, "statistics": once,
+        "multifusion": once if params.hybrid.multi else (),
         "graph_evaluation": once,
         "answers": once if params.answers.enabled else (),
         "notebook": tuple(path.stem for path in notebooks),

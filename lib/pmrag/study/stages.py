@@ -28,8 +28,9 @@ from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
-from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
-                               listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
+from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, fused_many,
+                               graph_representations, listed, paired, prompt_files, retriever_classes,
+                               retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
 GOLD_DIR = "gold"   # judgments read from a store (dataset.questions: store:PATH#ANNOTATOR), as a questions file
@@ -268,7 +269,8 @@ def metrics(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", listed)], k
 
 
 @stage("min-max hybrid of every pairing × β (§6.2)")
-def sweep(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", paired)], hybrid: HybridSection) -> pd.DataFrame:
+def sweep(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", paired)], hybrid: Annotated[HybridSection, Keys(
+        "pairings", "beta_step", "fusions", "rrf_k")]) -> pd.DataFrame:
     from pmrag.evaluate.sweep import sweep_pairings
 
     rankings = {str(rid): ranked.rankings for rid, ranked in runs.items()}
@@ -288,7 +290,7 @@ def hybrids(qrels: EvaluationSet, sweep: pd.DataFrame, runs: Annotated[dict, Eac
         trec.write_run(runtime.path(RUNS_DIR, f"{configuration.file_stem()}.trec"), fused, tag=configuration.run_tag(),
                        depth=len(fused), scores="rank")
 
-    return select_hybrids(sweep, _rankings(runs), qrels.qrels, qrels.types(), hybrid.pairing_ids(),
+    return select_hybrids(sweep, _rankings(runs), qrels.qrels, qrels.types(), hybrid.selection_pairing_ids(),
                           analysis.diagnostic(), ks, write)
 
 
@@ -330,9 +332,24 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
 
     return selection_statistics(sweep, pd.concat([metrics, hybrids.per_question], ignore_index=True), _rankings(runs),
                                 hybrids.ids(), hybrids.selected, analysis.reference_retriever, qrels.qrels,
-                                qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.pairing_ids(),
+                                qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.selection_pairing_ids(),
+                                broader=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
                                 diagnostic=analysis.diagnostic())
+
+
+@stage("fusions of three or more retrievers, weights chosen on training folds and scored out of fold",
+       packages=lambda p, item: ("scikit-learn",))
+def multifusion(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", fused_many)],
+                hybrid: Annotated[HybridSection, Keys("multi", "multi_fusions", "multi_equal", "multi_step",
+                                                      "multi_grid_max", "rrf_k")],
+                section: Annotated[StatisticsSection, Keys("n_splits", "n_repeats", "seed", "n_seeds")]):
+    from pmrag.evaluate.multisweep import multi_fusions
+
+    return multi_fusions({str(rid): ranked.rankings for rid, ranked in runs.items()}, hybrid.multi, qrels.qrels,
+                         qrels.types(), fusions=hybrid.multi_fusions, equal=hybrid.multi_equal, step=hybrid.multi_step,
+                         grid_max=hybrid.multi_grid_max, rrf_k=hybrid.rrf_k, n_splits=section.n_splits,
+                         n_repeats=section.n_repeats, seed=section.seed, n_seeds=section.n_seeds)
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
