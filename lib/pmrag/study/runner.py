@@ -400,8 +400,8 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
         claim_run_folder(params.run_dir, how_to_force="draw the graph elsewhere with --out")
     stages = build_stages(params)
     edges = [(need, stage.key) for stage in stages for need in stage.needs]
-    title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; every numbered notebook follows all of "
-             "them")
+    title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; each numbered notebook follows the "
+             "stages it reads")
     return draw_stage_graph([stage.key for stage in stages], edges, out or params.run_dir / GRAPH_FILE, title)
 
 
