@@ -100,8 +100,9 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
-    A notebook is current while its file, the params, the package's code and every stage are unchanged; it is
-    then not executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
+    A notebook is current while its file, the package's code, the stages it reads
+    (:data:`~pmrag.study.notebooks.NOTEBOOK_READS`) and the params keys they key on are unchanged; it is then not
+    executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
     cell that failed; the partly executed notebook is kept under ``outputs/<run>/notebooks/`` for inspection.
     Raises :class:`RunInUse` when another run holds the run folder, and
     :class:`~pmrag.study.runfolder.ForeignRunFolder`, with nothing written, when the run folder holds files pmrag
