@@ -8,15 +8,16 @@ from typing import Annotated
 import pytest
 
 from conftest import make_tiny_study, write_file
+from pmrag.core.errors import ParamsError
 from pmrag.core.names import StageKey
 from pmrag.study import notebooks
 from pmrag.study.declare import DeclarationError, Reads, Runtime, keyed_params, read_stages, resolve_stage, stage
 from pmrag.study.facade import Study
-from pmrag.study.items import stage_items
+from pmrag.study.items import graph_stages, stage_items
 from pmrag.study.notebooks import NOTEBOOK_READS, UndeclaredRead
 from pmrag.study.params import load_params
 from pmrag.study.pipeline import build_stages, relocatable_params
-from pmrag.study.runner import numbered_notebooks
+from pmrag.study.runner import numbered_notebooks, study_notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ("retrieval: {retrievers: [raw_text_bm25, summary_bm25]}\n"
@@ -93,3 +94,35 @@ def test_a_notebook_that_reads_an_undeclared_stage_fails_with_one_line(tmp_path,
                                "to its reads in pmrag.study.notebooks.NOTEBOOK_READS")
     monkeypatch.setattr(notebooks, "_READER", "12_mine")     # a notebook that declares nothing reads anything
     assert len(Study.from_params(tmp_path / "p.yaml").sweep()) > 0
+
+
+def test_the_graph_stages_exist_only_when_a_notebook_or_a_retriever_reads_them(tmp_path):
+    def stages_of(extra: str) -> tuple:
+        params = load_params(write_file(tmp_path, "run: r\noutputs_dir: out\ndataset: {synthetic: {enabled: true}}\n"
+                                        + TINY + extra))
+        return graph_stages(params), stage_items(params, [])["vectors"]
+
+    assert stages_of("") == (("graph", "interest_relevance", "graph_evaluation"), ("summary", "raw_text"))
+    assert stages_of("notebooks: [1, 3, 4]\n") == ((), ())   # BM25 only: no vectors either
+    assert stages_of("notebooks: [1, 7]\n")[0] == ("graph", "interest_relevance", "graph_evaluation")
+    assert stages_of("notebooks: [1, 12]\n")[0] == ("graph", "interest_relevance", "graph_evaluation")  # undeclared
+    graph_retriever = TINY.replace("summary_bm25]}", "summary_bm25, summary_graph_interest]}", 1)
+    assert graph_retriever != TINY
+    params = load_params(write_file(tmp_path, "run: r\noutputs_dir: out\ndataset: {synthetic: {enabled: true}}\n"
+                                    + graph_retriever + "notebooks: [1]\n"))
+    assert graph_stages(params) == ("graph", "interest_relevance")
+
+
+def test_a_study_executes_the_notebooks_it_lists_and_names_a_missing_one(tmp_path):
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    for name in ("01_a.ipynb", "02_b.ipynb", "07_c.ipynb"):
+        (folder / name).write_text("{}")
+    head = f"run: r\noutputs_dir: out\nnotebooks_dir: {folder}\ndataset: {{synthetic: {{enabled: true}}}}\n"
+    assert [p.name for p in study_notebooks(load_params(write_file(tmp_path, head)))] == [
+        "01_a.ipynb", "02_b.ipynb", "07_c.ipynb"]
+    assert [p.name for p in study_notebooks(load_params(write_file(tmp_path, head + "notebooks: [7, 1]\n")))] == [
+        "01_a.ipynb", "07_c.ipynb"]
+    with pytest.raises(ParamsError) as info:
+        study_notebooks(load_params(write_file(tmp_path, head + "notebooks: [1, 5]\n")))
+    assert str(info.value) == f"{tmp_path / 'p.yaml'}: key 'notebooks': no notebook numbered 5 in {folder}"

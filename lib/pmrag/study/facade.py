@@ -117,13 +117,13 @@ class Study:
         the stages they make stale and why, and what stays the params file's (``this``: the notebook's stem or
         number, e.g. ``"04"``; :func:`pmrag.study.overrides.overrides_note`)."""
         from pmrag.study.overrides import notebooks_after, overrides_note
-        from pmrag.study.runner import numbered_notebooks
+        from pmrag.study.runner import study_notebooks
 
         if not self.overrides:
             return overrides_note(self.params, None, {}, [], [])
         statuses = self.status()
         stale = [status.name for status in statuses if status.state != "cached"]
-        later = notebooks_after(numbered_notebooks(Path(self.params.notebooks_dir)), this, stale)
+        later = notebooks_after(study_notebooks(self.params), this, stale)
         return overrides_note(self.params, self.file_params, self.overrides, statuses, later)
 
     # -- the engine ----------------------------------------------------------------------------------
