@@ -60,7 +60,8 @@ def test_a_reader_keys_on_the_params_of_what_it_reads_and_of_their_upstream_only
     assert "hybrid" in keyed_params([StageKey("hybrids")], built)   # through the sweep it reads
 
     families = {name: tuple(str(item) for item in items) for name, items in stage_items(params, []).items()}
-    resolved = resolve_stage(chunks_reader, params, families, item="01", param_json=relocatable_params(params), built=built)
+    resolved = resolve_stage(chunks_reader, params, families, item="01", param_json=relocatable_params(params),
+                             built=built)
     assert resolved.needs == (StageKey("chunks"),)
     assert "chunking" in resolved.params and "dataset.show_chat_text" in resolved.params   # no stage keys the latter
     assert not any(k.startswith(("hybrid", "bootstrap", "outputs_dir")) for k in resolved.params)

@@ -42,8 +42,8 @@ NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
 every item of that stage (``runs``: every retriever's).  Its notebook stage keys on these stages and on the params
 keys they key on, so a change to the β grid leaves the notebooks that read no hybrid current.  Enforced: under
 the runner a notebook that reads a stage not listed here fails (:class:`UndeclaredRead`).  Declared here, beside
-:data:`NOTEBOOK_EXTRA_PACKAGES`, not in each notebook's metadata: the graph and ``pmrag status`` read it without
-opening eleven notebooks, and a notebook's committed JSON is not rewritten to change what it declares.  A
+:data:`NOTEBOOK_EXTRA_PACKAGES`, not in each notebook's metadata: the stage graph and ``pmrag status`` read it
+without opening eleven notebooks, and a notebook's committed JSON is not rewritten to change what it declares.  A
 notebook not listed (a researcher's own) reads every stage, unenforced."""
 READER_ENV = "PMRAG_NOTEBOOK"   # set in a kernel the runner starts: the stem of the notebook it executes
 
@@ -183,12 +183,13 @@ class Uncopied:
 
 @cache
 def _kernel_manager_class():
-    """nbclient's kernel manager (``AsyncKernelManager``), changed in three ways: CurveZMQ transport encryption
+    """nbclient's kernel manager (``AsyncKernelManager``), changed in four ways: CurveZMQ transport encryption
     where the kernelspec declares support (jupyter_client's ``transport_encryption = "auto"``; ipykernel 7 then
     has nothing to warn about), the kernel's stderr written to the ``stderr_path`` file, not inherited, no
     kernel launched once ``stop`` is set (:class:`KernelNotStarted`), and the notebook's stem in the kernel's
-    environment (:data:`READER_ENV`; without one, whatever the runner's environment held there is removed).  jupyter_client starts each kernel in a
-    session of its own, so the terminal's Ctrl-C never reaches it: the runner interrupts it."""
+    environment (:data:`READER_ENV`; without one, whatever the runner's environment held there is removed).
+    jupyter_client starts each kernel in a session of its own, so the terminal's Ctrl-C never reaches it: the
+    runner interrupts it."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import Instance, Unicode, default

@@ -85,7 +85,8 @@ def study_notebooks(params) -> list[Path]:
     numbers = {int(NOTEBOOK_NAME.match(p.name).group(1)): p for p in found}
     missing = [n for n in params.notebooks if n not in numbers]
     if missing:
-        raise ParamsError(f"{params.path}: key 'notebooks': no notebook numbered {missing[0]} in {params.notebooks_dir}")
+        raise ParamsError(f"{params.path}: key 'notebooks': no notebook numbered {missing[0]} in "
+                          f"{params.notebooks_dir}")
     return [p for p in found if int(NOTEBOOK_NAME.match(p.name).group(1)) in params.notebooks]
 
 
