@@ -120,7 +120,7 @@ def test_the_note_is_one_line_without_overrides_and_says_what_and_why_with_them(
     assert "out/r-overrides-12345678/, a run folder of their own; the study's out/r/ stays" in lines[1]
     assert lines[3:5] == ["  sweep: param hybrid.beta_step: 0.05 → 0.1", "  hybrids: upstream sweep"]
     assert "chunks" not in note
-    assert "notebooks 05–09 and its run README" in lines[5] and "`pmrag study p.yaml`" in lines[5]
+    assert "notebooks 05, 09 and its run README" in lines[5] and "`pmrag study p.yaml`" in lines[5]
     assert "`pmrag status p.yaml`" in lines[5]
 
 
@@ -128,6 +128,17 @@ def test_the_notebooks_after_one_are_those_with_a_higher_number():
     found = [Path(f"{n}.ipynb") for n in ("01_a", "04_b", "05_c", "11_d")]
     assert notebooks_after(found, "04") == notebooks_after(found, "04_b") == ["05_c", "11_d"]
     assert notebooks_after(found, "11") == []
+
+
+def test_with_stale_stages_the_notebooks_after_one_are_those_that_read_them():
+    """By their declared reads: after 03, a stale sweep leaves 10 and 11 (no hybrid read) out; a notebook that
+    declares nothing (a researcher's own) reads every stage; a stale retriever's run reaches every reader of runs."""
+    found = [Path(f"{n}.ipynb") for n in ("03_retrievers", "04_hybrid_sweep", "05_bootstrap", "10_incomplete_gold",
+                                          "11_make_gold", "12_mine")]
+    assert notebooks_after(found, "03", ["sweep", "hybrids"]) == ["04_hybrid_sweep", "05_bootstrap", "12_mine"]
+    assert notebooks_after(found, "03", ["runs:raw_text_bm25"]) == ["04_hybrid_sweep", "10_incomplete_gold",
+                                                                    "11_make_gold", "12_mine"]
+    assert notebooks_after(found, "03", []) == ["12_mine"]
 
 
 @pytest.mark.integration

@@ -67,10 +67,12 @@ def write_tiny_params(tmp_path, notebooks_dir, bootstrap: int = 200) -> Path:
 
 
 @pytest.mark.integration
-def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys):
+def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys, monkeypatch):
     notebooks = tmp_path / "nbs"
     notebooks.mkdir()
-    write_notebook(notebooks / "01_a.ipynb", "from pmrag.study import Study\nn = len(Study.from_params(params_path).chunks())")
+    monkeypatch.setenv("PMRAG_NOTEBOOK", "99_inherited")   # each kernel is told its own notebook, nothing inherited
+    write_notebook(notebooks / "01_a.ipynb", "from pmrag.study import Study\nn = len(Study.from_params(params_path).chunks())",
+                   "from pmrag.study.notebooks import current_reader\nassert current_reader() == '01_a'")
     write_notebook(notebooks / "02_b.ipynb", "x = 2")
     params = write_tiny_params(tmp_path, notebooks)
     first = run_study(params, jobs=1)

@@ -902,6 +902,12 @@ class StudyParams(Section):
     description: str = key("", "one line shown at the top of the run README")
     outputs_dir: str = key("../outputs", "where run folders are created")
     notebooks_dir: str = key("../notebooks", "the numbered notebooks the study executes")
+    notebooks: Annotated[tuple[int, ...], Lax] | None = key(
+        None, "the numbered notebooks of notebooks_dir the study executes, by number (e.g. [1, 2, 3]); none: every "
+        "one. A stage only a left-out notebook reads is not computed: without notebook 07, TOBUGraph's memory graph, "
+        "interest relevance and graph evaluation (unless a graph retriever is listed, which reads the first two); "
+        "never keyed",
+        keyed=False)
     cache_dir: str = key("../outputs/.cache", "content-addressed caches shared by every run (embeddings)")
     allow_remote: bool = key(False, "let backends send chat text off this machine (loopback servers never need it)")
     proxy: str | None = key(None, "an http(s) proxy for remote model APIs, used only with allow_remote for a server "

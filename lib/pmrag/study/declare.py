@@ -13,6 +13,8 @@ parameter                                   receives (and what enters the key)
 ``x: Annotated[T, Derived(f, *keys)]``      ``f(params)``; the named keys enter the key
 ``x: Annotated[StudyParams, Restricted(f)]``  the params restricted to the keys ``f`` names (a component's)
 ``x: Annotated[dict, Upstreams(f)]``        ``{StageKey: result}`` of the stages ``f`` names (a component's)
+``x: Annotated[tuple, Reads(f)]``           the keys of the stages ``f`` names, read outside the stage (a
+                                            notebook's kernel): their keys and every params key they key on
 ``runtime: Runtime``                        the store, run folder, cache folder, permissions: never keyed
 the decorator's ``item`` parameter          the stage's item (a representation, a retriever, a notebook)
 ==========================================  =============================================================
@@ -38,8 +40,9 @@ from sqlalchemy import Engine as SqlEngine
 
 from pmrag.core.errors import PmragError
 from pmrag.core.names import StageKey
-from pmrag.core.params import Section, StudyParams
+from pmrag.core.params import Section, StudyParams, unkeyed_keys
 from pmrag.study.closure import function_code, is_orchestration, module_closure
+from pmrag.study.params import FOLDER_KEYS
 
 
 class DeclarationError(PmragError):
@@ -127,6 +130,21 @@ class Restricted:
     section is an error; the runtime's ``cache_dir`` is readable and unkeyed."""
 
     keys: ParamsFunction
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The stages ``stages(params, item)`` names, read by something the stage runs outside this process (a
+    notebook's kernel reads them through :class:`~pmrag.study.facade.Study`): the stage follows them and keys on
+    their keys (a stage with an ``identity``: on its result's) and on every params key they, and the stages they
+    read, key on, so a reason to recompute names the params key; the parameter receives their keys.  A name
+    without an item (``"runs"``) means every item of that stage the study has, none when it has none;
+    ``name:item`` means that one.  With ``unread_params``, also every params key no stage of the study keys on
+    (what only the reader shows, e.g. a caption's setting), but the folders and the keys that never change a
+    result."""
+
+    stages: Callable[[StudyParams, Any], Iterable[str]]
+    unread_params: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,12 +271,12 @@ class _Declared:
 
 
 def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str, Iterable[str]], *,
-                  item=None, param_json: Callable[[str], Any], follows: Iterable[StageKey] = ()) -> Stage:
+                  item=None, param_json: Callable[[str], Any], built: Mapping[StageKey, Stage] | None = None) -> Stage:
     """``function`` resolved for one study: each parameter bound, every part of the key collected.
 
     ``families`` maps each stage name of this study's graph to the items it exists for (``""`` for a stage
-    made once); ``param_json(dotted)`` is a params value as it enters a key (relocatable); ``follows`` are
-    stages it must follow without reading their results (a notebook follows every computation stage).
+    made once); ``param_json(dotted)`` is a params value as it enters a key (relocatable); ``built`` are the
+    stages resolved before it (a :class:`Reads` parameter keys on what they key on).
     """
     spec = spec_of(function)
     key = StageKey(function.__name__, "" if item is None else str(item))
@@ -266,8 +284,8 @@ def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str
     hints = typing.get_type_hints(function, include_extras=True)
     for name, parameter in inspect.signature(function).parameters.items():
         hint = hints.get(name, parameter.annotation)
-        declared.bindings[name] = _bind(key, name, hint, params, item, spec, families, declared)
-    needs = [*declared.needs, *follows]
+        declared.bindings[name] = _bind(key, name, hint, params, item, spec, families, declared, built or {})
+    needs = declared.needs
     sources, found, value_modules = function_code(function)
     call = lambda f: tuple(f(params, item)) if f else ()   # noqa: E731
     modules = {*found, *(component.__module__ for component in call(spec.components))}
@@ -284,10 +302,18 @@ def resolve_stage(function: Callable, params: StudyParams, families: Mapping[str
 
 
 def _bind(key: StageKey, name: str, hint, params: StudyParams, item, spec: StageSpec,
-          families: Mapping[str, Iterable[str]], declared: _Declared) -> Callable:
+          families: Mapping[str, Iterable[str]], declared: _Declared, built: Mapping[StageKey, Stage]) -> Callable:
     """How parameter ``name`` of stage ``key`` is filled (recording what it adds to the key)."""
     marker = next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, _MARKERS)), None)
     base, optional = _strip_optional(typing.get_args(hint)[0] if marker is not None else hint)
+    if isinstance(marker, Reads):
+        targets = read_stages(key, marker.stages(params, item), families)
+        for target in targets:
+            _upstream(key, name, target, False, families, declared)
+        declared.params += keyed_params(targets, built)
+        if marker.unread_params:
+            declared.params += unread_params(built.values())
+        return lambda inputs, runtime: targets
     if isinstance(marker, Each):
         items = list(marker.items(params))
         targets = [StageKey(marker.name, str(i)) for i in items]
@@ -331,4 +357,57 @@ def _upstream(key: StageKey, name: str, target: StageKey, optional: bool, famili
     return lambda inputs, runtime: inputs[target]
 
 
-_MARKERS = (Each, Keys, Derived, Restricted, Upstreams)
+def read_stages(key: StageKey, names: Iterable[str], families: Mapping[str, Iterable[str]]) -> tuple[StageKey, ...]:
+    """The stages ``names`` means in this study (:class:`Reads`: a bare name is every item of that stage); a name
+    that is no stage of any study is a :class:`DeclarationError` naming the reader."""
+    found: list[StageKey] = []
+    for written in names:
+        wanted = StageKey.of(written)
+        if wanted.name not in families:
+            raise DeclarationError(f"stage {key} reads stage {written!r}, which is no stage of a study "
+                                   f"(stages: {', '.join(families)})")
+        items = tuple(families[wanted.name])
+        found += ([StageKey(wanted.name, i) for i in items] if not wanted.item
+                  else [wanted] if wanted.item in items else [])
+    return tuple(dict.fromkeys(found))
+
+
+def keyed_params(targets: Iterable[StageKey], built: Mapping[StageKey, Stage]) -> list[str]:
+    """The params keys ``targets`` and every stage they read (transitively) key on, each once, in reading order."""
+    keys: dict[str, None] = {}
+    seen: set[StageKey] = set()
+    pending = list(targets)
+    while pending:
+        current = pending.pop(0)
+        if current in seen or current not in built:
+            continue
+        seen.add(current)
+        keys.update(dict.fromkeys(built[current].params))
+        pending += built[current].needs
+    return list(keys)
+
+
+def unread_params(stages: Iterable[Stage]) -> list[str]:
+    """The dotted params keys (sections' keys, not sections) that none of ``stages`` keys on, but the folders and
+    the keys that never change a result (:func:`~pmrag.core.params.unkeyed_keys`)."""
+    keyed = {dotted for stage in stages for dotted in stage.params}
+    skipped = {*FOLDER_KEYS, *unkeyed_keys()}
+
+    def covered(dotted: str) -> bool:
+        parts = dotted.split(".")
+        return any(".".join(parts[:n]) in keyed for n in range(1, len(parts) + 1))
+
+    return [dotted for dotted in _leaf_keys(StudyParams) if dotted not in skipped and not covered(dotted)]
+
+
+def _leaf_keys(model: type[Section], prefix: str = "") -> list[str]:
+    found = []
+    for name, info in model.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, Section):
+            found += _leaf_keys(info.annotation, f"{prefix}{name}.")
+        else:
+            found.append(prefix + name)
+    return found
+
+
+_MARKERS = (Each, Keys, Derived, Restricted, Upstreams, Reads)

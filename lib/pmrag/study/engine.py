@@ -155,6 +155,7 @@ class Engine:
         self.memo: dict[StageKey, tuple[str, Any]] = {}
         self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
         self.announce = None   # called with a stage's StageStatus (why it is not current) before it is computed
+        self.guard = None      # called with each stage asked for from outside (a notebook's undeclared read raises)
         for stage in self.stages.values():
             unknown = [str(n) for n in stage.needs if n not in self.stages]
             if unknown:
@@ -295,13 +296,19 @@ class Engine:
         ``retry`` recomputes a stage whose cached result has parts to retry (``finished`` said so: e.g.
         summaries that failed under ``failure_policy: retry``), once per engine: its dependents, asking with
         ``retry`` too, read that result instead of retrying again; the runner asks for that, notebooks do not.
+        ``guard``, when set, is asked first (the stages read to compute this one are not asked about).
         """
+        if self.guard is not None:
+            self.guard(self.stage(key).key)
+        return self._get(key, retry=retry)
+
+    def _get(self, key: StageKey | str, *, retry: bool = False):
         stage = self.stage(key)
         own = self.key(stage.key)
         cached = self._cached(stage, own, retry)
         if cached is not _NONE:
             return cached
-        inputs = {n: self.get(n, retry=retry) for n in stage.needs}
+        inputs = {n: self._get(n, retry=retry) for n in stage.needs}
         own = self.key(stage.key)  # again: an upstream with an identity keys its dependents on its new result
         cached = self._cached(stage, own, retry)  # ... which may be one this stage already has
         if cached is not _NONE:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from pmrag.present.artifacts import FigureSpec, Saved, TableSpec, check_columns,
 from pmrag.represent.embed import QueryVectors
 from pmrag.study.declare import Runtime
 from pmrag.study.engine import Engine, StageStatus
+from pmrag.study.notebooks import check_read, current_reader, reads_declared
 from pmrag.study.params import load_params, load_params_with
 from pmrag.study.pipeline import build_stages, file_label
 from pmrag.study.runfolder import STORE_FILE, check_run_folder, claim_run_folder
@@ -42,6 +44,13 @@ def _yaml(value) -> str:
 def _announce(status: StageStatus) -> None:
     """Under overrides, each stage computed is said as it starts, with why (the words of ``pmrag status``)."""
     print(f"recomputing {status.name}: {status.reason}", flush=True)
+
+
+def _reads_guard(stem: str | None):
+    """In a notebook's kernel the runner started: a check that fails a read of a stage the notebook does not
+    declare (:data:`pmrag.study.notebooks.NOTEBOOK_READS`); None elsewhere."""
+    declared = reads_declared(stem)
+    return None if declared is None else partial(check_read, stem, declared)
 
 
 class Study:
@@ -72,6 +81,7 @@ class Study:
         runtime = Runtime(self.store, self.run_dir, Path(params.cache_dir), Path(params.notebooks_dir), params.path,
                           params.allow_remote, params.proxy, progress="JPY_SESSION_NAME" in os.environ)
         self.engine = Engine(stages, runtime, file_label(params))
+        self.engine.guard = _reads_guard(current_reader())
         self.overrides: dict = {}                     # dotted keys set over the params file's (from_params)
         self.file_params: StudyParams | None = None   # the params file's own values, under overrides
 
@@ -107,12 +117,14 @@ class Study:
         the stages they make stale and why, and what stays the params file's (``this``: the notebook's stem or
         number, e.g. ``"04"``; :func:`pmrag.study.overrides.overrides_note`)."""
         from pmrag.study.overrides import notebooks_after, overrides_note
-        from pmrag.study.runner import numbered_notebooks
+        from pmrag.study.runner import study_notebooks
 
         if not self.overrides:
             return overrides_note(self.params, None, {}, [], [])
-        later = notebooks_after(numbered_notebooks(Path(self.params.notebooks_dir)), this)
-        return overrides_note(self.params, self.file_params, self.overrides, self.status(), later)
+        statuses = self.status()
+        stale = [status.name for status in statuses if status.state != "cached"]
+        later = notebooks_after(study_notebooks(self.params), this, stale)
+        return overrides_note(self.params, self.file_params, self.overrides, statuses, later)
 
     # -- the engine ----------------------------------------------------------------------------------
     def get(self, stage: StageKey | str):

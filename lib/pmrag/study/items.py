@@ -60,6 +60,26 @@ def graph_representations(params: StudyParams) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*GRAPH_VECTOR_REPRESENTATIONS, graph_retriever(listed(params)).representation]))
 
 
+GRAPH_STAGES = ("graph", "interest_relevance", "graph_evaluation")   # TOBUGraph's
+
+
+def graph_stages(params: StudyParams) -> tuple[str, ...]:
+    """Which of TOBUGraph's stages the study has: the graph evaluation when a notebook the study executes reads it
+    (``notebooks``; every notebook when it is not set) or the answer step is on, the memory graph and interest relevance also when a listed
+    retriever reads them."""
+    from pmrag.study.notebooks import NOTEBOOK_READS
+
+    declared = {int(stem.split("_")[0]): reads for stem, reads in NOTEBOOK_READS.items()}
+    read = set(GRAPH_STAGES) if params.notebooks is None else {
+        name for number in params.notebooks for name in declared.get(number, GRAPH_STAGES) if name in GRAPH_STAGES}
+    if params.answers.enabled:   # the answer step reads TOBUGraph's and the RAG baselines' sets
+        read.add("graph_evaluation")
+    if "graph_evaluation" in read:
+        read |= {"graph", "interest_relevance"}
+    read |= {need.name for need in retriever_needs(params) if need.name in GRAPH_STAGES}
+    return tuple(name for name in GRAPH_STAGES if name in read)
+
+
 def embedded_representations(params: StudyParams) -> tuple[str, ...]:
     """Representations whose chunk vectors some listed retriever reads, in the retriever list's order."""
     return tuple(need.item for need in retriever_needs(params) if need.name == "vectors")
@@ -75,17 +95,19 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
     """Each stage of the study (in dependency order) and the items it is made for (``("",)``: once)."""
     needs = retriever_needs(params)
     once = ("",)
+    graph = graph_stages(params)
     return {
         "synthetic": once if params.dataset.synthetic.enabled else (),
         "ingest": once, "chunks": once, "qrels": once, "summaries": once, "representations": once, "coverage": once,
-        "vectors": tuple(dict.fromkeys([*embedded_representations(params), *graph_representations(params)])),
+        "vectors": tuple(dict.fromkeys([*embedded_representations(params),
+                                        *(graph_representations(params) if "graph_evaluation" in graph else ())])),
         "subvectors": tuple(need.item for need in needs if need.name == "subvectors"),
         "decomposition": once if SUB_QUERIES in needs else (),
-        "query_vectors": once, "graph": once, "interest_relevance": once,
+        "query_vectors": once, **{name: once if name in graph else () for name in GRAPH_STAGES[:2]},
         "runs": listed(params),
         "metrics": once, "sweep": once, "hybrids": once, "reliability": once, "failures": once, "statistics": once,
         "multifusion": once if params.hybrid.multi else (),
-        "graph_evaluation": once,
+        "graph_evaluation": once if "graph_evaluation" in graph else (),
         "answers": once if params.answers.enabled else (),
         "notebook": tuple(path.stem for path in notebooks),
     }

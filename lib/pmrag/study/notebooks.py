@@ -8,6 +8,7 @@ known noise.  A failure comes back as data, not an exception, so it can cross a 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,15 +16,71 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated
 
-from pmrag.core.params import StudyParams, unkeyed_keys
-from pmrag.study.declare import Restricted, Runtime, stage
-from pmrag.study.params import FOLDER_KEYS
+from pmrag.core.errors import PmragError
+from pmrag.core.names import StageKey
+from pmrag.core.params import StudyParams
+from pmrag.study.declare import Reads, Runtime, stage
 
 NOTEBOOKS_DIR = "notebooks"   # executed copies, in the run folder
 NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "papermill", "networkx", "ipywidgets")
 NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier"),   # its cross-check's evaluator
                            "11_make_gold": ("anywidget",)}                                  # the grading key pad
-NOTEBOOK_KEYS = tuple(name for name in StudyParams.model_fields if name not in FOLDER_KEYS + unkeyed_keys())
+NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
+    "01_chunking": ("ingest", "chunks", "coverage"),
+    "02_representations": ("ingest", "qrels", "summaries", "representations", "vectors"),
+    "03_retrievers": ("qrels", "coverage", "runs", "metrics"),
+    "04_hybrid_sweep": ("qrels", "runs", "sweep", "hybrids", "statistics", "multifusion"),
+    "05_bootstrap": ("qrels", "metrics", "hybrids", "reliability"),
+    "06_failure_analysis": ("ingest", "chunks", "qrels", "runs", "metrics", "hybrids", "reliability", "failures"),
+    "07_memory_graph": ("ingest", "chunks", "qrels", "graph", "interest_relevance", "graph_evaluation"),
+    "08_beyond_retrieval": ("qrels", "representations", "decomposition", "runs", "metrics", "sweep", "hybrids"),
+    "09_selection_and_power": ("qrels", "metrics", "hybrids", "statistics"),
+    "10_incomplete_gold": ("chunks", "qrels", "runs"),
+    "11_make_gold": ("ingest", "chunks", "runs"),
+    "12_answers": ("qrels", "answers"),
+}
+"""The stages each numbered notebook reads (through :class:`~pmrag.study.facade.Study`), by stem: a bare name is
+every item of that stage (``runs``: every retriever's).  Its notebook stage keys on these stages and on the params
+keys they key on, so a change to the β grid leaves the notebooks that read no hybrid current.  Enforced: under
+the runner a notebook that reads a stage not listed here fails (:class:`UndeclaredRead`).  Declared here, beside
+:data:`NOTEBOOK_EXTRA_PACKAGES`, not in each notebook's metadata: the stage graph and ``pmrag status`` read it
+without opening eleven notebooks, and a notebook's committed JSON is not rewritten to change what it declares.  A
+notebook not listed (a researcher's own) reads every stage, unenforced."""
+READER_ENV = "PMRAG_NOTEBOOK"   # set in a kernel the runner starts: the stem of the notebook it executes
+
+
+class UndeclaredRead(PmragError):
+    """A notebook executed by the runner read a stage its declaration (:data:`NOTEBOOK_READS`) does not list."""
+
+
+def notebook_reads(params: StudyParams, stem: str) -> tuple[str, ...]:
+    """The stages notebook ``stem`` reads: its :data:`NOTEBOOK_READS` entry, or every computation stage."""
+    from pmrag.study.items import stage_items
+
+    declared = NOTEBOOK_READS.get(stem)
+    return declared if declared is not None else tuple(name for name in stage_items(params, []) if name != "notebook")
+
+
+def reads_declared(stem: str | None) -> tuple[str, ...] | None:
+    """What a notebook (by stem) may read when executed by the runner; None: anything (no notebook, or one
+    that declares nothing)."""
+    return None if stem is None else NOTEBOOK_READS.get(stem)
+
+
+def check_read(stem: str, declared: tuple[str, ...], key: StageKey) -> None:
+    """Raise :class:`UndeclaredRead` (one line naming the stage and the notebook) unless ``declared`` lists
+    ``key``'s stage (by name, or by ``name:item``)."""
+    if key.name not in declared and str(key) not in declared:
+        raise UndeclaredRead(f"notebook {stem}.ipynb reads stage {key}, which it does not declare: add "
+                             f"{key.name!r} to its reads in pmrag.study.notebooks.NOTEBOOK_READS")
+
+
+_READER = os.environ.pop(READER_ENV, None)   # popped: a process the notebook starts (a `pmrag study`) is no reader
+
+
+def current_reader() -> str | None:
+    """The stem of the notebook this process is the kernel of, when the runner started it; else None."""
+    return _READER
 
 
 def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
@@ -42,7 +99,8 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
     message texts and names.  The kernel's transport is encrypted where the kernel supports it
     (:func:`_kernel_manager_class`), and its stderr is captured and passed on without the kernel's known
     noise (the "without encryption" warning, a KeyboardInterrupt at shutdown, :func:`kernel_stderr_without_noise`);
-    anything else it wrote (a crash, a real warning) still reaches stderr, after the notebook ends.
+    anything else it wrote (a crash, a real warning) still reaches stderr, after the notebook ends.  The kernel's
+    environment names the notebook (:data:`READER_ENV`), so a read of a stage it does not declare fails it.
     """
     import sys
     import tempfile
@@ -59,7 +117,7 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
         try:
             pm.execute_notebook(str(notebook), str(target), parameters={"params_path": str(params_path)},
                                 cwd=str(notebook.parent), kernel_name=kernel_name, progress_bar=progress,
-                                **_quiet_engine_options(stderr_path, stop))
+                                **_quiet_engine_options(stderr_path, stop, notebook.stem))
         except PapermillExecutionError as exc:
             return {"error": {"cell_index": exc.cell_index, "exec_count": exc.exec_count, "ename": exc.ename,
                               "evalue": exc.evalue}, "notebook": str(target)}
@@ -101,15 +159,16 @@ KERNEL_NOISE = ("Kernel is running over TCP without encryption", "KeyboardInterr
 at start-up when its transport is not encrypted, e.g. a kernelspec that does not declare CurveZMQ support)."""
 
 
-def _quiet_engine_options(stderr_path: Path, stop: threading.Event) -> dict:
+def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str = "") -> dict:
     """papermill engine options (passed on to nbclient's ``NotebookClient``): no widget state, and a kernel
-    manager that encrypts the transport, sends the kernel's stderr to ``stderr_path`` and starts no kernel once
-    ``stop`` is set."""
+    manager that encrypts the transport, sends the kernel's stderr to ``stderr_path``, starts no kernel once
+    ``stop`` is set and names the notebook ``reader`` in the kernel's environment."""
     from traitlets.config import Config
 
     manager = _kernel_manager_class()
     return {"store_widget_state": False, "kernel_manager_class": manager,
-            "config": Config({manager.__name__: {"stderr_path": str(stderr_path), "stop": Uncopied(stop)}})}
+            "config": Config({manager.__name__: {"stderr_path": str(stderr_path), "stop": Uncopied(stop),
+                                                 "reader": reader}})}
 
 
 class Uncopied:
@@ -125,11 +184,13 @@ class Uncopied:
 
 @cache
 def _kernel_manager_class():
-    """nbclient's kernel manager (``AsyncKernelManager``), changed in three ways: CurveZMQ transport encryption
+    """nbclient's kernel manager (``AsyncKernelManager``), changed in four ways: CurveZMQ transport encryption
     where the kernelspec declares support (jupyter_client's ``transport_encryption = "auto"``; ipykernel 7 then
-    has nothing to warn about), the kernel's stderr written to the ``stderr_path`` file, not inherited, and no
-    kernel launched once ``stop`` is set (:class:`KernelNotStarted`).  jupyter_client starts each kernel in a
-    session of its own, so the terminal's Ctrl-C never reaches it: the runner interrupts it."""
+    has nothing to warn about), the kernel's stderr written to the ``stderr_path`` file, not inherited, no
+    kernel launched once ``stop`` is set (:class:`KernelNotStarted`), and the notebook's stem in the kernel's
+    environment (:data:`READER_ENV`; without one, whatever the runner's environment held there is removed).
+    jupyter_client starts each kernel in a session of its own, so the terminal's Ctrl-C never reaches it: the
+    runner interrupts it."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import Instance, Unicode, default
@@ -137,6 +198,7 @@ def _kernel_manager_class():
     class PmragKernelManager(AsyncKernelManager):
         stderr_path = Unicode("", config=True, help="file that receives the kernel's stderr ('' = inherit)")
         stop = Instance(Uncopied, allow_none=True, config=True, help="a threading.Event: once set, no kernel is launched")
+        reader = Unicode("", config=True, help="the stem of the notebook the kernel executes")
 
         if "transport_encryption" in AsyncKernelManager.class_trait_names():
             @default("transport_encryption")
@@ -146,6 +208,8 @@ def _kernel_manager_class():
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             if self.stop is not None and self.stop.value.is_set():
                 raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
+            env = {name: value for name, value in kw.get("env", os.environ).items() if name != READER_ENV}
+            kw = {**kw, "env": {**env, READER_ENV: self.reader} if self.reader else env}
             if not self.stderr_path:
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
             with open(self.stderr_path, "ab") as stderr:   # the kernel keeps its own copy of the descriptor
@@ -193,13 +257,10 @@ def drop_widget_state(notebook: Path) -> None:
        files=lambda p, stem: [Path(p.notebooks_dir) / f"{stem}.ipynb"],
        packages=lambda p, stem: NOTEBOOK_PACKAGES + NOTEBOOK_EXTRA_PACKAGES.get(stem, ()),
        outputs=lambda value, stem: [value["notebook"], *value["produced"]])
-def notebook(stem: str, settings: Annotated[StudyParams, Restricted(lambda p, stem: NOTEBOOK_KEYS)],
-             runtime: Runtime) -> dict:
-    """A numbered notebook executed into the run folder: current while the notebook file, the params (but the
-    folders), the package's code, the notebook's packages and every computation stage are unchanged (it may read
-    any stage and call any of the package's functions)."""
-    from pmrag.core.errors import PmragError
-
+def notebook(stem: str, reads: Annotated[tuple, Reads(notebook_reads, unread_params=True)], runtime: Runtime) -> dict:
+    """A numbered notebook executed into the run folder: current while the notebook file, the package's code
+    (it may call any of the package's functions), the notebook's packages, the stages it reads
+    (:data:`NOTEBOOK_READS`), the params keys they key on and the params keys no stage keys on are unchanged."""
     source = Path(runtime.notebooks_dir) / f"{stem}.ipynb"
     result = execute_notebook(source, runtime.path(NOTEBOOKS_DIR, source.name), runtime.params_path,
                               progress=runtime.progress)

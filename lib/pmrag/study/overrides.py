@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel
 
 from pmrag.core.errors import ParamsError
+from pmrag.core.names import StageKey
 from pmrag.core.params import StudyParams
 from pmrag.core.text import clip, shown
 from pmrag.study.declare import params_at
@@ -205,17 +206,30 @@ def _plain(value) -> str:
     return clip(json.dumps(value, ensure_ascii=False, default=str), 60)
 
 
-def notebooks_after(notebooks: Sequence[Path], this: str) -> list[str]:
-    """The stems of the numbered notebooks that come after ``this`` (a stem or its number), in order."""
+def notebooks_after(notebooks: Sequence[Path], this: str, stale: Sequence[str] | None = None) -> list[str]:
+    """The stems of the numbered notebooks that come after ``this`` (a stem or its number), in order; with
+    ``stale`` (stages not current, written ``name`` or ``name:item``), only those that read one of them
+    (:data:`~pmrag.study.notebooks.NOTEBOOK_READS`; a notebook not declared there reads every stage)."""
+    from pmrag.study.notebooks import NOTEBOOK_READS
+
     number = int(this.split("_")[0])
-    return [p.stem for p in notebooks if int(p.stem.split("_")[0]) > number]
+    later = [p.stem for p in notebooks if int(p.stem.split("_")[0]) > number]
+    if stale is None:
+        return later
+    keys = [StageKey.of(name) for name in stale]
+
+    def reads_stale(stem: str) -> bool:
+        declared = NOTEBOOK_READS.get(stem)
+        return declared is None or any(k.name in declared or str(k) in declared for k in keys)
+
+    return [stem for stem in later if reads_stale(stem)]
 
 
 def overrides_note(params: StudyParams, base: StudyParams | None, overrides: Mapping[str, Any],
                    statuses: Sequence[StageStatus], later: Sequence[str]) -> str:
     """What a notebook prints under its parameters: one short line without overrides; with them, what they
     change, where the results go, the stages they make stale and why (the words of ``pmrag status``), and what
-    is not refreshed (``later``: the study's notebooks after this one) with how to make the change the study's.
+    is not refreshed (``later``) with how to make the change the study's.
 
     Parameters
     ----------
@@ -223,7 +237,8 @@ def overrides_note(params: StudyParams, base: StudyParams | None, overrides: Map
     base : the params file's own, or None without overrides.
     overrides : the parsed overrides (:func:`parse_overrides`).
     statuses : the study's stage statuses under ``params`` (:meth:`pmrag.study.engine.Engine.status`).
-    later : the stems of the study's notebooks after this one.
+    later : the stems of the study's notebooks after this one that read a stage not current
+        (:func:`notebooks_after`).
     """
     file = params.path.name if params.path is not None else "the params"
     if not overrides or base is None:
@@ -239,7 +254,7 @@ def overrides_note(params: StudyParams, base: StudyParams | None, overrides: Map
     else:
         lines.append("every stage is current under these overrides: nothing is recomputed")
     numbers = [stem.split("_")[0] for stem in later]
-    shown_later = (f"notebooks {numbers[0]}–{numbers[-1]} and " if len(numbers) > 1 else
+    shown_later = (f"notebooks {', '.join(numbers)} and " if len(numbers) > 1 else
                    f"notebook {numbers[0]} and " if numbers else "")
     command = f"params/{file}" if params.path is not None and params.path.parent.name == "params" else file
     lines.append(f"not refreshed: the study's {shown_later}its run README still show {file}'s values; to make "

@@ -21,17 +21,18 @@ PACKAGE_ROOT = Path(stages.__file__).resolve().parents[1]
 
 def build_stages(params: StudyParams, notebooks: list[Path] = ()) -> list[Stage]:
     """Every stage of a study with these params, each after what it needs; the notebook stages (one per
-    ``notebooks`` file) follow every computation stage."""
+    ``notebooks`` file) follow the stages they read (:data:`pmrag.study.notebooks.NOTEBOOK_READS`)."""
     items = stage_items(params, list(notebooks))
     families = {name: tuple("" if item == "" else str(item) for item in values) for name, values in items.items()}
     param_json = relocatable_params(params)
-    built: list[Stage] = []
+    built: dict = {}
     for name, values in items.items():
-        follows = [stage.key for stage in built] if name == "notebook" else ()   # every stage above: computations
         function = notebook if name == "notebook" else getattr(stages, name)
-        built += [resolve_stage(function, params, families, item=item if item != "" else None,
-                                param_json=param_json, follows=follows) for item in values]
-    return built
+        for item in values:
+            resolved = resolve_stage(function, params, families, item=item if item != "" else None,
+                                     param_json=param_json, built=built)
+            built[resolved.key] = resolved
+    return list(built.values())
 
 
 def relocatable_params(params: StudyParams) -> Callable[[str], Any]:

@@ -74,6 +74,22 @@ def numbered_notebooks(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: (int(NOTEBOOK_NAME.match(p.name).group(1)), p.name))
 
 
+def study_notebooks(params) -> list[Path]:
+    """The numbered notebooks a study executes: those of ``notebooks_dir``, or of them the ones ``notebooks``
+    lists by number; a listed number with no notebook is a :class:`~pmrag.core.errors.ParamsError`."""
+    from pmrag.core.errors import ParamsError
+
+    found = numbered_notebooks(params.notebooks_dir)
+    if params.notebooks is None:
+        return found
+    numbers = {int(NOTEBOOK_NAME.match(p.name).group(1)): p for p in found}
+    missing = [n for n in params.notebooks if n not in numbers]
+    if missing:
+        raise ParamsError(f"{params.path}: key 'notebooks': no notebook numbered {missing[0]} in "
+                          f"{params.notebooks_dir}")
+    return [p for p in found if int(NOTEBOOK_NAME.match(p.name).group(1)) in params.notebooks]
+
+
 def stage_log(run_dir: Path, since: float = 0.0) -> list[dict]:
     """The engine's log lines (``stage_log.jsonl``) written at or after ``since`` (epoch seconds)."""
     from pmrag.study.engine import LOG_FILE
@@ -100,8 +116,9 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
-    A notebook is current while its file, the params, the package's code and every stage are unchanged; it is
-    then not executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
+    A notebook is current while its file, the package's code, the stages it reads
+    (:data:`~pmrag.study.notebooks.NOTEBOOK_READS`) and the params keys they key on are unchanged; it is then not
+    executed again.  Raises :class:`NotebookFailed` naming the first notebook (in numeric order) and
     cell that failed; the partly executed notebook is kept under ``outputs/<run>/notebooks/`` for inspection.
     Raises :class:`RunInUse` when another run holds the run folder, and
     :class:`~pmrag.study.runfolder.ForeignRunFolder`, with nothing written, when the run folder holds files pmrag
@@ -113,7 +130,7 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     :class:`CallBudgetReached` before a stage that would bring this run's remote calls above ``max_calls``.
     """
     params = load_params(params_path)
-    notebooks = numbered_notebooks(params.notebooks_dir)
+    notebooks = study_notebooks(params)
     if not notebooks:
         raise PmragError(f"{params.path}: key 'notebooks_dir': no numbered notebooks (NN_name.ipynb) in {params.notebooks_dir}")
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
@@ -400,8 +417,8 @@ def draw_graph(params, out: Path | None = None) -> list[Path]:
         claim_run_folder(params.run_dir, how_to_force="draw the graph elsewhere with --out")
     stages = build_stages(params)
     edges = [(need, stage.key) for stage in stages for need in stage.needs]
-    title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; every numbered notebook follows all of "
-             "them")
+    title = (f"run {params.run}: {len(stages)} stages, {len(edges)} reads; each numbered notebook follows the "
+             "stages it reads")
     return draw_stage_graph([stage.key for stage in stages], edges, out or params.run_dir / GRAPH_FILE, title)
 
 
@@ -413,7 +430,7 @@ def status_lines(params_path) -> list[str]:
     from pmrag.study.pipeline import build_stages
 
     params = load_params(params_path)
-    notebooks = numbered_notebooks(params.notebooks_dir)
+    notebooks = study_notebooks(params)
     check_run_folder(params.run_dir)
     if (params.run_dir / STORE_FILE).exists():
         rows = Study(params, notebooks, claim=False).status()
@@ -440,5 +457,5 @@ def cost_status_lines(params_path) -> list[str]:
     if not (params.run_dir / STORE_FILE).exists():
         return ["model calls still to make: not counted, nothing is ingested yet (pmrag study --dry-run ingests and "
                 "chunks, calling no model, and counts them)"]
-    study = Study(params, numbered_notebooks(params.notebooks_dir), claim=False)
+    study = Study(params, study_notebooks(params), claim=False)
     return study_costs(study).lines(params.prices)
