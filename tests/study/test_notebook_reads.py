@@ -56,14 +56,18 @@ def test_a_reader_keys_on_the_params_of_what_it_reads_and_of_their_upstream_only
     keys = keyed_params([StageKey("chunks")], built)
     assert "chunking" in keys and "dataset.format" in keys           # chunks', then ingest's
     assert not any(k.startswith(("hybrid", "bootstrap")) for k in keys)
-    assert "hybrid" in keyed_params([StageKey("hybrids")], built)   # through the sweep it reads
+    assert "hybrid.beta_step" in keyed_params([StageKey("hybrids")], built)   # through the sweep it reads
 
     families = {name: tuple(str(item) for item in items) for name, items in stage_items(params, []).items()}
     resolved = resolve_stage(chunks_reader, params, families, item="01", param_json=relocatable_params(params),
                              built=built)
     assert resolved.needs == (StageKey("chunks"),)
     assert "chunking" in resolved.params and "dataset.show_chat_text" in resolved.params   # no stage keys the latter
-    assert not any(k.startswith(("hybrid", "bootstrap", "outputs_dir")) for k in resolved.params)
+    keyed_elsewhere = {k for stage in built.values() for k in stage.params} - set(keyed_params([StageKey("chunks")], built))
+    assert {"hybrid.beta_step", "bootstrap"} <= keyed_elsewhere                     # the sweep's and the reliability's
+    assert not keyed_elsewhere & set(resolved.params)
+    assert not any(k.startswith(("hybrid.beta_step", "bootstrap", "outputs_dir")) for k in resolved.params)
+    assert "hybrid.multi" in resolved.params   # no stage keys on it while it lists nothing: read as unread params
 
 
 def test_a_beta_change_leaves_the_notebooks_that_read_no_hybrid_current_and_status_says_why(tmp_path):

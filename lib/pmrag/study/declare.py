@@ -389,7 +389,9 @@ def keyed_params(targets: Iterable[StageKey], built: Mapping[StageKey, Stage]) -
 
 def unread_params(stages: Iterable[Stage]) -> list[str]:
     """The dotted params keys (sections' keys, not sections) that none of ``stages`` keys on, but the folders and
-    the keys that never change a result (:func:`~pmrag.core.params.unkeyed_keys`)."""
+    the keys that never change a result (:func:`~pmrag.core.params.unkeyed_keys`).  The keys of a stage the study
+    does not have (``answers.*`` while the answer step is off, ``hybrid.multi_*`` while ``hybrid.multi`` lists
+    nothing) are among them: a notebook may read them to say the stage is off, so turning it on re-executes it."""
     keyed = {dotted for stage in stages for dotted in stage.params}
     skipped = {*FOLDER_KEYS, *unkeyed_keys()}
 
