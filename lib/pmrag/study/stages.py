@@ -19,7 +19,7 @@ from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.store import INGESTED
 from pmrag.core.params import (AnalysisSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
-                               MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
+                               LearnedFusionSection, MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
                                StudyParams, SummarizerSection, SyntheticSection)
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.ingest.pipeline import Ingested
@@ -29,7 +29,8 @@ from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stag
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
 from pmrag.study.items import (GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, graph_representations,
-                               listed, paired, prompt_files, retriever_classes, retriever_component, swept_pairings)
+                               learned_retrievers, listed, paired, prompt_files, retriever_classes, retriever_component,
+                               swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
 GOLD_DIR = "gold"   # judgments read from a store (dataset.questions: store:PATH#ANNOTATOR), as a questions file
@@ -333,6 +334,19 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
                                 qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
                                 diagnostic=analysis.diagnostic())
+
+
+@stage("learned fusion of the listed retrievers, scored out of fold (beyond the paper)",
+       packages=lambda p, item: ("scikit-learn",))
+def learned_fusion(qrels: EvaluationSet, chunks: Chunked, runs: Annotated[dict, Each("runs", learned_retrievers)],
+                   section: Annotated[LearnedFusionSection, Keys("models", "folds", "depth", "seed", "positive",
+                                                                 "iterations", "importance_repeats")], ks: MetricKs):
+    from pmrag.evaluate.learned import learned_fusion as fit
+
+    return fit({str(rid): ranked.rankings for rid, ranked in runs.items()}, qrels.qrels, qrels.types(), chunks.chunks,
+               models=section.models, folds=section.folds, depth=section.depth, seed=section.seed,
+               positive=section.positive, iterations=section.iterations,
+               importance_repeats=section.importance_repeats, ks=ks)
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
