@@ -286,3 +286,15 @@ def test_selection_aware_statistics_on_english_data(built_locomo):
     evaluated = evidence["question_id"].isin(study.evaluation().questions["question_id"])
     assert groups["evidence messages"].iloc[0] == ((evidence["relevance"] == 2) & evaluated).sum()
     assert set(groups["retriever"]) == set(statistics.group_rows["retriever"]) & set(study.per_question()["retriever"])
+
+
+def test_the_learned_fusion_ranks_every_question_out_of_fold_by_conversation(built_locomo):
+    """params/locomo.yaml turns the learned fusion on: folds by conversation (three here), each question ranked by
+    models trained on the other conversations only, both models reported."""
+    _, study = built_locomo
+    fused = study.get("learned_fusion")
+    assert fused.scheme == "GroupKFold by source: 3 folds over 3 sources"
+    assert (fused.folds.groupby("group")["fold"].nunique() == 1).all()
+    assert set(fused.folds["question_id"]) == set(study.evaluation().questions["question_id"])
+    assert set(fused.per_question["retriever"]) == {"learned_logistic", "learned_gradient_boosting"}
+    assert fused.retrievers == tuple(map(str, study.retrievers()))
