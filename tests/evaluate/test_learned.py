@@ -227,3 +227,23 @@ def test_the_default_fuses_every_listed_retriever_and_is_off():
     assert params.learned_fusion.retriever_ids(params.retrieval) == params.retrieval.retriever_ids()
     chosen = study_params(retrievers=["summary_bm25", "raw_text_bm25"])
     assert [str(r) for r in chosen.learned_fusion.retriever_ids(chosen.retrieval)] == ["summary_bm25", "raw_text_bm25"]
+
+
+def test_the_stage_exists_when_enabled_and_keys_on_its_section_and_the_fused_retrievers_runs():
+    from pmrag.core.names import StageKey
+    from pmrag.study.pipeline import build_stages
+
+    def stage(**learned):
+        found = [s for s in build_stages(study_params(**learned)) if s.key.name == "learned_fusion"]
+        return found[0] if found else None
+
+    assert stage() is None   # off: no stage, so no demo number moves
+    on = stage(enabled=True, retrievers=["summary_bm25", "raw_text_vector"])
+    assert {n for n in on.needs if n.name == "runs"} == {StageKey("runs", "summary_bm25"),
+                                                         StageKey("runs", "raw_text_vector")}
+    assert {"qrels", "chunks"} <= {n.name for n in on.needs}
+    assert {k for k in on.params if k.startswith("learned_fusion.")} == {
+        f"learned_fusion.{k}" for k in ("models", "folds", "depth", "seed", "positive", "iterations",
+                                        "importance_repeats")}
+    reseeded = stage(enabled=True, retrievers=["summary_bm25", "raw_text_vector"], seed=1)
+    assert reseeded.params != on.params
