@@ -305,3 +305,15 @@ def test_the_broader_sweep_and_fusions_of_more_retrievers_on_english_data(built_
         (4, fusion, search) for fusion in ("minmax", "rrf") for search in ("coordinate ascent", "equal")]
     overview = fusion_overview(statistics, results, len(paper))
     assert list(overview["procedure"][:2]) == [PAPER_ROW, BROADER_ROW] and len(overview) == 2 + len(results)
+
+
+def test_the_learned_fusion_ranks_every_question_out_of_fold_by_conversation(built_locomo):
+    """params/locomo.yaml turns the learned fusion on: folds by conversation (three here), each question ranked by
+    models trained on the other conversations only, both models reported."""
+    _, study = built_locomo
+    fused = study.get("learned_fusion")
+    assert fused.scheme == "GroupKFold by source: 3 folds over 3 sources"
+    assert (fused.folds.groupby("group")["fold"].nunique() == 1).all()
+    assert set(fused.folds["question_id"]) == set(study.evaluation().questions["question_id"])
+    assert set(fused.per_question["retriever"]) == {"learned_logistic", "learned_gradient_boosting"}
+    assert fused.retrievers == tuple(map(str, study.retrievers()))

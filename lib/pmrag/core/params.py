@@ -810,6 +810,57 @@ class StatisticsSection(Section):
         return tuple(resolved)
 
 
+class LearnedFusionSection(Section):
+    """Learned fusion (beyond the paper): a classifier over the fused retrievers' scores and ranks and the chunk's
+    own properties, every question scored out of fold (pmrag.evaluate.learned)."""
+
+    enabled: bool = key(False, "learned fusion of retrievers: a logistic regression and gradient-boosted trees over "
+                               "each retriever's min-max score (eq. 14), reciprocal rank and presence and the chunk's "
+                               "length, session position and time gaps, trained on some folds of the questions and "
+                               "scored on the others (notebook 08); false: not computed")
+    retrievers: Annotated[tuple[str, ...], Lax] | None = key(
+        None, "the retrievers fused, each in retrieval.retrievers (null: every listed one)", min_length=1)
+    models: Annotated[tuple[Literal["logistic", "gradient_boosting"], ...], Lax] = key(
+        ("logistic", "gradient_boosting"), "models trained: logistic (standardised features, scikit-learn's "
+        "LogisticRegression) and gradient_boosting (HistGradientBoostingClassifier)", min_length=1)
+    folds: int = key(5, "folds over questions: GroupKFold by source (a question's group is the source of its gold "
+                        "chunks) where the questions span several sources, else shuffled KFold", ge=2)
+    depth: int = key(200, "each retriever's top this-many chunks per question are the candidates (at most "
+                          "retrieval.depth)", ge=1)
+    seed: int = key(0, "seed of the KFold shuffle, the models and the importance shuffles", ge=0)
+    positive: int = key(1, "a candidate is labelled relevant when its gold relevance is at least this (1: any gold "
+                           "chunk; 2: primary gold only, what Recall@k counts)", ge=1, le=2)
+    iterations: int = key(100, "gradient_boosting: boosting iterations (HistGradientBoostingClassifier's max_iter; no "
+                                 "early stopping, so every training row is used)", ge=1)
+    importance_repeats: int = key(1, "shuffles per fold and feature of the gradient-boosted model's held-out "
+                                     "permutation importance", ge=1)
+
+    @field_validator("retrievers")
+    @classmethod
+    def _known_and_unique(cls, values, info: ValidationInfo):
+        if values is None:
+            return values
+        seen = [str(check_retriever(v, info)) for v in values]
+        duplicates = sorted({v for v in seen if seen.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
+        return values
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, values):
+        duplicates = sorted({v for v in values if values.count(v) > 1})
+        if duplicates:
+            raise ValueError(f"{shown(duplicates[0])} is listed twice")
+        return values
+
+    def retriever_ids(self, retrieval: RetrievalSection) -> tuple[RetrieverId, ...]:
+        """The fused retrievers: ``retrievers``, else every one ``retrieval`` lists."""
+        if self.retrievers is None:
+            return retrieval.retriever_ids()
+        return tuple(RetrieverId.parse(r) for r in self.retrievers)
+
+
 # --------------------------------------------------------------------------------------------- incomplete gold
 
 class IncompletenessSection(Section):
@@ -929,6 +980,7 @@ class StudyParams(Section):
     decomposition: DecompositionSection = DecompositionSection()
     answers: AnswersSection = AnswersSection()
     statistics: StatisticsSection = StatisticsSection()
+    learned_fusion: LearnedFusionSection = LearnedFusionSection()
     incompleteness: IncompletenessSection = IncompletenessSection()
     candidates: CandidatesSection = CandidatesSection()
     pool: PoolSection = PoolSection()
@@ -1001,6 +1053,12 @@ class StudyParams(Section):
                 raise ValueError(f"analysis.diagnostic_hybrid: {rid} is not in retrieval.retrievers")
         if diagnostic.first == diagnostic.second:
             raise ValueError(f"analysis.diagnostic_hybrid: a retriever cannot be fused with itself ({diagnostic.first})")
+        for name in self.learned_fusion.retrievers or ():
+            if RetrieverId.parse(name) not in listed:
+                raise ValueError(f"learned_fusion.retrievers: {name} is not in retrieval.retrievers")
+        if self.learned_fusion.depth > self.retrieval.depth:
+            raise ValueError(f"learned_fusion.depth ({self.learned_fusion.depth}) exceeds retrieval.depth "
+                             f"({self.retrieval.depth}): the rankings hold no more")
         for name in self.incompleteness.pool_retrievers or ():
             if RetrieverId.parse(name) not in listed:
                 raise ValueError(f"incompleteness.pool_retrievers: {name} is not in retrieval.retrievers")

@@ -49,6 +49,11 @@ def swept_pairings(params: StudyParams) -> tuple[RetrieverId, ...]:
     return tuple(dict.fromkeys([*paired(params), diagnostic.first, diagnostic.second]))
 
 
+def learned_retrievers(params: StudyParams) -> tuple[RetrieverId, ...]:
+    """The retrievers the learned fusion fuses (``learned_fusion.retrievers``, else every listed one)."""
+    return params.learned_fusion.retriever_ids(params.retrieval)
+
+
 def retriever_needs(params: StudyParams) -> tuple[StageKey, ...]:
     """Every upstream stage some listed retriever's component declares, in the retriever list's order."""
     return tuple(dict.fromkeys(need for rid in listed(params) for need in retriever_component(rid).needs(rid)))
@@ -109,5 +114,6 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
         "multifusion": once if params.hybrid.multi else (),
         "graph_evaluation": once if "graph_evaluation" in graph else (),
         "answers": once if params.answers.enabled else (),
+        "learned_fusion": once if params.learned_fusion.enabled else (),
         "notebook": tuple(path.stem for path in notebooks),
     }

@@ -19,7 +19,7 @@ from pmrag.core.names import HybridId, RetrieverId
 from pmrag.core.store import INGESTED
 from pmrag.core.params import (AnalysisSection, AnswersSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
-                               MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
+                               LearnedFusionSection, MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
                                StudyParams, SummarizerSection, SyntheticSection)
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.ingest.pipeline import Ingested
@@ -29,8 +29,8 @@ from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stag
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
 from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, fused_many,
-                               graph_representations, listed, paired, prompt_files, retriever_classes,
-                               retriever_component, swept_pairings)
+                               graph_representations, learned_retrievers, listed, paired, prompt_files,
+                               retriever_classes, retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
 GOLD_DIR = "gold"   # judgments read from a store (dataset.questions: store:PATH#ANNOTATOR), as a questions file
@@ -350,6 +350,19 @@ def multifusion(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", fused_m
                          qrels.types(), fusions=hybrid.multi_fusions, equal=hybrid.multi_equal, step=hybrid.multi_step,
                          grid_max=hybrid.multi_grid_max, rrf_k=hybrid.rrf_k, n_splits=section.n_splits,
                          n_repeats=section.n_repeats, seed=section.seed, n_seeds=section.n_seeds)
+
+
+@stage("learned fusion of the listed retrievers, scored out of fold (beyond the paper)",
+       packages=lambda p, item: ("scikit-learn",))
+def learned_fusion(qrels: EvaluationSet, chunks: Chunked, runs: Annotated[dict, Each("runs", learned_retrievers)],
+                   section: Annotated[LearnedFusionSection, Keys("models", "folds", "depth", "seed", "positive",
+                                                                 "iterations", "importance_repeats")], ks: MetricKs):
+    from pmrag.evaluate.learned import learned_fusion as fit
+
+    return fit({str(rid): ranked.rankings for rid, ranked in runs.items()}, qrels.qrels, qrels.types(), chunks.chunks,
+               models=section.models, folds=section.folds, depth=section.depth, seed=section.seed,
+               positive=section.positive, iterations=section.iterations,
+               importance_repeats=section.importance_repeats, ks=ks)
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
