@@ -97,7 +97,7 @@ def test_every_key_has_a_description():
 
 def test_every_section_forbids_extra_keys_and_is_frozen():
     models = list(section_models())
-    assert len(models) == 22   # the file, dataset + synthetic, and the nineteen other sections
+    assert len(models) == 23   # the file, dataset + synthetic, and the twenty other sections
     for model in models:
         assert model.model_config.get("extra") == "forbid", model.__name__
         assert model.model_config.get("frozen") is True, model.__name__
