@@ -331,6 +331,24 @@ def check_retriever(name: str, info: ValidationInfo | None) -> RetrieverId:
     return rid
 
 
+def listed_once(values, shown_as=None):
+    """``values`` unchanged; a ValueError naming the first value (in sorted order) listed more than once, compared
+    as ``shown_as(value)`` (default: the value itself)."""
+    seen = [v if shown_as is None else shown_as(v) for v in values]
+    duplicates = sorted({v for v in seen if seen.count(v) > 1})
+    if duplicates:
+        raise ValueError(f"{shown(duplicates[0])} is listed twice")
+    return values
+
+
+def known_retrievers_once(values, info: ValidationInfo | None):
+    """``values`` (retriever names, or ``None``) unchanged, each registered (:func:`check_retriever`) and listed
+    once (compared parsed, so two spellings of one retriever are one)."""
+    if values is None:
+        return values
+    return listed_once(values, lambda name: str(check_retriever(name, info)))
+
+
 class RetrievalSection(Section):
     retrievers: Annotated[tuple[str, ...], Lax] = key(
         DEFAULT_RETRIEVERS, "single retrievers of the study, named <representation>_<method>[_<variant>] (the "
@@ -346,11 +364,7 @@ class RetrievalSection(Section):
     @field_validator("retrievers")
     @classmethod
     def _known_and_unique(cls, values, info: ValidationInfo):
-        seen = [str(check_retriever(v, info)) for v in values]
-        duplicates = sorted({v for v in seen if seen.count(v) > 1})
-        if duplicates:
-            raise ValueError(f"{shown(duplicates[0])} is listed twice")
-        return values
+        return known_retrievers_once(values, info)
 
     def retriever_ids(self) -> tuple[RetrieverId, ...]:
         return tuple(RetrieverId.parse(r) for r in self.retrievers)
@@ -838,21 +852,12 @@ class LearnedFusionSection(Section):
     @field_validator("retrievers")
     @classmethod
     def _known_and_unique(cls, values, info: ValidationInfo):
-        if values is None:
-            return values
-        seen = [str(check_retriever(v, info)) for v in values]
-        duplicates = sorted({v for v in seen if seen.count(v) > 1})
-        if duplicates:
-            raise ValueError(f"{shown(duplicates[0])} is listed twice")
-        return values
+        return known_retrievers_once(values, info)
 
     @field_validator("models")
     @classmethod
     def _unique_models(cls, values):
-        duplicates = sorted({v for v in values if values.count(v) > 1})
-        if duplicates:
-            raise ValueError(f"{shown(duplicates[0])} is listed twice")
-        return values
+        return listed_once(values)
 
     def retriever_ids(self, retrieval: RetrievalSection) -> tuple[RetrieverId, ...]:
         """The fused retrievers: ``retrievers``, else every one ``retrieval`` lists."""
@@ -877,13 +882,7 @@ class IncompletenessSection(Section):
     @field_validator("pool_retrievers")
     @classmethod
     def _known_and_unique(cls, values, info: ValidationInfo):
-        if values is None:
-            return values
-        seen = [str(check_retriever(v, info)) for v in values]
-        duplicates = sorted({v for v in seen if seen.count(v) > 1})
-        if duplicates:
-            raise ValueError(f"{shown(duplicates[0])} is listed twice")
-        return values
+        return known_retrievers_once(values, info)
 
 
 # --------------------------------------------------------------------------------------------- gold for a new history
@@ -914,10 +913,7 @@ class CandidatesSection(Section):
     @field_validator("types")
     @classmethod
     def _unique_types(cls, values):
-        duplicates = sorted({v for v in values if values.count(v) > 1})
-        if duplicates:
-            raise ValueError(f"{shown(duplicates[0])} is listed twice")
-        return values
+        return listed_once(values)
 
     def llm(self, summarizer: SummarizerSection) -> SummarizerSection:
         """The summarizer section with this section's model, server and output cap (``None``: the summarizer's)."""
