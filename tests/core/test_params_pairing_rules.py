@@ -12,8 +12,8 @@ def side(rid: RetrieverId) -> str:
     return DENSE if rid.method in ("vector", "multivec") else LEXICAL
 
 
-def study(pairings, retrievers=None, context=None) -> StudyParams:
-    raw = {"run": "t", "dataset": {"synthetic": {"enabled": True}}, "hybrid": {"pairings": pairings}}
+def study(pairings, retrievers=None, context=None, hybrid_extra=None) -> StudyParams:
+    raw = {"run": "t", "dataset": {"synthetic": {"enabled": True}}, "hybrid": {"pairings": pairings, **(hybrid_extra or {})}}
     if retrievers is not None:
         raw["retrieval"] = {"retrievers": retrievers}
     return StudyParams.model_validate(raw, context={"retriever_side": side} if context is None else context)
@@ -81,6 +81,13 @@ def test_the_papers_selection_chooses_among_the_papers_six_a_broader_sweep_holds
     own = study([["raw_text_bm25", "raw_text_vector"]], [*DEFAULT_RETRIEVERS]).hybrid   # none of the six: its own
     assert own.selection_pairing_ids() == own.pairing_ids() and not own.broader()
     assert HybridSection().selection_pairing_ids() == six and not HybridSection().broader()
+    listed = study([*PAPER_PAIRINGS[:2], ["raw_text_bm25", "raw_text_vector"]], [*DEFAULT_RETRIEVERS]).hybrid
+    assert listed.selection is None and listed.selection_pairing_ids() == listed.pairing_ids()   # a list: all of it
+    assert not listed.broader()
+    narrowed = HybridSection(pairings=listed.pairings, selection="paper")
+    assert narrowed.selection_pairing_ids() == six[:2] and narrowed.broader()
+    assert study("auto").hybrid.selection == "paper"
+    assert study("auto", hybrid_extra={"selection": "swept"}).hybrid.selection_pairing_ids() == broader.pairing_ids()
 
 
 def test_multi_lists_name_three_or_more_listed_retrievers_each_once():

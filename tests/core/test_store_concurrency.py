@@ -164,3 +164,25 @@ def test_a_second_study_on_a_run_folder_in_use_is_refused_with_one_line(tmp_path
         assert (run_dir / LOCK_FILE).read_text(encoding="utf-8").strip() == str(os.getpid())
     with run_folder_lock(run_dir):               # released at the end: the next run gets it
         pass
+
+
+def test_building_a_study_whose_run_folder_another_process_holds_is_refused(tmp_path):
+    from pmrag.study import Study
+    from pmrag.study.runner import held_run_folder
+
+    params = tiny_params(tmp_path)
+    run_dir = tmp_path / "out" / "tiny"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pmrag.study.runner import run_folder_lock\n"
+                               f"with run_folder_lock({str(run_dir)!r}):\n    print('held', flush=True)\n"
+                               "    sys.stdin.readline()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunInUse, match=f"pid {holder.pid}"):
+            Study.from_params(params).build(progress=False)
+        assert not (run_dir / "stage_log.jsonl").exists()    # refused before computing a stage
+    finally:
+        holder.communicate("\n", timeout=60)
+    with run_folder_lock(run_dir), held_run_folder(run_dir):   # this thread's own hold: the build goes on under it
+        with pytest.raises(RunInUse):                          # ... while a second hold is still refused
+            with run_folder_lock(run_dir):
+                pass

@@ -445,10 +445,13 @@ class HybridSection(Section):
         "(§5.3's six BM25 × vector pairs by default); both must be in retrieval.retrievers.  Or a rule, expanded "
         "when the params are loaded: auto, every lexical × dense pair of retrieval.retrievers (dense: the ranking "
         "reads the question's vector), lexical first; all, every pair of them; the paper's six come first.  Every "
-        "pair is swept; when the pairs hold some of the paper's six and more, the paper's selection (the selected "
-        "hybrid, Table 4) still chooses among the paper's six it holds, and the broader sweep is reported beside "
-        "it with its own out-of-fold selection (statistics): more pairs, more configurations to choose from, and "
-        "the broader winner's own score is the more optimistic", paper=[list(p) for p in PAPER_PAIRINGS])
+        "pair is swept; which pairs the paper's selection chooses among: hybrid.selection", paper=[list(p) for p in PAPER_PAIRINGS])
+    selection: Literal["swept", "paper"] | None = key(
+        None, "the pairings the paper's selection (the selected hybrid, Table 4) chooses among: swept, every pair of "
+        "hybrid.pairings; paper, the paper's six among them, the others swept and reported beside as a broader "
+        "sweep with its own out-of-fold selection (statistics): more pairs, more configurations to choose from, and "
+        "the broader winner's own score is the more optimistic.  null: paper under a rule (auto, all), swept for a "
+        "list of pairs (the pairs a study names are the ones it selects among)")
     beta_step: float = key(0.05, "β (the first retriever's weight) from 0 to 1 in this step; 1/step must be a whole number",
                            paper=0.05, gt=0, le=1)
     fusions: Annotated[tuple[Literal[FUSIONS], ...], Lax] = key(
@@ -532,10 +535,13 @@ class HybridSection(Section):
         return tuple((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in self.pairings)
 
     def selection_pairing_ids(self) -> tuple[tuple[RetrieverId, RetrieverId], ...]:
-        """The pairings the paper's selection chooses among (the selected hybrid, Table 4): the paper's six (§5.3)
-        that :meth:`pairing_ids` holds when it holds them and more (a broader sweep, reported beside), else every
-        swept pairing.  Keeping the paper's six keeps its selection's winner's curse the paper's."""
+        """The pairings the paper's selection chooses among (the selected hybrid, Table 4): under ``selection:
+        paper``, the paper's six (§5.3) that :meth:`pairing_ids` holds when it holds them and more (a broader sweep,
+        reported beside); else every swept pairing.  Keeping the paper's six keeps its selection's winner's curse
+        the paper's."""
         swept = self.pairing_ids()
+        if self.selection != "paper":
+            return swept
         paper = [pair for pair in ((RetrieverId.parse(a), RetrieverId.parse(b)) for a, b in PAPER_PAIRINGS)
                  if pair in swept]
         return tuple(paper) if paper and len(paper) < len(swept) else swept
@@ -1022,6 +1028,7 @@ class StudyParams(Section):
         except (TypeError, ValueError):   # the retrieval section's own check names the bad retriever
             return data
         hybrid["pairings"] = rule_pairings(rule, retrievers, side_of)
+        hybrid.setdefault("selection", "paper")   # a rule sweeps beyond the paper's six; its selection stays theirs
         return {**data, "hybrid": hybrid}
 
     @model_validator(mode="after")

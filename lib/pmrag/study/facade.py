@@ -137,22 +137,29 @@ class Study:
 
         With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
         and the long stages (summaries, embeddings) add their own bars with an ETA.  ``before(name)``, when
-        given, runs before each stage is asked for, its upstream stages computed (it may raise to stop there)."""
+        given, runs before each stage is asked for, its upstream stages computed (it may raise to stop there).
+
+        It holds the run folder's lock (:func:`~pmrag.study.runner.held_run_folder`): a second process building or
+        running the same run folder is refused with :class:`~pmrag.study.runner.RunInUse`, not let in to mix its
+        results with these."""
         from tqdm.auto import tqdm
 
-        previous = self.progress
-        self.progress = previous if progress is None else progress
-        bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
-        try:
-            for name in self.computed_stages:
-                bar.set_postfix_str(name, refresh=True)
-                if before is not None:
-                    before(name)
-                self.engine.get(name, retry=True)
-                bar.update(1)
-        finally:
-            bar.close()
-            self.progress = previous
+        from pmrag.study.runner import held_run_folder
+
+        with held_run_folder(self.params.run_dir):
+            previous = self.progress
+            self.progress = previous if progress is None else progress
+            bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
+            try:
+                for name in self.computed_stages:
+                    bar.set_postfix_str(name, refresh=True)
+                    if before is not None:
+                        before(name)
+                    self.engine.get(name, retry=True)
+                    bar.update(1)
+            finally:
+                bar.close()
+                self.progress = previous
 
     @property
     def progress(self) -> bool:

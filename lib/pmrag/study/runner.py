@@ -340,11 +340,14 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+_HELD = threading.local()   # .folders: the run folders this thread holds (run_folder_lock)
+
+
 @contextmanager
 def run_folder_lock(run_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``run_dir/.lock`` (the folder is created) for the duration; :class:`RunInUse`
-    at once, naming the holder's pid, when another process holds it.  The pid is written into the file only
-    once the lock is held, so a refused run never overwrites it."""
+    at once, naming the holder's pid, when another process (or another hold in this one) holds it.  The pid is
+    written into the file only once the lock is held, so a refused run never overwrites it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / LOCK_FILE, "a+", encoding="utf-8") as handle:
@@ -357,7 +360,30 @@ def run_folder_lock(run_dir: Path) -> Iterator[None]:
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
+        held = _held_folders()
+        held.add(run_dir.resolve())
+        try:
+            yield
+        finally:
+            held.discard(run_dir.resolve())
+
+
+@contextmanager
+def held_run_folder(run_dir: Path) -> Iterator[None]:
+    """The run folder's lock for the duration, unless this thread holds it already (the runner building its study,
+    a cohort building a participant's): :meth:`Study.build <pmrag.study.facade.Study.build>` takes it so that two
+    processes never compute one run folder's stages at once, each reading the other's half-written results."""
+    if Path(run_dir).resolve() in _held_folders():
         yield
+        return
+    with run_folder_lock(run_dir):
+        yield
+
+
+def _held_folders() -> set:
+    if not hasattr(_HELD, "folders"):
+        _HELD.folders = set()
+    return _HELD.folders
 
 
 def _try_lock(handle) -> bool:

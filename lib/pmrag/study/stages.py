@@ -281,7 +281,7 @@ def sweep(qrels: EvaluationSet, runs: Annotated[dict, Each("runs", paired)], hyb
 @stage("each pairing's selected β, the best hybrid, their fused runs",
        outputs=lambda value, item: [f"{RUNS_DIR}/{h.file_stem()}.trec" for h in value.ids()])
 def hybrids(qrels: EvaluationSet, sweep: pd.DataFrame, runs: Annotated[dict, Each("runs", swept_pairings)],
-            hybrid: Annotated[HybridSection, Keys("pairings")], analysis: Annotated[AnalysisSection,
+            hybrid: Annotated[HybridSection, Keys("pairings", "selection")], analysis: Annotated[AnalysisSection,
             Keys("diagnostic_hybrid")], ks: MetricKs, runtime: Runtime):
     from pmrag.evaluate import trec
     from pmrag.evaluate.sweep import select_hybrids
@@ -326,7 +326,7 @@ def failures(qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, hybri
        packages=lambda p, item: ("scikit-learn", "scipy"))
 def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, sweep: pd.DataFrame,
                hybrids, runs: Annotated[dict, Each("runs", listed)], section: StatisticsSection,
-               bootstrap: BootstrapSection, hybrid: Annotated[HybridSection, Keys("pairings", "fusions")],
+               bootstrap: BootstrapSection, hybrid: Annotated[HybridSection, Keys("pairings", "selection", "fusions")],
                analysis: Analysis, ks: MetricKs):
     from pmrag.evaluate.statistics import selection_statistics
 
