@@ -28,6 +28,7 @@ embedding cache records no times); while calls run, :class:`~pmrag.represent.llm
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -407,7 +408,7 @@ def _stage_costs(study, key: StageKey, inputs: _Inputs, cached: bool) -> list[St
     if key.name == "interest_relevance":
         return [_relevance(study, name, inputs.get("qrels"))]
     if key.name == "answers":
-        return [_answers(study, name, inputs)]
+        return [_answers(study, name, inputs), *_answer_judge(study, f"{name} (judge)", inputs)]
     return [_pieces(study, name, inputs)]
 
 
@@ -608,3 +609,62 @@ def _answers(study, name: str, inputs: _Inputs) -> StageCost:
     done = ExtractionStore(study.store).done(ANSWERS.name, llm.model, prompts)
     return replace(llm_cost(name, items, done, model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens),
                    rate_per_s=step_rate(study.store, ANSWERS.name))
+
+
+def _answer_judge(study, name: str, inputs: _Inputs) -> list[StageCost]:
+    """The answer judge (``answers.judge: openai``): one call per distinct judged answer without an ok row,
+    counted exactly when every answer is known (the stand-in's, computed here; the model's, read from the store's
+    ok rows), else bounded by the judged questions × retrievers; nothing when there is no judge."""
+    from pmrag.evaluate.answer_judge import ANSWER_JUDGE, judge_jobs, judge_llm, judged_questions, load_judge_prompts
+    from pmrag.represent.llm import ExtractionStore
+
+    section = study.params.answers
+    if section.judge == "none":
+        return []
+    llm = judge_llm(section, study.params.summarizer)
+    qrels = inputs.get("qrels")
+    known = _known_answers(study, inputs)
+    if known is None:
+        n = None if qrels is None else len(judged_questions(qrels.questions)) * len(section.retrievers)
+        return [bound_cost(name, "openai", llm.model, n, n, "at most one call per retriever × question with a gold "
+                           "answer; counted once the answers are known", llm.max_output_tokens)]
+    asked, answers = known
+    items = [(item.item_id, item.text) for item in judge_jobs(answers, asked).items]
+    prompts = load_judge_prompts(study.params.representations.prompts)
+    done = ExtractionStore(study.store).done(ANSWER_JUDGE.name, llm.model, prompts)
+    return [replace(llm_cost(name, items, done, model=llm.model, prompts=prompts,
+                             max_output_tokens=llm.max_output_tokens),
+                    rate_per_s=step_rate(study.store, ANSWER_JUDGE.name))]
+
+
+def _known_answers(study, inputs: _Inputs):
+    """``(questions asked, answers)`` when every answer of the answers stage is known without a call (None
+    otherwise): the stand-in's computed, the model's read from their ok rows."""
+    import pandas as pd
+
+    from pmrag.evaluate.answers import (ANSWERS, ExtractiveAnswerer, answer_llm, load_answer_prompts, step_items,
+                                        study_jobs, validate_answer_reply)
+    from pmrag.represent.llm import ExtractionStore, input_sha256
+
+    section, qrels = study.params.answers, inputs.get("qrels")
+    upstream = {stage: inputs.get(stage) for stage in ("chunks", "summaries", "graph", "graph_evaluation", "hybrids")}
+    if qrels is None or any(value is None for value in upstream.values()):
+        return None
+    asked, _, jobs = study_jobs(qrels.questions, upstream["chunks"].chunks, upstream["summaries"], upstream["graph"],
+                                upstream["graph_evaluation"], upstream["hybrids"].selected, section=section,
+                                reference=study.params.analysis.reference_retriever)
+    items = step_items(jobs)
+    if section.backend != "openai":
+        stand_in = ExtractiveAnswerer()
+        outputs = [validate_answer_reply(stand_in.call(item.text).text, *item.context)[0] for item in items]
+    else:
+        llm = answer_llm(section, study.params.summarizer)
+        done = ExtractionStore(study.store).done(ANSWERS.name, llm.model,
+                                                 load_answer_prompts(study.params.representations.prompts))
+        found = [done.get(item.item_id) for item in items]
+        if any(row is None or not row.resumes(input_sha256(item.text)) for row, item in zip(found, items)):
+            return None
+        outputs = [json.loads(row.stored) for row in found]
+    answers = pd.DataFrame({"method": [job.method for job in jobs], "question_id": [job.question_id for job in jobs],
+                            "status": "ok", "answer": [output["answer"] for output in outputs]})
+    return asked, answers
