@@ -153,5 +153,10 @@ def test_the_openai_judge_over_http_resumes_only_missing_verdicts_and_the_cost_t
     assert (second.skipped, second.ok, second.error) == (1, 1, 0) and len(server.response_requests()) == 3
     assert again == {("a", "q1"): 1.0, ("a", "q2"): 0.0, ("b", "q1"): 1.0, ("b", "q2"): 0.0}
     assert costs._answer_judge(study, "answers (judge)", inputs)[0].calls == 0
+    from pmrag.core.names import StageKey
+
+    cached = costs._stage_costs(study, StageKey("answers"), inputs, cached=True)
+    assert [(c.stage, c.model, c.calls) for c in cached] == [
+        ("answers", "extractive-answer-v1", 0), ("answers (judge)", params.summarizer.model, 0)]
     params_off = params.model_copy(update={"answers": params.answers.model_copy(update={"judge": "none"})})
     assert costs._answer_judge(SimpleNamespace(params=params_off, store=engine), "x", inputs) == []

@@ -387,7 +387,9 @@ def _stage_costs(study, key: StageKey, inputs: _Inputs, cached: bool) -> list[St
     name = str(key)
     embedding = params.embedding
     if cached:
-        return [StageCost(name, *stage_model(params, key.name), 0, 0, 0, 0)]
+        judged = key.name == "answers" and params.answers.judge != "none"
+        return [StageCost(name, *stage_model(params, key.name), 0, 0, 0, 0),
+                *([StageCost(f"{name} (judge)", "openai", judge_model(params), 0, 0, 0, 0)] if judged else [])]
     chunks = inputs.get("chunks")
     if key.name == "summaries":
         return [_summaries(study, chunks.chunks if chunks is not None else None, name)]
@@ -429,6 +431,11 @@ def stage_model(params, stage: str) -> tuple[str, str]:
     backend = {"decomposition": params.decomposition.backend, "graph": params.graph.extractor,
                "interest_relevance": params.graph.relevance}[stage]
     return backend, llm.model if backend == "openai" else "offline"
+
+
+def judge_model(params) -> str:
+    """The model the answer judge calls: ``answers.judge_model``, else the summarizer's."""
+    return params.answers.judge_model or params.summarizer.model
 
 
 def _later_vectors(params, name: str, kind: str, note: str) -> list[StageCost]:
