@@ -115,6 +115,18 @@ def test_the_judges_section_keys_are_validated(tmp_path):
     assert message.startswith(str(path)) and "\n" not in message and "answers.judge" in message, message
 
 
+@pytest.mark.usefixtures("clean_env")
+def test_the_judge_refuses_a_remote_server_unless_allowed(monkeypatch):
+    from pmrag.represent.privacy import RemoteNotAllowed
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-placeholder")
+
+    remote = SummarizerSection(backend="openai", base_url="https://api.example.com/v1")
+    with pytest.raises(RemoteNotAllowed, match="the openai answer judge would send chat text to api.example.com"):
+        make_judge(remote, "en")
+    assert make_judge(remote, "en", allow_remote=True).requested_model == remote.model
+
+
 def verdict_route(body):
     """The server's verdict: correct when the answer contains the gold answer."""
     payload = json.loads(body["input"].rsplit("\n", 1)[-1])
