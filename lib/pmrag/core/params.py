@@ -752,8 +752,8 @@ class AnswersSection(Section):
     concurrency: int | None = key(None, "answer and judge calls in flight at once (null: summarizer.concurrency); "
                                   "never keyed", ge=1, le=64, keyed=False)
     judge: Literal["none", "openai"] = key(
-        "none", "an LLM judge of each answer against the question's gold answer text (LoCoMo's; the demo's and a LINE "
-        "study's questions have none, adversarial ones are not judged): openai asks a model, through the summarizer's "
+        "none", "an LLM judge of each answer against the question's gold answer text, where it has one (LoCoMo's, the "
+        "demo's, a questions file's 'answer'; LoCoMo's adversarial questions are not judged): openai asks a model, through the summarizer's "
         "section (prompts answer_judge_{system,user}.txt of representations.prompts), whether the answer states the "
         "same fact as the gold answer, lenient on wording (score judge_correct, 0 or 1); none: no judge")
     judge_model: str | None = key(None, "the judge's model (null: summarizer.model); read only when judge is openai",

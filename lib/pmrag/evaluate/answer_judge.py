@@ -2,8 +2,8 @@
 LoCoMo's token F1 (:mod:`pmrag.evaluate.answer_scores`), a model says whether each answer states the same fact as
 the gold answer, lenient on wording, as the LLM judges used on LoCoMo do.
 
-* **Which answers** (:func:`judge_jobs`): those whose question has a gold answer text (LoCoMo's; the demo's and a
-  LINE study's questions have none), but adversarial ones: their gold text is the trap answer, and LoCoMo's own
+* **Which answers** (:func:`judge_jobs`): those whose question has a gold answer text (LoCoMo's, the demo's, a
+  questions file's ``answer``), but adversarial ones: their gold text is the trap answer, and LoCoMo's own
   check ("no information available" / "not mentioned", ``answer_f1``) already scores them.  A failed answer call
   is an empty answer, judged incorrect without a call.
 * **The input** (:func:`judge_input`): ``{"question", "gold_answer", "answer"}`` as one JSON line after the user
