@@ -12,8 +12,9 @@ import pytest
 from pmrag.core.params import AnswersSection, BootstrapSection, SummarizerSection
 from pmrag.evaluate.answer_judge import (judge_input, judge_jobs, judge_label, judge_llm, judged_questions,
                                          make_judge, run_judge, validate_judge_reply)
-from pmrag.evaluate.answers import AnswerSet, answer_rows, answer_tables
-from pmrag.represent.llm import CallError
+from pmrag.evaluate.answers import (AnswerJob, AnswerSet, ContextItem, answer_rows, answer_tables, judge_answers,
+                                    known_answers, step_items)
+from pmrag.represent.llm import CallError, Done, input_sha256
 from responses_server import Reply
 
 SECRET_CHAT = "秘密の会話テキスト"
@@ -67,6 +68,20 @@ def test_the_judge_takes_its_own_model_and_the_answers_concurrency():
     chosen = judge_llm(AnswersSection(judge="openai", judge_model="gpt-4o", concurrency=8), summarizer)
     assert (chosen.model, chosen.concurrency) == ("gpt-4o", 8)
     assert judge_label("gpt-4o") == "openai gpt-4o (LLM judge: same fact as the gold answer)"
+
+
+def test_the_answers_a_judge_reads_are_known_without_a_call_only_when_every_one_is():
+    context = (ContextItem("M1", "c1", "We met on 7 May.  It rained."),)
+    jobs = [AnswerJob("a", "q1", "When did we meet?", context), AnswerJob("b", "q1", "Unrelated zebra?", context)]
+    assert known_answers(jobs)["answer"].tolist() == ["We met on 7 May.", "No information available"]
+    items = step_items(jobs)
+    stored = {item.item_id: Done(json.dumps({"answer": f"stored {i}", "citations": []}), input_sha256(item.text))
+              for i, item in enumerate(items)}
+    frame = known_answers(jobs, stored)
+    assert frame.columns.tolist() == ["method", "question_id", "status", "answer"]
+    assert frame["answer"].tolist() == ["stored 0", "stored 1"] and frame["status"].eq("ok").all()
+    assert known_answers(jobs, {items[0].item_id: stored[items[0].item_id]}) is None          # one not answered yet
+    assert known_answers(jobs, {**stored, items[1].item_id: Done("{}", "another input")}) is None
 
 
 # ------------------------------------------------------------------------------------------- rows and tables
@@ -143,9 +158,10 @@ def test_the_openai_judge_over_http_resumes_only_missing_verdicts_and_the_cost_t
     server.route = verdict_route
     server.script(Reply.ok(f'{{"verdict": "{SECRET_CHAT}"}}'))
     llm = SummarizerSection(backend="openai", base_url=server.base_url, interval_s=0.0, failure_policy="retry")
-    client = make_judge(llm, "en")
-    verdicts, report = run_judge(ANSWERS, QUESTIONS, client, llm=llm, engine=engine, sleep=lambda s: None)
-    assert (report.ok, report.error) == (1, 1)
+    section = AnswersSection(judge="openai")
+    verdicts, label, line = judge_answers(ANSWERS, QUESTIONS, section=section, llm=llm, prompts="en", engine=engine,
+                                          sleep=lambda s: None)
+    assert label == judge_label(llm.model) and "ok 1, error 1" in line
     assert math.isnan(verdicts[("a", "q1")]) and verdicts[("a", "q2")] == 0.0 and verdicts[("b", "q2")] == 0.0
     error = pd.read_sql("SELECT error FROM graph_extractions WHERE step = 'answer_judge' AND status = 'error'",
                         engine)["error"].tolist()
@@ -161,7 +177,7 @@ def test_the_openai_judge_over_http_resumes_only_missing_verdicts_and_the_cost_t
     monkeypatch.setattr(costs, "_known_answers", lambda study, inputs: (QUESTIONS, ANSWERS))
     assert costs._answer_judge(study, "answers (judge)", inputs)[0].calls == 1   # the failed verdict only
 
-    again, second = run_judge(ANSWERS, QUESTIONS, client, llm=llm, engine=engine, sleep=lambda s: None)
+    again, second = run_judge(ANSWERS, QUESTIONS, make_judge(llm, "en"), llm=llm, engine=engine, sleep=lambda s: None)
     assert (second.skipped, second.ok, second.error) == (1, 1, 0) and len(server.response_requests()) == 3
     assert again == {("a", "q1"): 1.0, ("a", "q2"): 0.0, ("b", "q1"): 1.0, ("b", "q2"): 0.0}
     assert costs._answer_judge(study, "answers (judge)", inputs)[0].calls == 0

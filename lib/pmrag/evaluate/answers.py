@@ -58,8 +58,9 @@ from pmrag.evaluate.metric_names import SET_METRICS
 from pmrag.evaluate.runs import PRIMARY, Qrels
 from pmrag.ingest.locomo import LOCOMO_CATEGORIES
 from pmrag.represent import privacy
-from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, Reply, ResponsesClient,
-                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
+from pmrag.represent.llm import (CallError, CallPolicy, Done, ExtractionStore, LLMStep, Prompts, Reply,
+                                 ResponsesClient, StepItem, StepReport, StepStopped, input_sha256, load_step_prompts,
+                                 reply_object, run_step)
 
 ANSWER_PROMPTS = ("answer_system", "answer_user")
 STAND_IN_MODEL = "extractive-answer-v1"
@@ -289,6 +290,24 @@ def run_answers(jobs: Sequence[AnswerJob], client, *, llm: SummarizerSection, en
                      "refused": tuple((output or {}).get("refused", ())), "n_context": len(job.items)})
     return pd.DataFrame(rows, columns=["method", "question_id", "status", "answer", "cited", "refused",
                                        "n_context"]), result.report
+
+
+def known_answers(jobs: Sequence[AnswerJob], stored: Mapping[str, Done] | None = None) -> pd.DataFrame | None:
+    """The answers of ``jobs`` known without a call (``method, question_id, status, answer``, every status ``ok``):
+    the stand-in's computed (``stored`` None), or the model's read from the store's ``ok`` rows (``stored``: the
+    step's :meth:`~pmrag.represent.llm.ExtractionStore.done`); ``None`` when a job has no ``ok`` row for its input."""
+    items = step_items(jobs)
+    if stored is None:
+        stand_in = ExtractiveAnswerer()
+        outputs = [validate_answer_reply(stand_in.call(item.text).text, *item.context)[0] for item in items]
+    else:
+        found = [stored.get(item.item_id) for item in items]
+        if any(row is None or not row.resumes(input_sha256(item.text)) for row, item in zip(found, items)):
+            return None
+        outputs = [json.loads(row.stored) for row in found]
+    return pd.DataFrame({"method": [job.method for job in jobs], "question_id": [job.question_id for job in jobs],
+                         "status": "ok", "answer": [output["answer"] for output in outputs]},
+                        columns=["method", "question_id", "status", "answer"])
 
 
 def make_answerer(section: AnswersSection, llm: SummarizerSection, prompts: str, *, allow_remote: bool = False,

@@ -28,7 +28,6 @@ embedding cache records no times); while calls run, :class:`~pmrag.represent.llm
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -646,12 +645,9 @@ def _answer_judge(study, name: str, inputs: _Inputs) -> list[StageCost]:
 
 def _known_answers(study, inputs: _Inputs):
     """``(questions asked, answers)`` when every answer of the answers stage is known without a call (None
-    otherwise): the stand-in's computed, the model's read from their ok rows."""
-    import pandas as pd
-
-    from pmrag.evaluate.answers import (ANSWERS, ExtractiveAnswerer, answer_llm, load_answer_prompts, step_items,
-                                        study_jobs, validate_answer_reply)
-    from pmrag.represent.llm import ExtractionStore, input_sha256
+    otherwise; :func:`~pmrag.evaluate.answers.known_answers`)."""
+    from pmrag.evaluate.answers import ANSWERS, answer_llm, known_answers, load_answer_prompts, study_jobs
+    from pmrag.represent.llm import ExtractionStore
 
     section, qrels = study.params.answers, inputs.get("qrels")
     upstream = {stage: inputs.get(stage) for stage in ("chunks", "summaries", "graph", "graph_evaluation", "hybrids")}
@@ -660,18 +656,8 @@ def _known_answers(study, inputs: _Inputs):
     asked, _, jobs = study_jobs(qrels.questions, upstream["chunks"].chunks, upstream["summaries"], upstream["graph"],
                                 upstream["graph_evaluation"], upstream["hybrids"].selected, section=section,
                                 reference=study.params.analysis.reference_retriever)
-    items = step_items(jobs)
-    if section.backend != "openai":
-        stand_in = ExtractiveAnswerer()
-        outputs = [validate_answer_reply(stand_in.call(item.text).text, *item.context)[0] for item in items]
-    else:
-        llm = answer_llm(section, study.params.summarizer)
-        done = ExtractionStore(study.store).done(ANSWERS.name, llm.model,
-                                                 load_answer_prompts(study.params.representations.prompts))
-        found = [done.get(item.item_id) for item in items]
-        if any(row is None or not row.resumes(input_sha256(item.text)) for row, item in zip(found, items)):
-            return None
-        outputs = [json.loads(row.stored) for row in found]
-    answers = pd.DataFrame({"method": [job.method for job in jobs], "question_id": [job.question_id for job in jobs],
-                            "status": "ok", "answer": [output["answer"] for output in outputs]})
-    return asked, answers
+    stored = None if section.backend != "openai" else ExtractionStore(study.store).done(
+        ANSWERS.name, answer_llm(section, study.params.summarizer).model,
+        load_answer_prompts(study.params.representations.prompts))
+    answers = known_answers(jobs, stored)
+    return None if answers is None else (asked, answers)
