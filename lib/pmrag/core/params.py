@@ -753,9 +753,10 @@ class AnswersSection(Section):
                                   "never keyed", ge=1, le=64, keyed=False)
     judge: Literal["none", "openai"] = key(
         "none", "an LLM judge of each answer against the question's gold answer text, where it has one (LoCoMo's, the "
-        "demo's, a questions file's 'answer'; LoCoMo's adversarial questions are not judged): openai asks a model, through the summarizer's "
-        "section (prompts answer_judge_{system,user}.txt of representations.prompts), whether the answer states the "
-        "same fact as the gold answer, lenient on wording (score judge_correct, 0 or 1); none: no judge")
+        "demo's, a questions file's 'answer'; LoCoMo's adversarial questions are not judged): openai asks a model, "
+        "through the summarizer's section (prompts answer_judge_{system,user}.txt of representations.prompts), whether "
+        "the answer states the same fact as the gold answer, lenient on wording (score judge_correct, 0 or 1); none: "
+        "no judge")
     judge_model: str | None = key(None, "the judge's model (null: summarizer.model); read only when judge is openai",
                                   min_length=1)
 

@@ -335,8 +335,9 @@ def answer_rows(answers: pd.DataFrame, contexts: Mapping[str, Mapping[str, Seque
     """Per-question scores of every answer (:mod:`pmrag.evaluate.answer_scores`): ``method, question_id,
     question_type`` + ``answer_f1`` (LoCoMo's, NaN outside LoCoMo's categories or without a gold answer),
     ``judge_correct`` (the judge's ``verdicts[(method, question id)]``, :func:`~pmrag.evaluate.answer_judge.run_judge`;
-    NaN for an answer it did not judge or whose judge call failed, then ``judge_failed``), ``cited_precision, cited_recall, cited_f1`` (primary gold), ``citation_precision, citation_recall`` (every
-    judged evidence chunk), ``set_precision, set_recall, set_f1`` of the context (what was retrieved), and
+    NaN for an answer it did not judge or whose judge call failed, then ``judge_failed``), ``cited_precision,
+    cited_recall, cited_f1`` (primary gold), ``citation_precision, citation_recall`` (every judged evidence chunk),
+    ``set_precision, set_recall, set_f1`` of the context (what was retrieved), and
     ``n_context, n_cited, n_refused, failed, judge_failed``.
 
     ``questions``: ``question_id, type`` and ``answer`` (the gold text, may be missing); every question needs a
