@@ -755,8 +755,16 @@ class AnswersSection(Section):
     k: int = key(5, "a ranking's top k chunks are its context (a set method gives its whole set)", ge=1)
     max_context_chars: int = key(1500, "each memory's or chunk's text in the context is cut to this many characters",
                                  ge=1)
-    concurrency: int | None = key(None, "answer calls in flight at once (null: summarizer.concurrency); never keyed",
-                                  ge=1, le=64, keyed=False)
+    concurrency: int | None = key(None, "answer and judge calls in flight at once (null: summarizer.concurrency); "
+                                  "never keyed", ge=1, le=64, keyed=False)
+    judge: Literal["none", "openai"] = key(
+        "none", "an LLM judge of each answer against the question's gold answer text, where it has one (LoCoMo's, the "
+        "demo's, a questions file's 'answer'; LoCoMo's adversarial questions are not judged): openai asks a model, "
+        "through the summarizer's section (prompts answer_judge_{system,user}.txt of representations.prompts), whether "
+        "the answer states the same fact as the gold answer, lenient on wording (score judge_correct, 0 or 1); none: "
+        "no judge")
+    judge_model: str | None = key(None, "the judge's model (null: summarizer.model); read only when judge is openai",
+                                  min_length=1)
 
     @field_validator("retrievers")
     @classmethod

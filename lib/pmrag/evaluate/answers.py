@@ -28,7 +28,8 @@ answers (paper 000 §9's next step): each answer cites the memories or chunks it
 * **Which questions**: the held-out part of the graph evaluation's split (the graph's threshold and cap, and the
   hybrid's β, were chosen on the tuning part), so every retriever answers the same questions.
 
-Scores are :mod:`pmrag.evaluate.answer_scores`' (:func:`answer_rows`).
+Scores are :mod:`pmrag.evaluate.answer_scores`' (:func:`answer_rows`), and, with ``answers.judge: openai``, an
+LLM judge's verdict against the gold answer text (:mod:`pmrag.evaluate.answer_judge`, ``judge_correct``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
@@ -49,14 +51,16 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import (ANSWER_ROLES, ANSWER_SET_METHODS, AnswersSection, BootstrapSection,
                                SummarizerSection)
 from pmrag.core.text import one_line
+from pmrag.evaluate.answer_judge import JUDGE_METRICS, judge_label, judge_llm, make_judge, run_judge
 from pmrag.evaluate.answer_scores import (ANSWER_METRICS, CITATION_METRICS, CITED_METRICS, citation_scores,
                                           locomo_score)
 from pmrag.evaluate.metric_names import SET_METRICS
 from pmrag.evaluate.runs import PRIMARY, Qrels
 from pmrag.ingest.locomo import LOCOMO_CATEGORIES
 from pmrag.represent import privacy
-from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, Reply, ResponsesClient,
-                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
+from pmrag.represent.llm import (CallError, CallPolicy, Done, ExtractionStore, LLMStep, Prompts, Reply,
+                                 ResponsesClient, StepItem, StepReport, StepStopped, input_sha256, load_step_prompts,
+                                 reply_object, run_step)
 
 ANSWER_PROMPTS = ("answer_system", "answer_user")
 STAND_IN_MODEL = "extractive-answer-v1"
@@ -67,7 +71,9 @@ ROLES = ANSWER_ROLES
 """Names a retriever by its role: ``reference`` (analysis.reference_retriever, the paper's best single retriever),
 ``selected`` (the hybrid the study selected), ``best_flat`` and ``graph_hybrid`` (the graph evaluation's best flat
 retriever and its graph + flat hybrid), ``graph`` (the tuned graph's ranking)."""
-SCORE_COLUMNS = (*ANSWER_METRICS, *CITED_METRICS, *CITATION_METRICS, *SET_METRICS)
+SCORE_COLUMNS = (*ANSWER_METRICS, *JUDGE_METRICS, *CITED_METRICS, *CITATION_METRICS, *SET_METRICS)
+OPTIONAL_METRICS = (*ANSWER_METRICS, *JUDGE_METRICS)
+"""Scores a question may lack (no gold answer text, no judge): a table shows them where some question has one."""
 
 
 class AnswerError(PmragError):
@@ -286,6 +292,24 @@ def run_answers(jobs: Sequence[AnswerJob], client, *, llm: SummarizerSection, en
                                        "n_context"]), result.report
 
 
+def known_answers(jobs: Sequence[AnswerJob], stored: Mapping[str, Done] | None = None) -> pd.DataFrame | None:
+    """The answers of ``jobs`` known without a call (``method, question_id, status, answer``, every status ``ok``):
+    the stand-in's computed (``stored`` None), or the model's read from the store's ``ok`` rows (``stored``: the
+    step's :meth:`~pmrag.represent.llm.ExtractionStore.done`); ``None`` when a job has no ``ok`` row for its input."""
+    items = step_items(jobs)
+    if stored is None:
+        stand_in = ExtractiveAnswerer()
+        outputs = [validate_answer_reply(stand_in.call(item.text).text, *item.context)[0] for item in items]
+    else:
+        found = [stored.get(item.item_id) for item in items]
+        if any(row is None or not row.resumes(input_sha256(item.text)) for row, item in zip(found, items)):
+            return None
+        outputs = [json.loads(row.stored) for row in found]
+    return pd.DataFrame({"method": [job.method for job in jobs], "question_id": [job.question_id for job in jobs],
+                         "status": "ok", "answer": [output["answer"] for output in outputs]},
+                        columns=["method", "question_id", "status", "answer"])
+
+
 def make_answerer(section: AnswersSection, llm: SummarizerSection, prompts: str, *, allow_remote: bool = False,
                   proxy: str | None = None):
     """The client of ``section.backend``: :class:`ExtractiveAnswerer` or the shared
@@ -306,12 +330,15 @@ def answer_llm(section: AnswersSection, summarizer: SummarizerSection) -> Summar
 # --------------------------------------------------------------------------------------------- scores
 
 def answer_rows(answers: pd.DataFrame, contexts: Mapping[str, Mapping[str, Sequence[str]]],
-                questions: pd.DataFrame, qrels: Qrels | pd.DataFrame) -> pd.DataFrame:
+                questions: pd.DataFrame, qrels: Qrels | pd.DataFrame,
+                verdicts: Mapping[tuple[str, str], float] | None = None) -> pd.DataFrame:
     """Per-question scores of every answer (:mod:`pmrag.evaluate.answer_scores`): ``method, question_id,
     question_type`` + ``answer_f1`` (LoCoMo's, NaN outside LoCoMo's categories or without a gold answer),
-    ``cited_precision, cited_recall, cited_f1`` (primary gold), ``citation_precision, citation_recall`` (every
-    judged evidence chunk), ``set_precision, set_recall, set_f1`` of the context (what was retrieved), and
-    ``n_context, n_cited, n_refused, failed``.
+    ``judge_correct`` (the judge's ``verdicts[(method, question id)]``, :func:`~pmrag.evaluate.answer_judge.run_judge`;
+    NaN for an answer it did not judge or whose judge call failed, then ``judge_failed``), ``cited_precision,
+    cited_recall, cited_f1`` (primary gold), ``citation_precision, citation_recall`` (every judged evidence chunk),
+    ``set_precision, set_recall, set_f1`` of the context (what was retrieved), and
+    ``n_context, n_cited, n_refused, failed, judge_failed``.
 
     ``questions``: ``question_id, type`` and ``answer`` (the gold text, may be missing); every question needs a
     primary-gold chunk (the evaluable ones)."""
@@ -321,6 +348,7 @@ def answer_rows(answers: pd.DataFrame, contexts: Mapping[str, Mapping[str, Seque
     info = questions.set_index("question_id")
     gold_answer = info["answer"] if "answer" in info else pd.Series(None, index=info.index, dtype=object)
     scored = set(LOCOMO_CATEGORIES.values())
+    verdicts = verdicts or {}
     rows = []
     for row in answers.itertuples(index=False):
         q = row.question_id
@@ -333,37 +361,49 @@ def answer_rows(answers: pd.DataFrame, contexts: Mapping[str, Mapping[str, Seque
         found = citation_scores(retrieved, primary[q])
         accuracy = (locomo_score(row.answer, gold_answer.get(q), question_type) if question_type in scored
                     else float("nan"))
+        verdict = verdicts.get((row.method, q), float("nan"))
         rows.append({"method": row.method, "question_id": q, "question_type": question_type, "answer_f1": accuracy,
-                     **dict(zip(CITED_METRICS, cited)), **dict(zip(CITATION_METRICS, attributed[:2])),
-                     **dict(zip(SET_METRICS, found)), "n_context": row.n_context, "n_cited": len(row.cited),
-                     "n_refused": len(row.refused), "failed": row.status != "ok"})
+                     "judge_correct": verdict, **dict(zip(CITED_METRICS, cited)),
+                     **dict(zip(CITATION_METRICS, attributed[:2])), **dict(zip(SET_METRICS, found)),
+                     "n_context": row.n_context, "n_cited": len(row.cited), "n_refused": len(row.refused),
+                     "failed": row.status != "ok", "judge_failed": (row.method, q) in verdicts and np.isnan(verdict)})
     return pd.DataFrame(rows, columns=["method", "question_id", "question_type", *SCORE_COLUMNS, "n_context",
-                                       "n_cited", "n_refused", "failed"])
+                                       "n_cited", "n_refused", "failed", "judge_failed"])
 
 
 @dataclass(frozen=True)
 class AnswerSet:
     """The ``answers`` stage's value: the answers, their per-question scores, the methods in order, how they were
-    made (``label``; a stand-in says so) and the run's report line."""
+    made (``label``; a stand-in says so), the run's report line, and the judge (``judge``: its label, ``""`` when
+    there is none; ``judge_report``: its run's report line)."""
 
     answers: pd.DataFrame
     rows: pd.DataFrame
     methods: tuple[str, ...]
     label: str
     report: str
+    judge: str = ""
+    judge_report: str = ""
 
     def metrics(self) -> list[str]:
-        """The score columns with a value: ``answer_f1`` only when some question has LoCoMo's accuracy."""
-        return [m for m in SCORE_COLUMNS if m not in ANSWER_METRICS or self.rows[m].notna().any()]
+        """The score columns with a value: ``answer_f1`` only when some question has LoCoMo's accuracy,
+        ``judge_correct`` only when some answer was judged."""
+        return [m for m in SCORE_COLUMNS if m not in OPTIONAL_METRICS or self.rows[m].notna().any()]
+
+    def finished(self) -> bool:
+        """No answer call and no judge call failed (a failed one is retried by the next run)."""
+        return not (self.rows["failed"].any() or self.rows["judge_failed"].any())
 
 
 def answer_tables(value: AnswerSet, bootstrap: BootstrapSection | None = None,
                   type_order: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
-    """The answers' tables, each with an ``answerer`` column (:func:`answerer_label`): ``cis`` (mean and
-    percentile-bootstrap interval of every score per method; ``answer_f1`` over the questions that have it),
-    ``by_type`` (the headline score per question type: ``answer_f1`` where defined, else ``cited_f1``),
-    ``differences`` (the first method − each other, paired, in the headline score and in ``cited_f1``) and
-    ``counts`` (questions, failed calls, mean context and citations, refused citations per method)."""
+    """The answers' tables, each with an ``answerer`` column (:func:`answerer_label`) and, when the answers were
+    judged, a ``judge`` column (:func:`~pmrag.evaluate.answer_judge.judge_label`): ``cis`` (mean and
+    percentile-bootstrap interval of every score per method; ``answer_f1`` and ``judge_correct`` over the
+    questions that have them), ``by_type`` (the headline score per question type: ``answer_f1`` where defined,
+    else ``cited_f1``), ``differences`` (the first method − each other, paired, in the headline score, in
+    ``judge_correct`` when judged, and in ``cited_f1``) and ``counts`` (questions, failed calls, mean context and
+    citations, refused citations per method; failed judge calls when judged)."""
     from pmrag.evaluate.bootstrap import ci_table
     from pmrag.evaluate.reliability import by_type_cis, paired_differences
 
@@ -382,16 +422,19 @@ def answer_tables(value: AnswerSet, bootstrap: BootstrapSection | None = None,
     first, others = value.methods[0], value.methods[1:]
     comparisons = [(f"{first} − {b}", first, b) for b in others]
     differences = pd.concat([paired_differences(rows[rows[m].notna()], comparisons, m, bootstrap)
-                             for m in dict.fromkeys([headline, "cited_f1"])], ignore_index=True) if others else \
+                             for m in dict.fromkeys([headline, *(m for m in JUDGE_METRICS if m in metrics),
+                                                     "cited_f1"])], ignore_index=True) if others else \
         pd.DataFrame()
     by_type = by_type_cis(rows[rows[headline].notna()], headline, bootstrap, type_order)
     by_type.insert(2, "metric", headline)
+    judged = {"judge_failed": ("judge_failed", "sum")} if value.judge else {}
     counts = value.rows.groupby("method", sort=False).agg(
         questions=("question_id", "size"), failed=("failed", "sum"), mean_context=("n_context", "mean"),
-        mean_cited=("n_cited", "mean"), refused=("n_refused", "sum")).reset_index().rename(
+        mean_cited=("n_cited", "mean"), refused=("n_refused", "sum"), **judged).reset_index().rename(
         columns={"method": "retriever"})
     tables = {"cis": cis, "by_type": by_type, "differences": differences, "counts": counts}
-    return {name: frame.assign(answerer=value.label) for name, frame in tables.items()}
+    named = {"answerer": value.label, **({"judge": value.judge} if value.judge else {})}
+    return {name: frame.assign(**named) for name, frame in tables.items()}
 
 
 # --------------------------------------------------------------------------------------------- the stage
@@ -460,15 +503,33 @@ def answer_study(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.DataFr
     section, reference : the ``answers`` params and ``analysis.reference_retriever``.
     llm, prompts, engine : the summarizer section, the prompt set and the study store (rows, resume).
     allow_remote, proxy : the remote guard's settings; progress, sleep : as for every LLM step.
+
+    With ``section.judge: openai`` the answers are then judged (:func:`judge_answers`).
     """
     asked, contexts, jobs = study_jobs(questions, chunks, summaries, graph, evaluation, selected, section=section,
                                        reference=reference)
-    llm = answer_llm(section, llm)
+    summarizer, llm = llm, answer_llm(section, llm)
     client = make_answerer(section, llm, prompts, allow_remote=allow_remote, proxy=proxy)
     answers, report = run_answers(jobs, client, llm=llm, engine=engine, progress=progress, sleep=sleep)
     line = privacy.redact(report.line(), getattr(client, "secrets", ()))
     if client.calls_api:
         print(line, file=sys.stderr)
-    rows = answer_rows(answers, contexts, asked, qrels)
-    return AnswerSet(answers, rows, tuple(contexts), answerer_label(section, llm.model), line)
+    verdicts, judge, judge_line = ({}, "", "") if section.judge == "none" else judge_answers(
+        answers, asked, section=section, llm=summarizer, prompts=prompts, engine=engine, allow_remote=allow_remote,
+        proxy=proxy, progress=progress, sleep=sleep)
+    rows = answer_rows(answers, contexts, asked, qrels, verdicts)
+    return AnswerSet(answers, rows, tuple(contexts), answerer_label(section, llm.model), line, judge, judge_line)
+
+
+def judge_answers(answers: pd.DataFrame, questions: pd.DataFrame, *, section: AnswersSection, llm: SummarizerSection,
+                  prompts: str, engine: Engine, allow_remote: bool = False, proxy: str | None = None,
+                  progress: bool = False, sleep: Callable[[float], None] = time.sleep) -> tuple[dict, str, str]:
+    """``(verdicts, judge label, report line)``: the answers judged by ``answers.judge_model`` (null: the
+    summarizer's model) through :func:`~pmrag.evaluate.answer_judge.run_judge`; ``llm``: the summarizer section."""
+    llm = judge_llm(section, llm)
+    client = make_judge(llm, prompts, allow_remote=allow_remote, proxy=proxy)
+    verdicts, report = run_judge(answers, questions, client, llm=llm, engine=engine, progress=progress, sleep=sleep)
+    line = privacy.redact(report.line(), getattr(client, "secrets", ()))
+    print(line, file=sys.stderr)
+    return verdicts, judge_label(llm.model), line
 

@@ -386,7 +386,9 @@ def _stage_costs(study, key: StageKey, inputs: _Inputs, cached: bool) -> list[St
     name = str(key)
     embedding = params.embedding
     if cached:
-        return [StageCost(name, *stage_model(params, key.name), 0, 0, 0, 0)]
+        judged = key.name == "answers" and params.answers.judge != "none"
+        return [StageCost(name, *stage_model(params, key.name), 0, 0, 0, 0),
+                *([StageCost(f"{name} (judge)", "openai", judge_model(params), 0, 0, 0, 0)] if judged else [])]
     chunks = inputs.get("chunks")
     if key.name == "summaries":
         return [_summaries(study, chunks.chunks if chunks is not None else None, name)]
@@ -407,7 +409,7 @@ def _stage_costs(study, key: StageKey, inputs: _Inputs, cached: bool) -> list[St
     if key.name == "interest_relevance":
         return [_relevance(study, name, inputs.get("qrels"))]
     if key.name == "answers":
-        return [_answers(study, name, inputs)]
+        return [_answers(study, name, inputs), *_answer_judge(study, f"{name} (judge)", inputs)]
     return [_pieces(study, name, inputs)]
 
 
@@ -428,6 +430,11 @@ def stage_model(params, stage: str) -> tuple[str, str]:
     backend = {"decomposition": params.decomposition.backend, "graph": params.graph.extractor,
                "interest_relevance": params.graph.relevance}[stage]
     return backend, llm.model if backend == "openai" else "offline"
+
+
+def judge_model(params) -> str:
+    """The model the answer judge calls: ``answers.judge_model``, else the summarizer's."""
+    return params.answers.judge_model or params.summarizer.model
 
 
 def _later_vectors(params, name: str, kind: str, note: str) -> list[StageCost]:
@@ -608,3 +615,49 @@ def _answers(study, name: str, inputs: _Inputs) -> StageCost:
     done = ExtractionStore(study.store).done(ANSWERS.name, llm.model, prompts)
     return replace(llm_cost(name, items, done, model=llm.model, prompts=prompts, max_output_tokens=llm.max_output_tokens),
                    rate_per_s=step_rate(study.store, ANSWERS.name))
+
+
+def _answer_judge(study, name: str, inputs: _Inputs) -> list[StageCost]:
+    """The answer judge (``answers.judge: openai``): one call per distinct judged answer without an ok row,
+    counted exactly when every answer is known (the stand-in's, computed here; the model's, read from the store's
+    ok rows), else bounded by the judged questions × retrievers; nothing when there is no judge."""
+    from pmrag.evaluate.answer_judge import ANSWER_JUDGE, judge_jobs, judge_llm, judged_questions, load_judge_prompts
+    from pmrag.represent.llm import ExtractionStore
+
+    section = study.params.answers
+    if section.judge == "none":
+        return []
+    llm = judge_llm(section, study.params.summarizer)
+    qrels = inputs.get("qrels")
+    known = _known_answers(study, inputs)
+    if known is None:
+        n = None if qrels is None else len(judged_questions(qrels.questions)) * len(section.retrievers)
+        return [bound_cost(name, "openai", llm.model, n, n, "at most one call per retriever × question with a gold "
+                           "answer; counted once the answers are known", llm.max_output_tokens)]
+    asked, answers = known
+    items = [(item.item_id, item.text) for item in judge_jobs(answers, asked).items]
+    prompts = load_judge_prompts(study.params.representations.prompts)
+    done = ExtractionStore(study.store).done(ANSWER_JUDGE.name, llm.model, prompts)
+    return [replace(llm_cost(name, items, done, model=llm.model, prompts=prompts,
+                             max_output_tokens=llm.max_output_tokens),
+                    rate_per_s=step_rate(study.store, ANSWER_JUDGE.name))]
+
+
+def _known_answers(study, inputs: _Inputs):
+    """``(questions asked, answers)`` when every answer of the answers stage is known without a call (None
+    otherwise; :func:`~pmrag.evaluate.answers.known_answers`)."""
+    from pmrag.evaluate.answers import ANSWERS, answer_llm, known_answers, load_answer_prompts, study_jobs
+    from pmrag.represent.llm import ExtractionStore
+
+    section, qrels = study.params.answers, inputs.get("qrels")
+    upstream = {stage: inputs.get(stage) for stage in ("chunks", "summaries", "graph", "graph_evaluation", "hybrids")}
+    if qrels is None or any(value is None for value in upstream.values()):
+        return None
+    asked, _, jobs = study_jobs(qrels.questions, upstream["chunks"].chunks, upstream["summaries"], upstream["graph"],
+                                upstream["graph_evaluation"], upstream["hybrids"].selected, section=section,
+                                reference=study.params.analysis.reference_retriever)
+    stored = None if section.backend != "openai" else ExtractionStore(study.store).done(
+        ANSWERS.name, answer_llm(section, study.params.summarizer).model,
+        load_answer_prompts(study.params.representations.prompts))
+    answers = known_answers(jobs, stored)
+    return None if answers is None else (asked, answers)

@@ -13,6 +13,7 @@ GRAPH_PROMPTS = ("graph_semantic_system", "graph_semantic_user", "graph_interest
 RELEVANCE_PROMPTS = ("graph_relevance_system", "graph_relevance_user")
 DECOMPOSITION_PROMPTS = ("decompose_system", "decompose_user")
 ANSWER_PROMPTS = ("answer_system", "answer_user")
+JUDGE_PROMPTS = ("answer_judge_system", "answer_judge_user")
 
 
 def retriever_component(rid: RetrieverId) -> type:

@@ -28,8 +28,8 @@ from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
                                QueryEmbedding, llm_settings, model_package, openai_package, vectors_note)
-from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS, fused_many,
-                               graph_representations, learned_retrievers, listed, paired, prompt_files,
+from pmrag.study.items import (ANSWER_PROMPTS, GRAPH_PROMPTS, JUDGE_PROMPTS, RELEVANCE_PROMPTS, DECOMPOSITION_PROMPTS,
+                               fused_many, graph_representations, learned_retrievers, listed, paired, prompt_files,
                                retriever_classes, retriever_component, swept_pairings)
 
 SYNTHETIC_DIR, VECTORS_DIR, RUNS_DIR, QRELS_FILE = "data", "vectors", "runs", "qrels.trec"
@@ -388,16 +388,23 @@ def graph_evaluation(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFr
                               ks=ks, type_order=question_types(questions))
 
 
-_AnswerLLM, _AnswerPrompts = llm_settings(lambda p: p.answers.backend)
+_answer_models = lambda p: "openai" if "openai" in (p.answers.backend, p.answers.judge) else "none"   # noqa: E731
+_AnswerLLM, _AnswerPrompts = llm_settings(_answer_models)
+_AnswersKeys = Annotated[AnswersSection, Keys("enabled", "backend", "retrievers", "k", "max_context_chars",
+                                              lambda p, item: ("judge", "judge_model") if p.answers.judge != "none"
+                                              else ())]   # judge keys only when judged: turning it on recomputes
 
 
-@stage(lambda p, item: f"answers citing their memories, from each retriever's output ({p.answers.backend})",
-       files=lambda p, item: prompt_files(p.representations.prompts, ANSWER_PROMPTS)
-       if p.answers.backend == "openai" else (),
-       packages=lambda p, item: ("nltk", *openai_package(lambda q: q.answers.backend)(p, item)),
-       finished=lambda value: not value.rows["failed"].any())   # failed calls: retried next run
+@stage(lambda p, item: f"answers citing their memories, from each retriever's output ({p.answers.backend}"
+                       f"{', judged by openai' if p.answers.judge != 'none' else ''})",
+       files=lambda p, item: (*(prompt_files(p.representations.prompts, ANSWER_PROMPTS)
+                                if p.answers.backend == "openai" else ()),
+                              *(prompt_files(p.representations.prompts, JUDGE_PROMPTS)
+                                if p.answers.judge != "none" else ())),
+       packages=lambda p, item: ("nltk", *openai_package(_answer_models)(p, item)),
+       finished=lambda value: value.finished())   # failed calls: retried next run
 def answers(qrels: EvaluationSet, chunks: Chunked, summaries: pd.DataFrame, graph, graph_evaluation, hybrids,
-            section: AnswersSection, analysis: Annotated[AnalysisSection, Keys("reference_retriever")],
+            section: _AnswersKeys, analysis: Annotated[AnalysisSection, Keys("reference_retriever")],
             llm: _AnswerLLM, prompts: _AnswerPrompts, runtime: Runtime):
     from pmrag.evaluate.answers import answer_study
 
