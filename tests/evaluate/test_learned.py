@@ -211,7 +211,7 @@ def study_params(**learned) -> StudyParams:
     ("{models: [logistic, logistic]}", "learned_fusion.models", "'logistic' is listed twice"),
     ("{folds: 1}", "learned_fusion.folds", "greater than or equal to 2"),
     ("{iterations: 0}", "learned_fusion.iterations", "greater than or equal to 1"),
-    ("{depth: 201}", "learned_fusion.depth", "(201) exceeds retrieval.depth (200)"),
+    ("{enabled: true, depth: 201}", "learned_fusion.depth", "(201) exceeds retrieval.depth (200)"),
     ("{positive: 3}", "learned_fusion.positive", "less than or equal to 2"),
     ("{enabled: 'yes'}", "learned_fusion.enabled", "bool"),
 ])
@@ -222,6 +222,9 @@ def test_bad_learned_fusion_params_are_a_one_line_error_naming_file_and_key(tmp_
 
 
 def test_the_default_fuses_every_listed_retriever_and_is_off():
+    shallow = StudyParams.model_validate({"run": "t", "dataset": {"synthetic": {"enabled": True}},
+                                          "retrieval": {"depth": 3}})
+    assert shallow.learned_fusion.depth == 200   # off: its depth is never read, so a shallow study is no error
     params = study_params()
     assert not params.learned_fusion.enabled
     assert params.learned_fusion.retriever_ids(params.retrieval) == params.retrieval.retriever_ids()

@@ -1067,7 +1067,7 @@ class StudyParams(Section):
         for name in self.learned_fusion.retrievers or ():
             if RetrieverId.parse(name) not in listed:
                 raise ValueError(f"learned_fusion.retrievers: {name} is not in retrieval.retrievers")
-        if self.learned_fusion.depth > self.retrieval.depth:
+        if self.learned_fusion.enabled and self.learned_fusion.depth > self.retrieval.depth:   # off: never read
             raise ValueError(f"learned_fusion.depth ({self.learned_fusion.depth}) exceeds retrieval.depth "
                              f"({self.retrieval.depth}): the rankings hold no more")
         for name in self.incompleteness.pool_retrievers or ():
