@@ -34,6 +34,8 @@ def test_the_papers_selection_alone_says_what_would_run():
     text = fo.beyond_reading(overview, 6, 247, 21, 0)
     assert "no broader sweep ran" in text and "247 pairings (5187 configurations per fusion)" in text
     assert "hybrid.multi lists no fusion of three or more retrievers, so none ran" in text
+    alone = fo.beyond_reading(overview, 6, 0, 21, 0)   # no lexical × dense pair for auto to add
+    assert "holds no lexical × dense pair for hybrid.pairings: auto to add" in alone and "0 pairings" not in alone
 
 
 def test_a_broader_sweep_and_multi_fusions_stand_beside_the_paper():

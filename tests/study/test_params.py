@@ -75,3 +75,15 @@ def test_invalid_yaml_names_the_line(tmp_path):
 
 def test_missing_params_file():
     assert "params file not found" in error_of(Path("/nonexistent/params.yaml"))
+
+
+def test_rule_pairing_count_counts_what_a_rule_would_sweep_and_zero_when_it_finds_nothing(tmp_path):
+    from pmrag.study.params import rule_pairing_count
+
+    demo = load_params(REPO / "params" / "demo.yaml")
+    assert rule_pairing_count(demo, "auto") == 247 and rule_pairing_count(demo, "all") > 247
+    path = tmp_path / "p.yaml"
+    path.write_text("run: r\ndataset: {synthetic: {enabled: true}}\nretrieval: {retrievers: [raw_text_bm25, summary_bm25]}\n"
+                    "hybrid: {pairings: [[raw_text_bm25, summary_bm25]]}\nanalysis: {reference_retriever: raw_text_bm25, "
+                    "diagnostic_hybrid: [raw_text_bm25, summary_bm25, 0.5]}\n", encoding="utf-8")
+    assert rule_pairing_count(load_params(path), "auto") == 0 and rule_pairing_count(load_params(path), "all") == 1

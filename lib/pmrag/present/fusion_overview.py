@@ -59,12 +59,17 @@ def beyond_reading(overview: pd.DataFrame, swept_pairings: int, auto_pairings: i
             f"fold ({broader['recall@5 out of fold'] - paper['recall@5 out of fold']:+.3f}) against "
             f"{broader['recall@5 in sample']:.3f} in sample: its winner's curse is "
             f"{'larger' if more > 0 else 'smaller' if more < 0 else 'no larger'} by {abs(more):.3f}.")
-    else:
+    elif auto_pairings:
         sentences.append(
             f"hybrid.pairings lists {swept_pairings} pairings and the paper's selection chooses among all of them: "
             f"no broader sweep ran. hybrid.pairings: auto would sweep every lexical × dense pair of "
             f"retrieval.retrievers, {auto_pairings} pairings ({auto_pairings * n_betas} configurations per fusion), "
             "and report their selection out of fold beside the paper's.")
+    else:
+        sentences.append(
+            f"hybrid.pairings lists {swept_pairings} pairings and the paper's selection chooses among all of them: "
+            "no broader sweep ran, and retrieval.retrievers holds no lexical × dense pair for hybrid.pairings: auto "
+            "to add.")
     multi = overview[overview["fused"].str.contains(" + ", regex=False)]
     if multi.empty:
         sentences.append(

@@ -169,6 +169,18 @@ def component_context() -> dict:
             "retriever_side": side_of, "synthetic_min_messages": demo_min_messages}
 
 
+def rule_pairing_count(params: StudyParams, rule: str) -> int:
+    """How many pairings ``hybrid.pairings: <rule>`` (auto, all) would sweep over the study's retrievers; 0 when the
+    rule finds none (a study of BM25 retrievers alone has no lexical × dense pair)."""
+    from pmrag.core.params import rule_pairings
+    from pmrag.retrieve.retrievers import side_of
+
+    try:
+        return len(rule_pairings(rule, params.retrieval.retrievers, side_of))
+    except ValueError:
+        return 0
+
+
 def demo_min_messages(n_questions: int, seed: int) -> int:
     """:func:`pmrag.demo.min_messages`, the demo imported only when a params file sets its sizes (0.1 s)."""
     from pmrag.demo import min_messages
