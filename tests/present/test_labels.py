@@ -39,6 +39,9 @@ def test_hybrid_sweep_legend_names_each_pairing_by_its_short_labels():
     legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert legend == ["sum·bm25 + emb·vec", "raw·bm25 + raw·vec"]
     matplotlib.pyplot.close(fig)
+    fig = plots.hybrid_sweep_figure(macro, pairings=[("raw_text_bm25", "raw_text_vector")])   # the selection's only
+    assert [text.get_text() for text in fig.axes[0].get_legend().get_texts()] == ["raw·bm25 + raw·vec"]
+    matplotlib.pyplot.close(fig)
 
 
 def test_only_retrievers_of_a_representation_without_chat_text_are_blind_by_design():

@@ -64,11 +64,15 @@ def recall_ci_figure(cis: pd.DataFrame, metric: Metric | str = RECALL5):
     return fig
 
 
-def hybrid_sweep_figure(macro: pd.DataFrame, metric: Metric | str = RECALL5):
+def hybrid_sweep_figure(macro: pd.DataFrame, metric: Metric | str = RECALL5, pairings=None):
     """Figures 2–3: a metric of the linear hybrid against β, one line per pairing (the paper's min-max fusion
-    only, when the sweep holds other fusions too)."""
+    only, when the sweep holds other fusions too); ``pairings``: only these ``(bm25, vector)`` pairs (the ones the
+    paper's selection chooses among, when a broader sweep holds dozens more than a figure can show)."""
     if "fusion" in macro.columns:
         macro = macro[macro["fusion"] == PAPER_FUSION]
+    if pairings is not None:
+        chosen = {(str(a), str(b)) for a, b in pairings}
+        macro = macro[[pair in chosen for pair in zip(macro["bm25"], macro["vector"])]]
     data = macro.assign(pairing=[f"{short_label(a)} + {short_label(b)}" for a, b in zip(macro["bm25"], macro["vector"])])
     pairings = data["pairing"].nunique()
     fig, ax = column_figure(4.2 + 0.2 * ((pairings + 1) // 2))
