@@ -50,10 +50,17 @@ def idf(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
-def tf_weight(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float, b: float) -> np.ndarray:
-    """``f(k1 + 1) / (f + k1(1 − b + b·|d|/avgdl))``, the term-frequency part of equation 8."""
+def length_norm(doc_len: np.ndarray, avgdl: float, b: float) -> np.ndarray:
+    """``1 − b + b·|d|/avgdl``, the document-length normalisation of equation 8."""
+    return 1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl
+
+
+def tf_weight(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float, b: float,
+              norm: np.ndarray | None = None) -> np.ndarray:
+    """``f(k1 + 1) / (f + k1(1 − b + b·|d|/avgdl))``, the term-frequency part of equation 8 (``norm``: the
+    :func:`length_norm` of ``doc_len`` when already known, e.g. gathered per document)."""
     tf = np.asarray(tf, dtype=np.float64)
-    norm = 1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl
+    norm = length_norm(doc_len, avgdl, b) if norm is None else norm
     return tf * (k1 + 1.0) / (tf + k1 * norm)
 
 
@@ -81,7 +88,7 @@ def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int
                            shape=(len(doc_lengths), n_terms))
     by_doc.sum_duplicates()
     counts = by_doc.T.tocsr()
-    counts.sort_indices()
+    counts.has_sorted_indices = True   # the transposition's counting sort visits documents in order
     return counts
 
 
@@ -93,9 +100,8 @@ def weight_matrix(
     doc_freqs = np.diff(counts.indptr)
     term_idf = idf(doc_freqs, n_docs)
     avgdl = float(doc_lengths.mean())
-    data = np.repeat(term_idf, doc_freqs) * tf_weight(
-        counts.data, doc_lengths[counts.indices], avgdl, params.k1, params.b
-    )
+    norm = length_norm(doc_lengths, avgdl, params.b)[counts.indices]   # once per document, not per posting
+    data = np.repeat(term_idf, doc_freqs) * tf_weight(counts.data, None, avgdl, params.k1, params.b, norm)
     weights = sp.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
     return weights, term_idf
 

@@ -33,6 +33,7 @@ def as_time_ns(start_times: np.ndarray) -> np.ndarray:
 
 
 SAMPLE_PER_K = 8
+BLOCK_VALUES = 65_536   # scores per block of rows in Ranker.top_many: 512 KiB, within a core's L2 cache
 
 
 def lower_bounds_of_kth(scores: np.ndarray, k: int) -> np.ndarray:
@@ -88,21 +89,28 @@ class Ranker:
         return self.top_many(scores[np.newaxis], k)[0]
 
     def top_many(self, scores: np.ndarray, k: int) -> list[np.ndarray]:
-        """:meth:`top` of each row of ``scores`` (queries × documents): the bounds that spare most of the
-        partitioning (:func:`lower_bounds_of_kth`) are found for all rows at once."""
+        """:meth:`top` of each row of ``scores`` (queries × documents).  The bounds that spare most of the
+        partitioning (:func:`lower_bounds_of_kth`) are found for a block of rows at once, small enough
+        (:data:`BLOCK_VALUES`) that its rows are still in the CPU cache when each is ranked."""
         scores = np.asarray(scores, dtype=np.float64)
         if scores.ndim != 2:
             raise ValueError(f"scores must be 2-D, got shape {scores.shape}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        if not np.isfinite(scores).all():
-            raise ValueError("scores must be finite")
         if scores.shape[1] != len(self.tiebreak_rank):
             raise ValueError(f"scores has {scores.shape[1]} entries, the corpus {len(self.tiebreak_rank)} documents")
         k = min(int(k), scores.shape[1])
-        if k == 0:
-            return [np.zeros(0, dtype=np.int64) for _ in scores]
-        return [self._top_row(row, k, bound) for row, bound in zip(scores, lower_bounds_of_kth(scores, k))]
+        step = max(BLOCK_VALUES // max(scores.shape[1], 1), 1)
+        tops: list[np.ndarray] = []
+        for start in range(0, len(scores), step):
+            block = scores[start:start + step]
+            if not np.isfinite(block).all():
+                raise ValueError("scores must be finite")
+            if k == 0:
+                tops.extend(np.zeros(0, dtype=np.int64) for _ in block)
+            else:
+                tops.extend(self._top_row(row, k, bound) for row, bound in zip(block, lower_bounds_of_kth(block, k)))
+        return tops
 
     def _top_row(self, scores: np.ndarray, k: int, bound: float) -> np.ndarray:
         above, tied = split_at_kth(scores, k, bound)
@@ -164,10 +172,11 @@ def rankings_from_scores(scores: np.ndarray, question_ids: Sequence[str], chunk_
     """
     chunk_ids = np.asarray(chunk_ids)
     ranker = Ranker(start_times, chunk_ids)
+    tops = ranker.top_many(scores[: len(question_ids)], depth) if keep is None and len(question_ids) else None
     frames = []
     for row, question_id in enumerate(question_ids):
-        if keep is None:
-            top = ranker.top(scores[row], depth)
+        if tops is not None:
+            top = tops[row]
         else:
             kept = np.flatnonzero(keep[row])
             top = kept[ranker.top_of(scores[row], kept, depth)] if len(kept) else kept
