@@ -159,36 +159,39 @@ class DenseRows:
         return cls(slot, weights[frequent].toarray())
 
 
-def add_query_scores(out: np.ndarray, terms: np.ndarray, values: np.ndarray, weights: sp.csr_matrix,
-                     dense: DenseRows) -> None:
-    """``out += Σ_t values[t] · W[t]`` for one query, term by term in the order given (column order).
+def weighted_product(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows) -> np.ndarray:
+    """``Q · W`` as a dense ``(n_queries, n_docs)`` array, for a canonical CSR ``query`` (sorted, no duplicates).
 
-    ``np.add.at`` adds its entries one after another, so a run of sparse terms is one call over their
-    concatenated postings; a dense term adds its whole row, whose zeros leave the other documents' sums as
-    they are."""
-    indices, data = weights.indices, weights.data
-    pending_docs: list[np.ndarray] = []
-    pending_values: list[np.ndarray] = []
+    Each query's scores are summed term by term in column order, like the sparse product.  ``np.add.at`` adds
+    its entries one after another, so a run of sparse terms is one call over their concatenated postings; a
+    dense term adds its whole row, whose zeros leave the other documents' sums as they are."""
+    scores = np.zeros((query.shape[0], weights.shape[1]), dtype=np.float64)
+    slots = dense.slot[query.indices].tolist()
+    starts = weights.indptr[query.indices].tolist()
+    ends = weights.indptr[query.indices + 1].tolist()
+    values = query.data.tolist()
+    bounds = query.indptr.tolist()
+    for row, out in enumerate(scores):
+        run_docs: list[np.ndarray] = []
+        run_values: list[np.ndarray] = []
+        for i in range(bounds[row], bounds[row + 1]):
+            if slots[i] >= 0:
+                _scatter_add(out, run_docs, run_values)
+                run_docs, run_values = [], []
+                out += dense.rows[slots[i]] if values[i] == 1.0 else values[i] * dense.rows[slots[i]]
+            else:
+                postings = slice(starts[i], ends[i])
+                run_docs.append(weights.indices[postings])
+                run_values.append(weights.data[postings] if values[i] == 1.0 else values[i] * weights.data[postings])
+        _scatter_add(out, run_docs, run_values)
+    return scores
 
-    def flush() -> None:
-        if len(pending_docs) == 1:
-            np.add.at(out, pending_docs[0], pending_values[0])
-        elif pending_docs:
-            np.add.at(out, np.concatenate(pending_docs), np.concatenate(pending_values))
-        pending_docs.clear()
-        pending_values.clear()
 
-    slots = dense.slot[terms].tolist()
-    starts = weights.indptr[terms].tolist()
-    ends = weights.indptr[terms + 1].tolist()
-    for slot, start, end, value in zip(slots, starts, ends, values.tolist()):
-        if slot >= 0:
-            flush()
-            out += dense.rows[slot] if value == 1.0 else value * dense.rows[slot]
-        else:
-            pending_docs.append(indices[start:end])
-            pending_values.append(data[start:end] if value == 1.0 else value * data[start:end])
-    flush()
+def _scatter_add(out: np.ndarray, docs: list[np.ndarray], values: list[np.ndarray]) -> None:
+    if len(docs) == 1:
+        np.add.at(out, docs[0], values[0])
+    elif docs:
+        np.add.at(out, np.concatenate(docs), np.concatenate(values))
 
 
 def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Sequence[str]]:
@@ -283,11 +286,7 @@ class BM25Index:
                              f"{self.weights.shape[0]} terms")
         query = sp.csr_matrix(query_weights, dtype=np.float64, copy=True)
         query.sum_duplicates()
-        scores = np.zeros((query.shape[0], self.n_docs), dtype=np.float64)
-        for row, out in enumerate(scores):
-            start, end = query.indptr[row], query.indptr[row + 1]
-            add_query_scores(out, query.indices[start:end], query.data[start:end], self.weights, self.dense)
-        return scores
+        return weighted_product(query, self.weights, self.dense)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""
