@@ -10,7 +10,7 @@ from bm25s.tokenization import Tokenized
 
 from pmrag.core.params import BM25Section
 from pmrag.retrieve.bm25 import BM25Index, idf
-from pmrag.retrieve.ranking import Ranker, rank
+from pmrag.retrieve.ranking import Ranker, lower_bounds_of_kth, rank, split_at_kth
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
@@ -279,6 +279,20 @@ def test_rank_matches_brute_force_with_many_ties():
         for k in (1, 5, 200, 1000):
             expected = brute_force_rank(scores.tolist(), times.tolist(), chunk_ids.tolist(), k)
             assert list(rank(scores, times, chunk_ids, k)) == expected
+
+
+def test_split_at_kth_from_any_lower_bound():
+    rng = np.random.default_rng(8)
+    scores = rng.integers(0, 6, size=(3, 500)).astype(np.float64)
+    for k in (1, 9, 120):
+        bounds = lower_bounds_of_kth(scores, k)
+        for row, bound in zip(scores, bounds):
+            kth = np.sort(row)[::-1][k - 1]
+            assert bound <= kth
+            for given in (bound, kth, row.min()):
+                above, tied = split_at_kth(row, k, given)
+                assert sorted(above) == list(np.flatnonzero(row > kth))
+                assert sorted(tied) == list(np.flatnonzero(row == kth))
 
 
 def test_top_many_is_top_of_each_row_with_a_corpus_wide_tie_at_zero():

@@ -100,7 +100,8 @@ def weight_matrix(
     doc_freqs = np.diff(counts.indptr)
     term_idf = idf(doc_freqs, n_docs)
     avgdl = float(doc_lengths.mean())
-    norm = length_norm(doc_lengths, avgdl, params.b)[counts.indices]   # once per document, not per posting
+    # once per document, not per posting; no posting at all when every document is empty (avgdl = 0)
+    norm = length_norm(doc_lengths, avgdl, params.b)[counts.indices] if counts.nnz else np.zeros(0)
     data = np.repeat(term_idf, doc_freqs) * tf_weight(counts.data, None, avgdl, params.k1, params.b, norm)
     weights = sp.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
     return weights, term_idf
