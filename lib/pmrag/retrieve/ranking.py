@@ -106,7 +106,7 @@ class Ranker:
             block = scores[start:start + step]
             if not np.isfinite(block).all():
                 raise ValueError("scores must be finite")
-            if k == 0:
+            if k == 0:   # an empty corpus
                 tops.extend(np.zeros(0, dtype=np.int64) for _ in block)
             else:
                 tops.extend(self._top_row(row, k, bound) for row, bound in zip(block, lower_bounds_of_kth(block, k)))
