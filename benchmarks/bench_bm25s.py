@@ -81,7 +81,7 @@ def main() -> None:
 
     def ours_query():
         scores = index.scores_many(queries)
-        return [ranker.top(row, args.depth) for row in scores], scores
+        return ranker.top_many(scores, args.depth), scores
 
     query_ids = [[vocab[t] for t in q if t in vocab] for q in queries]
 

@@ -5,11 +5,12 @@ import math
 import bm25s
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from bm25s.tokenization import Tokenized
 
 from pmrag.core.params import BM25Section
 from pmrag.retrieve.bm25 import BM25Index, idf
-from pmrag.retrieve.ranking import rank
+from pmrag.retrieve.ranking import Ranker, lower_bounds_of_kth, rank, split_at_kth
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
@@ -209,6 +210,18 @@ def test_top10_matches_bm25s_retrieve(zipf, dtype, gap):
     assert compared >= 40
 
 
+def test_dense_and_sparse_term_rows_sum_as_the_sparse_product_bit_for_bit(zipf):
+    _, _, index, _ = zipf
+    dense_terms = np.flatnonzero(index.dense.slot >= 0)
+    sparse_terms = np.flatnonzero(index.dense.slot < 0)
+    assert len(dense_terms) and len(sparse_terms)
+    rng = np.random.default_rng(11)
+    rows = [np.sort(np.concatenate([rng.choice(dense_terms, 2, replace=False), rng.choice(sparse_terms, 3, replace=False)])) for _ in range(30)]
+    query = sp.csr_matrix((rng.choice([1.0, 2.0, 0.37], 150), np.concatenate(rows), np.arange(0, 151, 5)),
+                          shape=(30, index.weights.shape[0]))
+    assert np.array_equal(index.scores_matrix(query), (query @ index.weights).toarray())
+
+
 @pytest.mark.agreement
 def test_repeated_tokens_match_bm25s_which_does_not_deduplicate(zipf):
     _, queries, index, retrievers = zipf
@@ -266,6 +279,35 @@ def test_rank_matches_brute_force_with_many_ties():
         for k in (1, 5, 200, 1000):
             expected = brute_force_rank(scores.tolist(), times.tolist(), chunk_ids.tolist(), k)
             assert list(rank(scores, times, chunk_ids, k)) == expected
+
+
+def test_split_at_kth_from_any_lower_bound():
+    rng = np.random.default_rng(8)
+    scores = rng.integers(0, 6, size=(3, 500)).astype(np.float64)
+    for k in (1, 9, 120):
+        bounds = lower_bounds_of_kth(scores, k)
+        for row, bound in zip(scores, bounds):
+            kth = np.sort(row)[::-1][k - 1]
+            assert bound <= kth
+            for given in (bound, kth, row.min()):
+                above, tied = split_at_kth(row, k, given)
+                assert sorted(above) == list(np.flatnonzero(row > kth))
+                assert sorted(tied) == list(np.flatnonzero(row == kth))
+
+
+def test_top_many_is_top_of_each_row_with_a_corpus_wide_tie_at_zero():
+    rng = np.random.default_rng(5)
+    n = 2_000
+    scores = np.where(rng.random((12, n)) < np.linspace(0.01, 0.9, 12)[:, None], rng.integers(1, 6, (12, n)) * 0.25, 0.0)
+    times = rng.integers(0, 50, size=n).astype(np.int64)
+    chunk_ids = np.array([f"chunk_{i:04d}" for i in rng.permutation(n)])
+    ranker = Ranker(times, chunk_ids)
+    for k in (1, 7, 40, 500):
+        tops = ranker.top_many(scores, k)
+        for row, top in zip(scores, tops):
+            assert list(top) == brute_force_rank(row.tolist(), times.tolist(), chunk_ids.tolist(), k)
+    with pytest.raises(ValueError, match="2-D"):
+        ranker.top_many(scores[0], 3)
 
 
 def test_datetime64_and_integer_nanoseconds_agree():

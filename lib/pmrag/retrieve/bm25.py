@@ -16,7 +16,10 @@ scores are ours divided by ``k1 + 1`` (same ranking); ``tests/test_bm25.py`` che
 
 Index: ``W[t, d] = IDF(t) · f(t,d)(k1+1) / (f(t,d) + k1(1 − b + b|d|/avgdl))`` is precomputed as a CSR
 matrix (vocabulary × documents), so a query is the sparse row vector ``c`` of its token counts and
-``scores = c · W``; many queries are one sparse product ``C · W``.
+``scores = c · W``; many queries are ``C · W``.  The rows of the terms found in at least one document in
+:data:`DENSE_SHARE` are also kept dense (:class:`DenseRows`): a query adds such a row as one contiguous vector
+instead of scattering its long posting list, and every score is still summed term by term in column order, so
+it equals the sparse product bit for bit.
 
 Besides token lists (:meth:`BM25Index.fit`), an index can be fitted on a ready count matrix
 (:meth:`BM25Index.fit_counts`: documents × terms, scikit-learn's ``CountVectorizer`` layout, e.g. the
@@ -47,10 +50,17 @@ def idf(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
-def tf_weight(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float, b: float) -> np.ndarray:
-    """``f(k1 + 1) / (f + k1(1 − b + b·|d|/avgdl))``, the term-frequency part of equation 8."""
+def length_norm(doc_len: np.ndarray, avgdl: float, b: float) -> np.ndarray:
+    """``1 − b + b·|d|/avgdl``, the document-length normalisation of equation 8."""
+    return 1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl
+
+
+def tf_weight(tf: np.ndarray, doc_len: np.ndarray | None, avgdl: float, k1: float, b: float,
+              norm: np.ndarray | None = None) -> np.ndarray:
+    """``f(k1 + 1) / (f + k1(1 − b + b·|d|/avgdl))``, the term-frequency part of equation 8 (``norm``: the
+    :func:`length_norm` of ``doc_len`` when already known, e.g. gathered per document)."""
     tf = np.asarray(tf, dtype=np.float64)
-    norm = 1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl
+    norm = length_norm(doc_len, avgdl, b) if norm is None else norm
     return tf * (k1 + 1.0) / (tf + k1 * norm)
 
 
@@ -78,7 +88,7 @@ def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int
                            shape=(len(doc_lengths), n_terms))
     by_doc.sum_duplicates()
     counts = by_doc.T.tocsr()
-    counts.sort_indices()
+    counts.has_sorted_indices = True   # the transposition's counting sort visits documents in order
     return counts
 
 
@@ -90,9 +100,9 @@ def weight_matrix(
     doc_freqs = np.diff(counts.indptr)
     term_idf = idf(doc_freqs, n_docs)
     avgdl = float(doc_lengths.mean())
-    data = np.repeat(term_idf, doc_freqs) * tf_weight(
-        counts.data, doc_lengths[counts.indices], avgdl, params.k1, params.b
-    )
+    # once per document, not per posting; no posting at all when every document is empty (avgdl = 0)
+    norm = length_norm(doc_lengths, avgdl, params.b)[counts.indices] if counts.nnz else np.zeros(0)
+    data = np.repeat(term_idf, doc_freqs) * tf_weight(counts.data, None, avgdl, params.k1, params.b, norm)
     weights = sp.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
     return weights, term_idf
 
@@ -127,6 +137,64 @@ def counts_by_term(doc_term_counts: sp.spmatrix, n_terms: int) -> sp.csr_matrix:
     return by_term
 
 
+DENSE_SHARE = 8
+"""A term found in at least 1/8 of the documents gets a dense weight row: adding ``n_docs`` contiguous values
+costs about as much as scattering ``n_docs / 10`` postings (``np.add.at``, measured on the benchmark's inputs).
+The dense rows take at most 8× the memory of those terms' sparse weights."""
+
+
+@dataclass(frozen=True)
+class DenseRows:
+    """The weight rows of the frequent terms as a dense ``(n_dense, n_docs)`` array; ``slot[t]`` is term ``t``'s
+    row in it, or -1 for a term kept sparse."""
+
+    slot: np.ndarray
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, weights: sp.csr_matrix) -> DenseRows:
+        n_terms, n_docs = weights.shape
+        frequent = np.flatnonzero(np.diff(weights.indptr) * DENSE_SHARE >= max(n_docs, 1))
+        slot = np.full(n_terms, -1, dtype=np.int64)
+        slot[frequent] = np.arange(len(frequent))
+        return cls(slot, weights[frequent].toarray())
+
+
+def weighted_product(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows) -> np.ndarray:
+    """``Q · W`` as a dense ``(n_queries, n_docs)`` array, for a canonical CSR ``query`` (sorted, no duplicates).
+
+    Each query's scores are summed term by term in column order, like the sparse product.  ``np.add.at`` adds
+    its entries one after another, so a run of sparse terms is one call over their concatenated postings; a
+    dense term adds its whole row, whose zeros leave the other documents' sums as they are."""
+    scores = np.zeros((query.shape[0], weights.shape[1]), dtype=np.float64)
+    slots = dense.slot[query.indices].tolist()
+    starts = weights.indptr[query.indices].tolist()
+    ends = weights.indptr[query.indices + 1].tolist()
+    values = query.data.tolist()
+    bounds = query.indptr.tolist()
+    for row, out in enumerate(scores):
+        run_docs: list[np.ndarray] = []
+        run_values: list[np.ndarray] = []
+        for i in range(bounds[row], bounds[row + 1]):
+            if slots[i] >= 0:
+                _scatter_add(out, run_docs, run_values)
+                run_docs, run_values = [], []
+                out += dense.rows[slots[i]] if values[i] == 1.0 else values[i] * dense.rows[slots[i]]
+            else:
+                postings = slice(starts[i], ends[i])
+                run_docs.append(weights.indices[postings])
+                run_values.append(weights.data[postings] if values[i] == 1.0 else values[i] * weights.data[postings])
+        _scatter_add(out, run_docs, run_values)
+    return scores
+
+
+def _scatter_add(out: np.ndarray, docs: list[np.ndarray], values: list[np.ndarray]) -> None:
+    if len(docs) == 1:
+        np.add.at(out, docs[0], values[0])
+    elif docs:
+        np.add.at(out, np.concatenate(docs), np.concatenate(values))
+
+
 def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Sequence[str]]:
     if isinstance(token_lists, str):
         raise TypeError(f"{what} must be a sequence of token lists, not a string")
@@ -148,6 +216,11 @@ class BM25Index:
     doc_lengths: np.ndarray = field(repr=False)
     avgdl: float
     counts: sp.csr_matrix | None = field(default=None, repr=False)   # f(t, d), terms × documents
+    dense: DenseRows | None = field(default=None, repr=False)          # the frequent terms' rows, dense
+
+    def __post_init__(self) -> None:
+        if self.dense is None:
+            object.__setattr__(self, "dense", DenseRows.of(self.weights))
 
     @classmethod
     def fit(cls, token_lists: Iterable[Sequence[str]], params: BM25Section | None = None) -> BM25Index:
@@ -214,7 +287,7 @@ class BM25Index:
                              f"{self.weights.shape[0]} terms")
         query = sp.csr_matrix(query_weights, dtype=np.float64, copy=True)
         query.sum_duplicates()
-        return np.asarray((query @ self.weights).toarray(), dtype=np.float64)
+        return weighted_product(query, self.weights, self.dense)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""

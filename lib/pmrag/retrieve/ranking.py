@@ -32,14 +32,43 @@ def as_time_ns(start_times: np.ndarray) -> np.ndarray:
     raise TypeError(f"start_times must be datetime64 or integer nanoseconds, got dtype {times.dtype}")
 
 
+SAMPLE_PER_K = 8
+BLOCK_VALUES = 65_536   # scores per block of rows in Ranker.top_many: 512 KiB, within a core's L2 cache
+
+
+def lower_bounds_of_kth(scores: np.ndarray, k: int) -> np.ndarray:
+    """For each row of ``scores`` (2-D, ``1 ≤ k ≤`` its width), a value at most its k-th largest score.
+
+    The k-th largest of any ``k`` or more of a row's scores is at most the k-th largest of all of them; an
+    evenly spaced sample of about ``SAMPLE_PER_K · k`` makes it a close bound, so that about ``n / SAMPLE_PER_K``
+    scores lie above it, whatever their order (exact when the sample is the whole row)."""
+    sample = scores[:, :: max(scores.shape[1] // (SAMPLE_PER_K * k), 1)]
+    return np.partition(sample, sample.shape[1] - k, axis=1)[:, sample.shape[1] - k]
+
+
+def split_at_kth(scores: np.ndarray, k: int, bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the scores above the k-th largest (``1 ≤ k ≤ n``), and of those equal to it, given a
+    ``bound`` at most the k-th largest (:func:`lower_bounds_of_kth`).
+
+    Only the scores above the bound are partitioned.  When fewer than ``k`` are above it, the bound is the
+    k-th largest itself: the case of the thousands of documents tied at 0 for a rare query, which never reach
+    ``np.partition`` (slow on many equal values)."""
+    above_bound = np.flatnonzero(scores > bound)
+    if len(above_bound) < k:
+        return above_bound, np.flatnonzero(scores == bound)
+    pool = scores[above_bound]
+    threshold = np.partition(pool, len(pool) - k)[len(pool) - k]
+    return above_bound[pool > threshold], above_bound[pool == threshold]
+
+
 class Ranker:
     """Ranks the documents of one corpus: score ↓, then start time ↓, chunk_id ↓, document index ↓.
 
     The tie-break order depends only on the corpus, so it is computed once (one ``np.lexsort``); each
-    query then costs a partition: documents above the k-th score are all kept, and among the documents
-    tied at it only the best ``k - n_above`` by tie-break rank are selected (``np.argpartition``) before
-    the final small sort.  Queries with few terms tie thousands of documents at score 0, which a full sort
-    of the tied group per query made the slowest step.
+    query then costs a partition of a few candidates (:func:`split_at_kth`): documents above the k-th
+    score are all kept, and among the documents tied at it only the best ``k - n_above`` by tie-break rank
+    are selected (:meth:`first_in_tiebreak_order`) before the final small sort.  Queries with few terms tie
+    thousands of documents at score 0, which a full sort of the tied group per query made the slowest step.
     """
 
     def __init__(self, start_times: np.ndarray, chunk_ids: np.ndarray):
@@ -48,30 +77,67 @@ class Ranker:
         if len(times) != len(chunk_ids):
             raise ValueError(f"start_times and chunk_ids differ in length: {len(times)}, {len(chunk_ids)}")
         n = len(times)
-        best_first = np.lexsort((np.arange(n), chunk_ids, times))[::-1]
+        self.best_first = np.ascontiguousarray(np.lexsort((np.arange(n), chunk_ids, times))[::-1])
         self.tiebreak_rank = np.empty(n, dtype=np.int64)
-        self.tiebreak_rank[best_first] = np.arange(n)
+        self.tiebreak_rank[self.best_first] = np.arange(n)
 
     def top(self, scores: np.ndarray, k: int) -> np.ndarray:
         """Indices of the top ``min(k, n)`` documents for one score vector, best first."""
         scores = np.asarray(scores, dtype=np.float64)
         if scores.ndim != 1:
             raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
+        return self.top_many(scores[np.newaxis], k)[0]
+
+    def top_many(self, scores: np.ndarray, k: int) -> list[np.ndarray]:
+        """:meth:`top` of each row of ``scores`` (queries × documents).  The bounds that spare most of the
+        partitioning (:func:`lower_bounds_of_kth`) are found for a block of rows at once, small enough
+        (:data:`BLOCK_VALUES`) that its rows are still in the CPU cache when each is ranked."""
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 2:
+            raise ValueError(f"scores must be 2-D, got shape {scores.shape}")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        if not np.isfinite(scores).all():
-            raise ValueError("scores must be finite")
-        if len(scores) != len(self.tiebreak_rank):
-            raise ValueError(f"scores has {len(scores)} entries, the corpus {len(self.tiebreak_rank)} documents")
-        k = min(int(k), len(scores))
-        threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
-        above = np.flatnonzero(scores > threshold)
-        tied = np.flatnonzero(scores == threshold)
-        wanted = k - len(above)
-        if len(tied) > wanted:
-            tied = tied[np.argpartition(self.tiebreak_rank[tied], wanted - 1)[:wanted]]
+        if scores.shape[1] != len(self.tiebreak_rank):
+            raise ValueError(f"scores has {scores.shape[1]} entries, the corpus {len(self.tiebreak_rank)} documents")
+        k = min(int(k), scores.shape[1])
+        step = max(BLOCK_VALUES // max(scores.shape[1], 1), 1)
+        tops: list[np.ndarray] = []
+        for start in range(0, len(scores), step):
+            block = scores[start:start + step]
+            if not np.isfinite(block).all():
+                raise ValueError("scores must be finite")
+            if k == 0:   # an empty corpus
+                tops.extend(np.zeros(0, dtype=np.int64) for _ in block)
+            else:
+                tops.extend(self._top_row(row, k, bound) for row, bound in zip(block, lower_bounds_of_kth(block, k)))
+        return tops
+
+    def _top_row(self, scores: np.ndarray, k: int, bound: float) -> np.ndarray:
+        above, tied = split_at_kth(scores, k, bound)
+        tied = self.first_in_tiebreak_order(tied, k - len(above))
         pool = np.concatenate([above, tied])
         return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
+
+    def first_in_tiebreak_order(self, documents: np.ndarray, wanted: int) -> np.ndarray:
+        """The ``wanted`` of ``documents`` (distinct indices) that come first in tie-break order, in no order.
+
+        A small group is partitioned by tie-break rank; a group holding much of the corpus (the documents
+        scoring 0 for a rare query) is read off the head of the tie-break order, about
+        ``2 · wanted · n / len(documents)`` long, instead."""
+        n = len(self.best_first)
+        if len(documents) <= wanted:
+            return documents
+        if len(documents) * 16 < n:
+            return documents[np.argpartition(self.tiebreak_rank[documents], wanted - 1)[:wanted]]
+        member = np.zeros(n, dtype=bool)
+        member[documents] = True
+        length = 2 * wanted * n // len(documents) + 64
+        while True:
+            head = self.best_first[:length]
+            found = head[member[head]]
+            if len(found) >= wanted or length >= n:
+                return found[:wanted]
+            length *= 2
 
 
     def top_of(self, scores: np.ndarray, subset: np.ndarray, k: int) -> np.ndarray:
@@ -106,10 +172,11 @@ def rankings_from_scores(scores: np.ndarray, question_ids: Sequence[str], chunk_
     """
     chunk_ids = np.asarray(chunk_ids)
     ranker = Ranker(start_times, chunk_ids)
+    tops = ranker.top_many(scores[: len(question_ids)], depth) if keep is None and len(question_ids) else None
     frames = []
     for row, question_id in enumerate(question_ids):
-        if keep is None:
-            top = ranker.top(scores[row], depth)
+        if tops is not None:
+            top = tops[row]
         else:
             kept = np.flatnonzero(keep[row])
             top = kept[ranker.top_of(scores[row], kept, depth)] if len(kept) else kept
