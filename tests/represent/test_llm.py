@@ -353,3 +353,14 @@ def test_a_loopback_client_needs_no_key_and_its_provenance_has_no_password(promp
     assert client.provenance() == {"base_url": "http://127.0.0.1:9/v1", "prompt_sha256": prompts.sha256()}
     assert public_url("https://u:p@[::1]:8443/v1?x=1#f") == "https://[::1]:8443/v1"
     assert (client.backend, client.requested_model, client.calls_api) == ("openai", "gpt-4o-mini", True)
+
+
+def test_each_steps_stop_message_names_the_step_and_the_item_as_it_says():
+    from pmrag.evaluate.answer_judge import ANSWER_JUDGE, JudgeStopped
+    from pmrag.represent.extract_llm import SEMANTIC, GraphExtractionStopped
+
+    judge = JudgeStopped(ANSWER_JUDGE, "judge|q1|ab", "boom", "r1", 2)
+    assert str(judge) == ("answer judge stopped at judge|q1|ab (run r1, 2 ok in this run): boom; rerun to resume (calls "
+                          "already ok are not made again), or set 'summarizer.failure_policy: retry'")
+    graph = GraphExtractionStopped(SEMANTIC, "c1", "boom", "r1", 0)
+    assert str(graph).startswith("graph extraction (semantic) stopped at memory c1 (run r1, 0 ok in this run): boom;")

@@ -69,10 +69,7 @@ class ProposalError(PmragError):
 class ProposalStopped(StepStopped):
     """``stop_on_first_error``: a proposal call failed; its row is recorded and the run is stopped."""
 
-    def describe(self, noun: str) -> str:
-        return (f"question proposal stopped at batch {self.item_id} (run {self.run_id}, {self.n_ok} ok in this run): "
-                f"{self.error}; rerun to resume (calls already ok are not made again), or set "
-                f"'summarizer.failure_policy: retry'")
+    what = "question proposal"
 
 
 # --------------------------------------------------------------------------------------------- batches

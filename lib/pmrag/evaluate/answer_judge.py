@@ -51,10 +51,8 @@ class JudgeError(PmragError):
 class JudgeStopped(StepStopped):
     """``stop_on_first_error``: a judge call failed; its row is recorded and the run is stopped."""
 
-    def describe(self, noun: str) -> str:
-        return (f"answer judge stopped at {self.item_id} (run {self.run_id}, {self.n_ok} ok in this run): "
-                f"{self.error}; rerun to resume (calls already ok are not made again), or set "
-                f"'summarizer.failure_policy: retry'")
+    what = "answer judge"
+    item_noun = False
 
 
 def judge_input(question: str, gold: str, answer: str) -> str:

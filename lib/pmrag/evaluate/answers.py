@@ -83,9 +83,8 @@ class AnswerError(PmragError):
 class AnswersStopped(StepStopped):
     """``stop_on_first_error``: an answer call failed; its row is recorded and the run is stopped."""
 
-    def describe(self, noun: str) -> str:
-        return (f"answers stopped at {self.item_id} (run {self.run_id}, {self.n_ok} ok in this run): {self.error}; "
-                f"rerun to resume (calls already ok are not made again), or set 'summarizer.failure_policy: retry'")
+    what = "answers"
+    item_noun = False
 
 
 # --------------------------------------------------------------------------------------------- context

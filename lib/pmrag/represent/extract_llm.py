@@ -79,10 +79,7 @@ to ``interest_batch`` memories, more than a summary's 700 tokens hold."""
 class GraphExtractionStopped(StepStopped):
     """``stop_on_first_error``: a graph extraction call failed; its row is recorded and the run is stopped."""
 
-    def describe(self, noun: str) -> str:
-        return (f"graph extraction ({self.step}) stopped at {noun} {self.item_id} (run {self.run_id}, {self.n_ok} ok "
-                f"in this run): {self.error}; rerun to resume (calls already ok are not made again), or set "
-                f"'summarizer.failure_policy: retry'")
+    what = "graph extraction ({step})"
 
 
 def load_graph_prompts(prompts: str = "ja", files: dict[str, tuple[str, str]] | None = None) -> dict[str, Prompts]:

@@ -331,8 +331,12 @@ class StepStopped(PmragError):
         self.report: StepReport | None = None
         super().__init__(self.describe(step.noun))
 
+    what = "{step}"      # how the message names the step ({step}: its name in the store)
+    item_noun = True     # the item named with the step's noun ("batch b1"), or by its id alone
+
     def describe(self, noun: str) -> str:
-        return (f"{self.step} stopped at {noun} {self.item_id} (run {self.run_id}, {self.n_ok} ok in this run): "
+        item = f"{noun} {self.item_id}" if self.item_noun else self.item_id
+        return (f"{self.what.format(step=self.step)} stopped at {item} (run {self.run_id}, {self.n_ok} ok in this run): "
                 f"{self.error}; rerun to resume (calls already ok are not made again), or set "
                 f"'summarizer.failure_policy: retry'")
 

@@ -69,10 +69,7 @@ class DecompositionError(PmragError):
 class DecompositionStopped(StepStopped):
     """``stop_on_first_error``: a decomposition call failed; its row is recorded and the run is stopped."""
 
-    def describe(self, noun: str) -> str:
-        return (f"query decomposition stopped at question {self.item_id} (run {self.run_id}, {self.n_ok} ok in this "
-                f"run): {self.error}; rerun to resume (calls already ok are not made again), or set "
-                f"'summarizer.failure_policy: retry'")
+    what = "query decomposition"
 
 
 # --------------------------------------------------------------------------------------------- sub-queries
