@@ -71,8 +71,8 @@ GRAPH_STAGES = ("graph", "interest_relevance", "graph_evaluation")   # TOBUGraph
 
 def graph_stages(params: StudyParams) -> tuple[str, ...]:
     """Which of TOBUGraph's stages the study has: the graph evaluation when a notebook the study executes reads it
-    (``notebooks``; every notebook when it is not set) or the answer step is on, the memory graph and interest relevance also when a listed
-    retriever reads them."""
+    (``notebooks``; every notebook when it is not set) or the answer step is on, the memory graph and interest
+    relevance also when a listed retriever reads them."""
     from pmrag.study.notebooks import NOTEBOOK_READS
 
     declared = {int(stem.split("_")[0]): reads for stem, reads in NOTEBOOK_READS.items()}
