@@ -23,7 +23,6 @@ The score is ``judge_correct`` (1.0 or 0.0; NaN without a gold text or when the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -36,7 +35,8 @@ from pmrag.core.errors import PmragError
 from pmrag.core.params import AnswersSection, SummarizerSection
 from pmrag.core.text import one_line
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient, StepItem,
-                                 StepReport, StepStopped, load_step_prompts, reply_object, run_step)
+                                 StepReport, StepStopped, input_sha256, load_step_prompts, reply_object,
+                                 run_step)
 
 JUDGE_PROMPTS = ("answer_judge_system", "answer_judge_user")
 JUDGE_METRICS = ("judge_correct",)
@@ -63,7 +63,7 @@ def judge_input(question: str, gold: str, answer: str) -> str:
 
 def judge_item_id(question_id: str, text: str) -> str:
     """``judge|<question id>|<SHA-256 of the input, 16 hex digits>``: the same answer to a question is one item."""
-    return f"judge|{question_id}|{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
+    return f"judge|{question_id}|{input_sha256(text)[:16]}"
 
 
 def validate_judge_reply(text: str, question_id: str) -> dict:

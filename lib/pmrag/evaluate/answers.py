@@ -35,7 +35,6 @@ LLM judge's verdict against the gold answer text (:mod:`pmrag.evaluate.answer_ju
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import sys
@@ -133,7 +132,7 @@ def answer_input(question: str, items: Sequence[ContextItem]) -> str:
 
 def answer_item_id(method: str, question_id: str, text: str) -> str:
     """``<method>|<question id>|<SHA-256 of the input, 16 hex digits>``: another context is another row."""
-    return f"{method}|{question_id}|{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
+    return f"{method}|{question_id}|{input_sha256(text)[:16]}"
 
 
 # --------------------------------------------------------------------------------------------- replies
