@@ -44,15 +44,41 @@ ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "statistic
 
 @pytest.fixture(scope="module")
 def warm_cache(tmp_path_factory):
-    """An embedding cache holding the tiny study's texts, copied into each test's study (no model run there)."""
+    """An embedding cache holding the tiny study's texts, copied into each test's study (no model run there); its
+    folder holds that study built (:func:`built` copies it)."""
     root = tmp_path_factory.mktemp("warm")
-    make_tiny_study(root, SMALL).build()
+    study = make_tiny_study(root, SMALL)
+    study.build()
+    study.store.dispose()
     return root / "cache"
 
 
 def tiny(root: Path, warm_cache: Path, extra: str = "") -> Study:
     shutil.copytree(warm_cache, root / "cache")
     return make_tiny_study(root, SMALL + extra)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, warm_cache):
+    """``built(root, setup)``: the tiny study of a CHANGES setup (default none) with every stage computed, copied
+    into ``root`` and reopened there.  Each setup's study is built once per module (the one without a setup is
+    :func:`warm_cache`'s); a copied study finds every stage current
+    (test_a_copied_or_moved_study_finds_every_stage_current), so a test that starts from a built study pays a copy
+    instead of a build."""
+    templates = {_nothing: warm_cache.parent}
+
+    def copy(root: Path, setup=None) -> Study:
+        setup = setup or _nothing
+        if setup not in templates:
+            template = tmp_path_factory.mktemp("built")
+            study = tiny(template, warm_cache, setup(template))
+            study.build()
+            study.store.dispose()
+            templates[setup] = template
+        shutil.copytree(templates[setup], root, dirs_exist_ok=True)
+        return reopen(root)
+
+    return copy
 
 
 def reopen(root: Path) -> Study:
@@ -222,10 +248,9 @@ EXPECTED_COMPUTED = {**EXPECTED_STALE, "summary_prompt": {"summaries"}}
 
 @pytest.mark.integration
 @pytest.mark.parametrize("change", list(CHANGES))
-def test_a_change_marks_exactly_its_dependents_stale(change, tmp_path, warm_cache, monkeypatch):
+def test_a_change_marks_exactly_its_dependents_stale(change, tmp_path, built, monkeypatch):
     setup, edit, seeds, reason = CHANGES[change]
-    study = tiny(tmp_path, warm_cache, setup(tmp_path))
-    study.build()
+    study = built(tmp_path, setup)
     assert set(states(study).values()) == {"cached"}
     cause = edit(tmp_path, monkeypatch)
 
@@ -253,8 +278,8 @@ def test_a_change_marks_exactly_its_dependents_stale(change, tmp_path, warm_cach
 
 
 @pytest.mark.integration
-def test_an_unchanged_upstream_result_leaves_its_dependents_loaded_through_an_accessor(tmp_path, warm_cache):
-    tiny(tmp_path, warm_cache, _prompts(tmp_path)).build()
+def test_an_unchanged_upstream_result_leaves_its_dependents_loaded_through_an_accessor(tmp_path, built):
+    built(tmp_path, _prompts)
     _edit_summary_prompt(tmp_path, None)
     changed = reopen(tmp_path)
     before = len(log(changed))
@@ -266,9 +291,9 @@ def test_an_unchanged_upstream_result_leaves_its_dependents_loaded_through_an_ac
 # ------------------------------------------------------------------------------------------- c: no stale numbers
 
 @pytest.mark.integration
-def test_recomputation_after_a_change_equals_a_fresh_study(tmp_path, warm_cache):
-    edited = tiny(tmp_path / "edited", warm_cache, "bm25: {k1: 1.2}\n")
-    edited.build()
+def test_recomputation_after_a_change_equals_a_fresh_study(tmp_path, warm_cache, built):
+    edited = built(tmp_path / "edited", _k1)   # bm25: {k1: 1.2}
+    assert edited.params.bm25.k1 == 1.2
     old_scores = {name: edited.ranked(name).rankings for name in ("raw_text_bm25", "summary_bm25")}
     path = tmp_path / "edited" / "p.yaml"
     path.write_text(path.read_text(encoding="utf-8").replace("k1: 1.2", "k1: 2.0"), encoding="utf-8")
@@ -397,9 +422,8 @@ def test_a_signature_is_the_declaration_and_a_parameter_naming_nothing_is_refuse
 # ------------------------------------------------------------------------------------------- f: forget
 
 @pytest.mark.integration
-def test_forget_drops_every_stage_and_the_next_build_computes_each_once(tmp_path, warm_cache):
-    study = tiny(tmp_path, warm_cache)
-    study.build()
+def test_forget_drops_every_stage_and_the_next_build_computes_each_once(tmp_path, built):
+    study = built(tmp_path)
     before = len(log(study))
     study.forget()
     assert {row.name: (row.state, row.reason) for row in study.status()} == {
@@ -416,12 +440,12 @@ def test_forget_drops_every_stage_and_the_next_build_computes_each_once(tmp_path
 # ------------------------------------------------------------------------------------------- g: pmrag status
 
 @pytest.mark.integration
-def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cache):
+def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, built):
     notebooks = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9]*_*.ipynb"))
-    study = tiny(tmp_path, warm_cache, f"notebooks_dir: {REPO / 'notebooks'}\n")
-    study.build()
+    study = built(tmp_path)
     path = tmp_path / "p.yaml"
-    path.write_text(path.read_text(encoding="utf-8") + "bm25: {k1: 1.5}\n", encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8") + f"notebooks_dir: {REPO / 'notebooks'}\nbm25: {{k1: 1.5}}\n",
+                    encoding="utf-8")
     logged = (study.run_dir / LOG_FILE).read_bytes()
 
     result = subprocess.run([sys.executable, "-m", "pmrag", "status", str(path)], cwd=tmp_path, capture_output=True,
@@ -450,10 +474,10 @@ def test_pmrag_status_prints_every_stage_and_computes_nothing(tmp_path, warm_cac
 
 
 @pytest.mark.integration
-def test_status_of_a_study_without_a_notebooks_folder_lists_its_stages(tmp_path, warm_cache):
+def test_status_of_a_study_without_a_notebooks_folder_lists_its_stages(tmp_path, built):
     from pmrag.study.runner import status_lines
 
-    tiny(tmp_path, warm_cache).build()
+    built(tmp_path)
     lines = status_lines(tmp_path / "p.yaml")
     assert [line.split()[0] for line in lines[1:]] == STAGES
 
