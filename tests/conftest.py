@@ -16,6 +16,18 @@ os.environ.setdefault("PMRAG_STAGE_KEY_FILE", os.path.join(tempfile.mkdtemp(pref
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
+def one_openmp_thread():
+    """A context in which scikit-learn's OpenMP runs one thread (``threadpoolctl``; the runtime is loaded first, so
+    the limit finds it).  The learned fusion's HistGradientBoostingClassifier fits a hundred tiny trees per fold,
+    each a parallel region: on 2 cores shared with other processes its two threads keep waiting for each other at
+    every region's barrier (the locomo study's learned fusion: 1.6 s on one thread, 4 s to over 2 min on two, the
+    same numbers either way, bit for bit)."""
+    import sklearn.ensemble  # noqa: F401 — loads scikit-learn's OpenMP runtime
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
 CATEGORIES = ("unit", "agreement", "integration", "notebooks", "browser")
 """Every test is in at least one: ``unit`` (the default: fast, no study), ``agreement`` (a cross-check against an
 independent implementation: ranx, bm25s, scikit-learn, scipy), ``integration`` (a real study, the command line or

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import params_error as error_of, write_file as write
+from conftest import one_openmp_thread, params_error as error_of, write_file as write
 from pmrag.core.params import StudyParams
 from pmrag.evaluate import learned as lf
 
@@ -182,8 +182,9 @@ def test_ranking_is_score_descending_ties_by_chunk_id_descending():
 def test_learned_fusion_scores_out_of_fold_learns_the_informative_list_and_repeats_itself():
     rankings, qrels, types, chunks = study_inputs()
     settings = dict(folds=3, depth=12, importance_repeats=1, iterations=10, ks=(1, 5))
-    result = lf.learned_fusion(rankings, qrels, types, chunks, **settings)
-    again = lf.learned_fusion(rankings, qrels, types, chunks, **settings)
+    with one_openmp_thread():
+        result = lf.learned_fusion(rankings, qrels, types, chunks, **settings)
+        again = lf.learned_fusion(rankings, qrels, types, chunks, **settings)
     assert result.scheme == "GroupKFold by source: 3 folds over 3 sources"
     assert set(result.runs) == {"learned_logistic", "learned_gradient_boosting"}
     for name, run in result.runs.items():

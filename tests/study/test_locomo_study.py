@@ -13,6 +13,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from conftest import one_openmp_thread
 from pmrag.core.errors import PmragError
 from pmrag.study import Study
 from pmrag.study.runner import numbered_notebooks, status_lines
@@ -96,7 +97,8 @@ def built_locomo(tmp_path_factory):
     locomo_file(project / "data" / "locomo10.json")
     warm_cache(project)
     study = Study.from_params(project / "params" / "locomo.yaml")
-    study.build()
+    with one_openmp_thread():    # the learned fusion's trees
+        study.build()
     return project, study
 
 
