@@ -4,7 +4,9 @@ the run README."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 from pmrag.core.names import StageKey
@@ -24,9 +26,22 @@ def depths(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, StageKey]]
     return column
 
 
+def drawing_key(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, StageKey]], title: str) -> str:
+    """What a drawing depends on, hashed: the stages, the reads, the title, this module's code and matplotlib's
+    version (written into the SVG's description, so that an unchanged graph is not drawn again)."""
+    payload = repr(([str(n) for n in nodes], [(str(a), str(b)) for a, b in edges], title, version("matplotlib")))
+    return "pmrag stage graph " + hashlib.sha256(Path(__file__).read_bytes() + payload.encode()).hexdigest()[:20]
+
+
 def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, StageKey]], out: Path,
                      title: str) -> list[Path]:
-    """Draw the graph into ``out`` with the suffixes ``.svg`` and ``.png``; returns both paths."""
+    """Draw the graph into ``out`` with the suffixes ``.svg`` and ``.png``; returns both paths.  Both files are left
+    as they are when they exist and the SVG was drawn from the same :func:`drawing_key` (a rerun of a finished study
+    redraws nothing)."""
+    key = drawing_key(nodes, edges, title)
+    written = [Path(out).with_suffix(suffix) for suffix in (".svg", ".png")]
+    if all(path.is_file() for path in written) and key in written[0].read_text(encoding="utf-8", errors="replace"):
+        return written
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,9 +71,9 @@ def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, 
     ax.axis("off")
     ax.set_title(title, fontsize=9, loc="left")
     fig.tight_layout()
-    written = [Path(out).with_suffix(suffix) for suffix in (".svg", ".png")]
     for path in written:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110, metadata={"Date": None} if path.suffix == ".svg" else {"Software": None})
+        fig.savefig(path, dpi=110,
+                    metadata={"Date": None, "Description": key} if path.suffix == ".svg" else {"Software": None})
     plt.close(fig)
     return written
