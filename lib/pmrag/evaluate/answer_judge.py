@@ -36,7 +36,7 @@ from pmrag.core.params import AnswersSection, SummarizerSection
 from pmrag.core.text import one_line
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient, StepItem,
                                  StepReport, StepStopped, input_sha256, load_step_prompts, reply_object,
-                                 run_step)
+                                 require_keys, run_step)
 
 JUDGE_PROMPTS = ("answer_judge_system", "answer_judge_user")
 JUDGE_METRICS = ("judge_correct",)
@@ -71,8 +71,7 @@ def validate_judge_reply(text: str, question_id: str) -> dict:
     :class:`~pmrag.represent.llm.CallError` naming the question and the key, never the reply's text."""
     what = f"question {question_id!r}"
     reply = reply_object(text, what)
-    if "correct" not in reply:
-        raise CallError(f"{what}: key 'correct' is missing", retryable=False)
+    require_keys(reply, ("correct",), what)
     if not isinstance(reply["correct"], bool):
         raise CallError(f"{what}: key 'correct' must be true or false", retryable=False)
     return {"correct": reply["correct"]}

@@ -59,7 +59,7 @@ from pmrag.ingest.locomo import LOCOMO_CATEGORIES
 from pmrag.represent import privacy
 from pmrag.represent.llm import (CallError, CallPolicy, Done, ExtractionStore, LLMStep, Prompts, Reply,
                                  ResponsesClient, StepItem, StepReport, StepStopped, input_sha256, load_step_prompts,
-                                 reply_object, run_step)
+                                 reply_object, require_keys, run_step)
 
 ANSWER_PROMPTS = ("answer_system", "answer_user")
 STAND_IN_MODEL = "extractive-answer-v1"
@@ -143,9 +143,7 @@ def validate_answer_reply(text: str, question_id: str, refs: Sequence[str]) -> t
     reply's text."""
     what = f"question {question_id!r}"
     reply = reply_object(text, what)
-    for name in ("answer", "citations"):
-        if name not in reply:
-            raise CallError(f"{what}: key {name!r} is missing", retryable=False)
+    require_keys(reply, ("answer", "citations"), what)
     if not isinstance(reply["answer"], str):
         raise CallError(f"{what}: key 'answer' must be a string", retryable=False)
     cited = reply["citations"]

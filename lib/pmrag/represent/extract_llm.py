@@ -59,7 +59,8 @@ from pmrag.represent import privacy
 from pmrag.represent.extract import (EXTRACTORS, NAMED_KINDS, PHRASE_KINDS, Embedder, GraphError, Interest,
                                      Memory, MemorySemantics, Term, _check_unique, cluster_phrases)
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
-                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
+                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, require_keys,
+                                 run_step)
 
 
 # --------------------------------------------------------------------------------------------- openai
@@ -114,9 +115,7 @@ def validate_semantic_reply(text: str, memory_id: str) -> dict:
     other keys are ignored.  Raises a non-retryable ``CallError`` naming the memory and the key."""
     what = f"memory {memory_id!r}"
     reply = reply_object(text, what)
-    for key_name in (*SEMANTIC_LIST_KEYS, "sentiment"):
-        if key_name not in reply:
-            raise CallError(f"{what}: key {key_name!r} is missing", retryable=False)
+    require_keys(reply, (*SEMANTIC_LIST_KEYS, "sentiment"), what)
     out: dict = {"summary": _optional_text(reply, what, "summary")}
     for key_name in SEMANTIC_LIST_KEYS:
         out[key_name] = _strings(reply[key_name], what, key_name)
@@ -134,8 +133,7 @@ def validate_interest_reply(text: str, batch_id: str, memory_ids: Sequence[str])
     """
     what = f"interest batch {batch_id}"
     reply = reply_object(text, what)
-    if "interests" not in reply:
-        raise CallError(f"{what}: key 'interests' is missing", retryable=False)
+    require_keys(reply, ("interests",), what)
     if not isinstance(reply["interests"], list):
         raise CallError(f"{what}: key 'interests' must be a list of objects", retryable=False)
     known = set(memory_ids)
@@ -145,9 +143,7 @@ def validate_interest_reply(text: str, batch_id: str, memory_ids: Sequence[str])
         where = f"{what}: interests[{index}]"
         if not isinstance(item, dict):
             raise CallError(f"{where} is not an object", retryable=False)
-        for key_name in ("label", "kind", "memory_ids"):
-            if key_name not in item:
-                raise CallError(f"{where}: key {key_name!r} is missing", retryable=False)
+        require_keys(item, ("label", "kind", "memory_ids"), where)
         label = item["label"].strip() if isinstance(item["label"], str) else None
         if not label:
             raise CallError(f"{where}: key 'label' must be a non-empty string", retryable=False)

@@ -310,6 +310,13 @@ def reply_object(text: str, what: str) -> dict:
     return value
 
 
+def require_keys(reply: dict, names: Sequence[str], what: str) -> None:
+    """A non-retryable :class:`CallError` naming ``what`` and the first of ``names`` missing from ``reply``."""
+    for name in names:
+        if name not in reply:
+            raise CallError(f"{what}: key {name!r} is missing", retryable=False)
+
+
 # --------------------------------------------------------------------------------------------- steps
 
 @dataclass(frozen=True)

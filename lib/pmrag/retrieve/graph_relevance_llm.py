@@ -62,7 +62,7 @@ from pmrag.core.text import one_line
 from pmrag.represent.extract import GraphError
 from pmrag.represent.extract_llm import GraphExtractionStopped, normalise_label
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, ResponsesClient, StepItem,
-                                 StepReport, load_step_prompts, reply_object, run_step)
+                                 StepReport, load_step_prompts, reply_object, require_keys, run_step)
 
 _NUMBER = re.compile(r"(\d+)\.?")
 _NUMBERED_LABEL = re.compile(r"(\d+)[.)]\s+(.+)", flags=re.DOTALL)
@@ -99,8 +99,7 @@ def validate_relevance_reply(text: str, question_id: str, labels: Sequence[str])
     nothing in the list.  Raises a non-retryable ``CallError`` naming the question and the key."""
     what = f"question {question_id!r}"
     reply = reply_object(text, what)
-    if "interests" not in reply:
-        raise CallError(f"{what}: key 'interests' is missing", retryable=False)
+    require_keys(reply, ("interests",), what)
     items = reply["interests"]
     if not isinstance(items, list) or not all(isinstance(item, (str, int)) and not isinstance(item, bool)
                                               for item in items):

@@ -57,7 +57,8 @@ from pmrag.core.params import DecompositionSection, EmbeddingSection, Summarizer
 from pmrag.core.text import one_line
 from pmrag.represent import privacy
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
-                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, run_step)
+                                 StepItem, StepReport, StepStopped, load_step_prompts, reply_object, require_keys,
+                                 run_step)
 
 OFFLINE_SPLIT_MODE = "C"       # SudachiPy's longest units: a compound noun stays one term
 
@@ -156,8 +157,7 @@ def validate_decomposition_reply(text: str, question_id: str, question: str,
     text."""
     what = f"question {question_id!r}"
     reply = reply_object(text, what)
-    if "subqueries" not in reply:
-        raise CallError(f"{what}: key 'subqueries' is missing", retryable=False)
+    require_keys(reply, ("subqueries",), what)
     items = reply["subqueries"]
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
         raise CallError(f"{what}: key 'subqueries' must be a list of strings", retryable=False)
