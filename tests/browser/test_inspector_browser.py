@@ -135,7 +135,7 @@ def inspector(lab, browser, screenshots):
 
 
 # -- tests -----------------------------------------------------------------------------------------------
-def test_inspector_controls_drive_the_views(inspector, screenshots):
+def test_inspector_controls_drive_the_views(inspector, demo_study, screenshots):
     from playwright.sync_api import expect
 
     shot = iter(range(1, 100))
@@ -145,13 +145,18 @@ def test_inspector_controls_drive_the_views(inspector, screenshots):
 
     # type: every offered question is of that type; the status line counts them; the header shows it
     inspector.choose("type", "All")
-    total = len(inspector.options("question"))
+    total = len(demo_study.evaluation().questions)
+    expect(inspector.dropdown("question").locator("option")).to_have_count(total, timeout=VIEW_MS)
     expect(inspector.view("message")).to_contain_text(f"{total} of {total} questions match.", timeout=VIEW_MS)
     types = [t for t in inspector.options("type") if t != "All"]
     assert len(types) >= 2, f"the demo should have several question types, the type filter offers {types}"
     chosen_type = types[1]
     inspector.choose("type", chosen_type)
     expect(inspector.view("header")).to_contain_text(f"[{chosen_type}]", timeout=VIEW_MS)
+    # the header and the question list are separate widgets, synchronised with the page in no fixed order:
+    # wait until the list offers no question of another type before reading it
+    options = inspector.dropdown("question").locator("option")
+    expect(options.filter(has_not_text=f" · {chosen_type} · ")).to_have_count(0, timeout=VIEW_MS)
     questions = inspector.options("question")
     assert questions and all(f" · {chosen_type} · " in q for q in questions), questions
     expect(inspector.view("message")).to_contain_text(f"{len(questions)} of {total} questions match.")
@@ -197,9 +202,11 @@ def test_inspector_controls_drive_the_views(inspector, screenshots):
     assert len(pairings) >= 2, f"the demo should fuse several pairings, the pairing list offers {pairings}"
     new_pairing = next(p for p in pairings if p != inspector.selected("pairing"))
     inspector.choose("pairing", new_pairing)
-    expect(inspector.caption("fused")).to_contain_text(f"fusion {new_pairing} at β = ", timeout=VIEW_MS)
-    beta = inspector.readout("β").inner_text()
-    expect(inspector.caption("fused")).to_have_text(f"Top-{k} of min–max fusion {new_pairing} at β = {beta}")
+    caption = re.compile(rf"^Top-{k} of min–max fusion {re.escape(new_pairing)} at β = (\d\.\d\d)$")
+    expect(inspector.caption("fused")).to_have_text(caption, timeout=VIEW_MS)
+    beta = caption.match(inspector.caption("fused").inner_text().strip()).group(1)
+    # the caption and the slider are separate widgets, synchronised in no fixed order: wait for the readout
+    expect(inspector.readout("β")).to_have_text(beta, timeout=VIEW_MS)
     screenshot("pairing", "fused")
 
     # β: typed into the readout; at β = 1 the fused score is the normalised BM25 score, whose best is 1
