@@ -199,6 +199,15 @@ def test_learned_fusion_scores_out_of_fold_learns_the_informative_list_and_repea
     assert set(result.folds.columns) == {"question_id", "group", "fold"}
 
 
+def test_the_fitted_models_do_not_depend_on_the_thread_count():
+    rankings, qrels, types, chunks = study_inputs()
+    settings = dict(folds=3, depth=12, importance_repeats=1, iterations=10, ks=(1, 5), models=("gradient_boosting",))
+    one = lf.learned_fusion(rankings, qrels, types, chunks, threads=1, **settings)
+    two = lf.learned_fusion(rankings, qrels, types, chunks, threads=2, **settings)
+    pd.testing.assert_frame_equal(one.runs["learned_gradient_boosting"], two.runs["learned_gradient_boosting"])
+    pd.testing.assert_frame_equal(one.importance, two.importance)
+
+
 def study_params(**learned) -> StudyParams:
     return StudyParams.model_validate({"run": "t", "dataset": {"synthetic": {"enabled": True}},
                                        "learned_fusion": learned})
@@ -212,6 +221,7 @@ def study_params(**learned) -> StudyParams:
     ("{models: [logistic, logistic]}", "learned_fusion.models", "'logistic' is listed twice"),
     ("{folds: 1}", "learned_fusion.folds", "greater than or equal to 2"),
     ("{iterations: 0}", "learned_fusion.iterations", "greater than or equal to 1"),
+    ("{threads: 0}", "learned_fusion.threads", "greater than or equal to 1"),
     ("{enabled: true, depth: 201}", "learned_fusion.depth", "(201) exceeds retrieval.depth (200)"),
     ("{positive: 3}", "learned_fusion.positive", "less than or equal to 2"),
     ("{enabled: 'yes'}", "learned_fusion.enabled", "bool"),
@@ -251,3 +261,5 @@ def test_the_stage_exists_when_enabled_and_keys_on_its_section_and_the_fused_ret
                                         "importance_repeats")}
     reseeded = stage(enabled=True, retrievers=["summary_bm25", "raw_text_vector"], seed=1)
     assert reseeded.params != on.params
+    threaded = stage(enabled=True, retrievers=["summary_bm25", "raw_text_vector"], threads=2)
+    assert threaded.params == on.params   # the thread count enters no key: it changes no result

@@ -862,6 +862,11 @@ class LearnedFusionSection(Section):
                                  "early stopping, so every training row is used)", ge=1)
     importance_repeats: int = key(1, "shuffles per fold and feature of the gradient-boosted model's held-out "
                                      "permutation importance", ge=1)
+    threads: int = key(1, "OpenMP threads of the gradient-boosted trees' fit (threadpoolctl). One by default: each of "
+                          "their small trees is a parallel region, and on a machine with a few shared cores the "
+                          "threads wait for each other at every one (measured on 2 cores: 1.6 s on one thread, "
+                          "4 s to over 2 min on two). The fitted models are the same at any count",
+                       ge=1, keyed=False)
 
     @field_validator("retrievers")
     @classmethod

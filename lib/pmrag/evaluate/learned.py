@@ -299,15 +299,25 @@ def method_name(model: str) -> str:
 def learned_fusion(rankings: Mapping[str, pd.DataFrame], qrels: Qrels | pd.DataFrame, types: pd.Series,
                    chunks: pd.DataFrame, *, models: Sequence[str] = MODELS, folds: int = 5, depth: int = 200,
                    seed: int = 0, positive: int = 1, importance_repeats: int = 1, iterations: int = 100,
-                   ks: Sequence[int] = (5,)) -> LearnedFusion:
+                   ks: Sequence[int] = (5,), threads: int = 1) -> LearnedFusion:
     """Every model of ``models`` trained on the candidates of :func:`candidate_features` and scored out of fold.
 
     Parameters: ``rankings`` (retriever name → ranking) of the fused retrievers; ``qrels`` and ``types``
     (question_id → type) of the evaluated questions (only they are candidates); ``chunks`` the chunk table;
     ``folds``, ``depth``, ``seed``, ``positive``, ``importance_repeats`` and ``iterations`` (the boosted trees'
     ``max_iter``) as in the module's description;
-    ``ks`` the cut-offs of the per-question metrics.
+    ``ks`` the cut-offs of the per-question metrics; ``threads`` the OpenMP threads the models may use (threadpoolctl;
+    the fitted models do not depend on it).
     """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="openmp"):
+        return _learned_fusion(rankings, qrels, types, chunks, models=models, folds=folds, depth=depth, seed=seed,
+                               positive=positive, importance_repeats=importance_repeats, iterations=iterations, ks=ks)
+
+
+def _learned_fusion(rankings, qrels, types, chunks, *, models, folds, depth, seed, positive, importance_repeats,
+                    iterations, ks) -> LearnedFusion:
     qrels = Qrels.of(qrels)
     evaluated = set(types.index.astype(str))
     rankings = {name: r[r["question_id"].astype(str).isin(evaluated)] for name, r in rankings.items()}

@@ -362,7 +362,7 @@ def learned_fusion(qrels: EvaluationSet, chunks: Chunked, runs: Annotated[dict, 
     return fit({str(rid): ranked.rankings for rid, ranked in runs.items()}, qrels.qrels, qrels.types(), chunks.chunks,
                models=section.models, folds=section.folds, depth=section.depth, seed=section.seed,
                positive=section.positive, iterations=section.iterations,
-               importance_repeats=section.importance_repeats, ks=ks)
+               importance_repeats=section.importance_repeats, ks=ks, threads=section.threads)
 
 
 @stage("TOBUGraph vs RAGv1–v3 and the flat retrievers, choices tuned on one part of the questions",
