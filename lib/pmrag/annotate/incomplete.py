@@ -71,15 +71,34 @@ def method_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: pd.Data
     ``rankings``' order) over the judged questions holding a relevance-2 chunk, with their count (``questions``).
     ``library``: judged@k and bpref from ir-measures instead of our kernels (the same numbers; ir-measures sorts
     every list in Python, several times slower)."""
+    return _means(question_scores(rankings, judgments, k, library=library), rankings, k)
+
+
+def question_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: pd.DataFrame, k: int = 5, *,
+                    library: bool = False) -> dict[str, pd.DataFrame]:
+    """:func:`~pmrag.annotate.judged.judged_scores` per retriever (index ``question_id``, sorted) over the judged
+    questions holding a relevance-2 chunk (none: an empty dict).  A question's scores depend on its own
+    judgments only, so the scores of a subset of questions are these rows (:func:`method_scores` of the subset
+    is :func:`_means` of them)."""
     kept = kept_questions(judgments)
     if kept.empty:   # no pooled primary gold at all: nothing can be scored
-        return pd.DataFrame(np.nan, index=pd.Index(list(rankings), name="retriever"),
-                            columns=measure_columns(k)).assign(questions=0)
+        return {}
     judgments = judgments_of(kept)
     evaluator = ir_measures_evaluator(judgments, k) if library else None
-    rows = {name: judged_scores(ranking, judgments, k, evaluator=evaluator).mean() for name, ranking in rankings.items()}
+    return {name: judged_scores(ranking, judgments, k, evaluator=evaluator) for name, ranking in rankings.items()}
+
+
+def _means(scores: Mapping[str, pd.DataFrame], rankings: Mapping, k: int,
+           questions: np.ndarray | None = None) -> pd.DataFrame:
+    """:func:`method_scores`' table from per-question ``scores`` (of ``questions`` only, when given)."""
+    if questions is not None:
+        scores = {name: frame[frame.index.isin(questions)] for name, frame in scores.items()}
+    if not scores or not len(next(iter(scores.values()))):
+        return pd.DataFrame(np.nan, index=pd.Index(list(rankings), name="retriever"),
+                            columns=measure_columns(k)).assign(questions=0)
+    rows = {name: frame.mean() for name, frame in scores.items()}
     table = pd.DataFrame.from_dict(rows, orient="index")[measure_columns(k)].rename_axis("retriever")
-    return table.assign(questions=len(judgments.question_ids))
+    return table.assign(questions=len(next(iter(scores.values()))))
 
 
 def library_agreement(rankings: Mapping[str, pd.DataFrame], judgments: pd.DataFrame, k: int = 5) -> pd.Series:
@@ -112,15 +131,16 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk
     it leaves unjudged; NaN for the complete gold's own rows)."""
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
     complete = complete_judgments(gold, chunk_ids)
+    complete_scores = question_scores(runs, complete, k)   # per question: a pool's kept questions are a subset
     kept_columns = {f"recall@{k}": f"recall@{k} complete kept", f"ndcg@{k}": f"ndcg@{k} complete kept"}
     parts = []
     for depth in [0, *depths]:
         judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold) if depth else complete
         sizes = judgments.groupby("question_id").size()
-        scores = method_scores(runs, judgments, k)
+        scores = method_scores(runs, judgments, k) if depth else _means(complete_scores, runs, k)
         if depth:
             kept = kept_questions(judgments)["question_id"].unique()
-            same = method_scores(runs, complete[complete["question_id"].isin(kept)], k)
+            same = _means(complete_scores, runs, k, kept)
             scores = scores.join(same[list(kept_columns)].rename(columns=kept_columns))
         scores = scores.reset_index()
         parts.append(scores.assign(depth=int(depth), pool_mean=float(sizes.mean()), pool_total=int(sizes.sum()),

@@ -73,6 +73,9 @@ class Judgments:
     grade: np.ndarray
     n_relevant: np.ndarray
     n_nonrelevant: np.ndarray
+    ideal_row: np.ndarray     # the judgments by question, then grade descending: their question row ...
+    ideal_slot: np.ndarray    # ... their place in their question's ideal list (0-based) ...
+    ideal_grade: np.ndarray   # ... and their grade (:func:`judgment_matrix` cuts this at each run's depth)
 
 
 def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
@@ -94,7 +97,11 @@ def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
     chunks = pd.Index(pd.unique(frame["chunk_id"].to_numpy(dtype=object)))
     keys = row.astype(np.int64) * len(chunks) + chunks.get_indexer(frame["chunk_id"])
     order = np.argsort(keys, kind="stable")
-    return Judgments(qrels, questions, chunks, keys[order], order, row, grade, n_relevant, n_nonrelevant)
+    ideal = np.lexsort((-grade, row))
+    ideal_row = row[ideal]
+    ideal_slot = np.arange(len(row)) - np.searchsorted(ideal_row, ideal_row, side="left")
+    return Judgments(qrels, questions, chunks, keys[order], order, row, grade, n_relevant, n_nonrelevant,
+                     ideal_row, ideal_slot, grade[ideal])
 
 
 def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFrame, depth: int) -> JudgmentMatrix:
@@ -103,7 +110,7 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
     judged_rows = judgments_of(judgments)
-    questions, row, grade = judged_rows.question_ids, judged_rows.row, judged_rows.grade
+    questions, grade = judged_rows.question_ids, judged_rows.grade
     ranking = Run.of(run).frame
     top = ranking[(ranking["rank"] <= depth) & ranking["question_id"].isin(questions)]
     question = questions.get_indexer(top["question_id"])
@@ -116,11 +123,9 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     judged[at] = position >= 0
     retrieved[at] = True
 
-    order = np.lexsort((-grade, row))
-    slot = np.arange(len(row)) - np.searchsorted(row[order], row[order], side="left")
-    keep = slot < depth
+    keep = judged_rows.ideal_slot < depth
     ideal = np.zeros(shape, np.int8)
-    ideal[row[order][keep], slot[keep]] = grade[order][keep]
+    ideal[judged_rows.ideal_row[keep], judged_rows.ideal_slot[keep]] = judged_rows.ideal_grade[keep]
     return JudgmentMatrix(questions, grades, judged, retrieved, ideal, judged_rows.n_relevant,
                           judged_rows.n_nonrelevant)
 
