@@ -1,6 +1,6 @@
 """The forms names and texts are compared in: folding, word boundaries, kinds."""
 
-from pmrag.present.private_text import PrivateIndex, Words, fold, is_word_char
+from pmrag.present.private_text import PrivateIndex, Words, fold, fold_char, is_word_char, prepared
 
 
 def test_fold_joins_case_width_accents_and_kana_and_keeps_voicing():
@@ -8,6 +8,15 @@ def test_fold_joins_case_width_accents_and_kana_and_keeps_voicing():
     assert fold("ﾕｲ") == fold("ユイ") == "ゆい"
     assert fold("José") == "jose" and fold("ガ") == "が" != fold("カ")
     assert fold("Straße") == "strasse"
+
+
+def test_fold_of_a_text_is_the_fold_of_each_of_its_characters():
+    # every character of the Basic Multilingual Plane, then texts where context could matter (final sigma, ß, kana
+    # with voicing marks, stacked accents): folding a whole text must equal folding it character by character
+    every = [chr(code) for code in range(0x10000) if not 0xD800 <= code <= 0xDFFF]
+    texts = every + ["ΣΑΣ ΌΣΟΣ", "Straße", "José O'Brien", "ﾕｲ ＴＡＲＯ", "ｶﾞｯｺｳ", "A\u0301\u0327b", "ﬁ ǅ ẞ"]
+    for text in texts:
+        assert fold(text) == "".join(fold_char(c) for c in prepared(text)), ascii(text)
 
 
 def test_only_spaced_scripts_form_words():

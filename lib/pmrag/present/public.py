@@ -67,11 +67,14 @@ def public_per_question(per_question: pd.DataFrame, mode: str = "pseudonym") -> 
 
 def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame) -> dict[str, set[str]]:
     """What must never appear in the public folder: sources, senders, question and message texts."""
-    texts = {t for t in messages["text"].astype(str) if len(t.strip()) >= MIN_CHECKED_TEXT}
+    def distinct(column: pd.Series) -> set[str]:
+        return set(column.astype(str).unique().tolist())
+
+    texts = {t for t in distinct(messages["text"]) if len(t.strip()) >= MIN_CHECKED_TEXT}
     return {
-        "source name": set(messages["source"].astype(str)) | set(chunks["source"].astype(str)),
-        "sender": set(messages["sender"].astype(str)) - {"SYSTEM"},
-        "question text": set(questions["text"].astype(str)),
+        "source name": distinct(messages["source"]) | distinct(chunks["source"]),
+        "sender": distinct(messages["sender"]) - {"SYSTEM"},
+        "question text": distinct(questions["text"]),
         "message text": texts,
     }
 
