@@ -97,7 +97,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import RepeatedStratifiedKFold
 
 from pmrag.core.frames import require_columns
 from pmrag.core.names import PAPER_FUSION
@@ -407,6 +406,8 @@ def fold_masks(types: pd.Series, n_splits: int, n_repeats: int, seed: int,
     questions (F = n_seeds · n_repeats · n_splits, seed-major, then repeat, then fold), from scikit-learn's
     ``RepeatedStratifiedKFold`` over the questions of ``types`` (in its order) stratified by :func:`stratify`,
     once per partition seed seed, seed + 1, …; and the strata."""
+    from sklearn.model_selection import RepeatedStratifiedKFold   # here: a process that only loads results skips ~2 s
+
     strata = stratify(types, n_splits)
     n = len(types)
     tests = [test for s in range(seed, seed + n_seeds)
