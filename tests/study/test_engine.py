@@ -348,6 +348,19 @@ def test_each_stage_is_computed_or_loaded_once_per_process(tmp_path, warm_cache)
     assert {line["action"] for line in other} == {"loaded"}
 
 
+def test_release_drops_results_from_memory_and_the_next_read_loads_the_same_from_disk(tmp_path, built):
+    study = built(tmp_path)
+    first = study.metrics()
+    assert study.engine.memo
+    before = len(log(study))
+    study.engine.release()
+    assert not study.engine.memo
+    again = study.metrics()
+    assert again is not first
+    pd.testing.assert_frame_equal(again, first)
+    assert [(line["stage"], line["action"]) for line in log(study)[before:]] == [("metrics", "loaded")]
+
+
 # ------------------------------------------------------------------------------------------- e: declarations
 
 @stage("one")

@@ -289,6 +289,11 @@ class Engine:
         self.memo.clear()
         self.retried.clear()
 
+    def release(self) -> None:
+        """Drop the results held in memory; the cache on disk keeps them, and the next :meth:`get` loads one again
+        (the runner frees them while notebook kernels, which load their own, run beside it)."""
+        self.memo.clear()
+
     # -- results -----------------------------------------------------------------------------------
     def get(self, key: StageKey | str, *, retry: bool = False):
         """The stage's result: from the memo, else the cache, else computed (upstream first), each checked by key.
