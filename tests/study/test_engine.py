@@ -348,6 +348,16 @@ def test_each_stage_is_computed_or_loaded_once_per_process(tmp_path, warm_cache)
     assert {line["action"] for line in other} == {"loaded"}
 
 
+def test_build_keeps_in_memory_only_the_results_no_stage_reads(tmp_path, built):
+    study = built(tmp_path)
+    study.build()
+    computed = set(study.computed_stages)
+    read = {str(need) for name in computed for need in study.engine.stage(name).needs} & computed
+    assert {"ingest", "chunks", "metrics"} <= read   # dropped once their last reader was computed
+    assert {str(key) for key in study.engine.memo} == computed - read
+    pd.testing.assert_frame_equal(study.chunks(), reopen(tmp_path).chunks())   # an accessor loads it again
+
+
 def test_release_drops_results_from_memory_and_the_next_read_loads_the_same_from_disk(tmp_path, built):
     study = built(tmp_path)
     first = study.metrics()

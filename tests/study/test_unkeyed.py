@@ -19,7 +19,8 @@ def test_the_call_bounds_are_declared_unkeyed():
     assert set(unkeyed_keys()) == {"summarizer.concurrency", "summarizer.requests_per_minute",
                                    "summarizer.backoff_jitter", "embedding.concurrency",
                                    "embedding.requests_per_minute", "answers.concurrency", "prices",
-                                   "notebooks"}   # which notebooks a study executes, not what any computes
+                                   "notebooks",   # which notebooks a study executes, not what any computes
+                                   "learned_fusion.threads"}   # the trees' OpenMP threads: the same models
 
 
 def test_the_price_table_keys_no_stage_the_notebooks_included():

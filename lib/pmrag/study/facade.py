@@ -141,7 +141,11 @@ class Study:
 
         It holds the run folder's lock (:func:`~pmrag.study.runner.held_run_folder`): a second process building or
         running the same run folder is refused with :class:`~pmrag.study.runner.RunInUse`, not let in to mix its
-        results with these."""
+        results with these.
+
+        A result that later stages read stays in memory until the last of them is computed; then it is dropped (the
+        cache on disk keeps it, and an accessor loads it again): at the paper's scale the messages alone are
+        several hundred MB.  A result no stage reads (a table's, the coverage) stays for the caller."""
         from tqdm.auto import tqdm
 
         from pmrag.study.runner import held_run_folder
@@ -150,16 +154,30 @@ class Study:
             previous = self.progress
             self.progress = previous if progress is None else progress
             bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
+            last_read = self._last_reads()
             try:
-                for name in self.computed_stages:
+                for position, name in enumerate(self.computed_stages):
                     bar.set_postfix_str(name, refresh=True)
                     if before is not None:
                         before(name)
                     self.engine.get(name, retry=True)
+                    for done, last in last_read.items():
+                        if last <= position:
+                            self.engine.memo.pop(self.engine.stage(done).key, None)
                     bar.update(1)
             finally:
                 bar.close()
                 self.progress = previous
+
+    def _last_reads(self) -> dict[str, int]:
+        """The computed stages that other computed stages read, each with the position in :attr:`computed_stages`
+        of the last one that does."""
+        computed, last = set(self.computed_stages), {}
+        for position, name in enumerate(self.computed_stages):
+            for need in self.engine.stage(name).needs:
+                if str(need) in computed:
+                    last[str(need)] = position
+        return last
 
     @property
     def progress(self) -> bool:
