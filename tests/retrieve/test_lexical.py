@@ -174,6 +174,30 @@ def test_char_ngram_counts_equal_count_vectorizer_and_a_brute_force_count(n):
     assert mixed.shape[1] == len(vocabulary) + 1 and (mixed[:, :-1] != query_counts).nnz == 0 and mixed[:, -1].nnz == 0
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_char_ngram_counts_in_small_blocks_equal_one_block(n, monkeypatch):
+    texts = DOCS + ["Ab  c\nd\t\tE😂x", "ＡＢＣ\u3000de😂😂" * 3, "", "x", "\U0001F600\U0010FFFF!"]
+    queries = ["京都駅の近く", "zz", "", "😂😂x"]
+    whole, vocabulary = char_ngram_counts(texts, n)
+    whole_queries, _ = char_ngram_counts(queries, n, vocabulary)
+    monkeypatch.setattr(lexical, "BLOCK_CHARS", 7)   # several texts a block, and texts longer than a block
+    assert len(lexical._text_blocks(texts, 7)) > len(texts) // 2
+    blocked, same = char_ngram_counts(texts, n)
+    blocked_queries, _ = char_ngram_counts(queries, n, vocabulary)
+    assert list(same) == list(vocabulary) and same == vocabulary
+    for ours, theirs in ((blocked, whole), (blocked_queries, whole_queries)):
+        assert ours.shape == theirs.shape and ours.has_canonical_format
+        assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+        assert np.array_equal(ours.data, theirs.data)
+
+
+def test_text_blocks_cover_every_text_once_in_order():
+    texts = ["aaaa", "bb", "c", "dddddddddd", "", "ee"]
+    blocks = lexical._text_blocks(texts, 5)
+    assert blocks == [(0, 1), (1, 3), (3, 4), (4, 6)]
+    assert lexical._text_blocks([], 5) == []
+
+
 def test_the_vectorizer_the_tokenizer_declares_is_the_reference():
     vectorizer = Char3Tokenizer().vectorizer()
     assert vectorizer.analyzer == "char" and vectorizer.ngram_range == (3, 3)

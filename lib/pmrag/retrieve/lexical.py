@@ -76,6 +76,7 @@ WORD_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 WHITESPACE = re.compile(r"\s+")
 CODE_BITS = 21                     # Unicode code points fit in 21 bits, so an n-gram of n ≤ 3 fits in 63
 MAX_NGRAM = 3
+BLOCK_CHARS = 2_000_000            # characters whose n-grams are counted at once (about 100 MB of arrays)
 
 
 # --------------------------------------------------------------------------------------------- sudachi
@@ -300,20 +301,21 @@ def char_ngrams(text: str, n: int) -> list[str]:
     return [text[i:i + n] for i in range(len(text) - n + 1)]
 
 
-def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The normalised texts' code points concatenated (uint64), and each text's length."""
-    normalised = [normalise_chars(t) for t in texts]
+def _code_points(texts: Sequence[str], normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised texts' code points concatenated (uint64), and each text's length (``normalised``: the
+    texts already are)."""
+    normalised = list(texts) if normalised else [normalise_chars(t) for t in texts]
     lengths = np.fromiter(map(len, normalised), dtype=np.int64, count=len(normalised))
     joined = "".join(normalised).encode("utf-32-le", "surrogatepass")
     return np.frombuffer(joined, dtype="<u4").astype(np.uint64), lengths
 
 
-def _ngram_codes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray]:
+def _ngram_codes(texts: Sequence[str], n: int, normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """One integer per n-gram (its code points in 21-bit fields, first character highest) and its text index.
 
     Integer order is the n-grams' code-point (string) order, which is how ``CountVectorizer`` sorts its
     vocabulary."""
-    points, lengths = _code_points(texts)
+    points, lengths = _code_points(texts, normalised)
     text_index = np.repeat(np.arange(len(lengths), dtype=np.int64), np.maximum(lengths - n + 1, 0))
     n_starts = len(points) - n + 1
     if n_starts < 1:
@@ -348,18 +350,6 @@ def _decode_ngrams(codes: np.ndarray, n: int) -> list[str]:
     return [text[i:i + n] for i in range(0, len(text), n)]
 
 
-def sorted_factorize(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(codes, return_inverse=True)`` by hashing (pandas' factorize) and sorting only the distinct
-    codes: several times faster than sorting every n-gram."""
-    import pandas as pd
-
-    labels, distinct = pd.factorize(codes)
-    order = np.argsort(distinct, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return np.asarray(distinct)[order], rank[labels]
-
-
 def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int] | None = None
                       ) -> tuple[sp.csr_matrix, dict[str, int]]:
     """Texts × n-grams count matrix (float64 CSR) and the vocabulary, as ``CountVectorizer(analyzer="char",
@@ -374,9 +364,14 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
     """
     if not 1 <= n <= MAX_NGRAM:
         raise ValueError(f"character n-grams are counted for n from 1 to {MAX_NGRAM}, got {n}")
-    codes, rows = _ngram_codes(texts, n)
-    if vocabulary is None:
-        terms, columns = sorted_factorize(codes)
+    import pandas as pd
+
+    texts = [normalise_chars(t) for t in texts]   # once, for both passes over the blocks
+    blocks = _text_blocks(texts, BLOCK_CHARS)
+    if vocabulary is None:   # the sorted distinct n-grams of every block
+        terms = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [
+            np.asarray(pd.unique(_ngram_codes(texts[a:b], n, normalised=True)[0])) for a, b in blocks]))
+        column_of = np.arange(len(terms), dtype=np.int64)
         vocabulary = {term: i for i, term in enumerate(_decode_ngrams(terms, n))}
     else:
         vocabulary = dict(vocabulary)
@@ -389,14 +384,42 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
         terms = _encode_ngrams(known, n)
         order = np.argsort(terms, kind="stable")
         terms, column_of = terms[order], column_of[order]
-        at = np.searchsorted(terms, codes)
-        hit = at < len(terms)
-        hit[hit] = terms[at[hit]] == codes[hit]
-        rows, columns = rows[hit], column_of[at[hit]]
-    counts = sp.csr_matrix((np.ones(len(rows)), (rows, np.asarray(columns).ravel())),
-                           shape=(len(texts), len(vocabulary)))
-    counts.sum_duplicates()
+    parts = [_block_counts(texts[a:b], n, terms, column_of, len(vocabulary)) for a, b in blocks]
+    counts = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, len(vocabulary)))
     return counts, vocabulary
+
+
+def _text_blocks(texts: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
+    """``[(start, stop)]`` runs of consecutive texts of at most ``max_chars`` characters each (a longer text is a
+    block of its own): the n-grams are counted a block at a time, so their arrays stay that size."""
+    blocks, start, size = [], 0, 0
+    for i, text in enumerate(texts):
+        if i > start and size + len(text) > max_chars:
+            blocks.append((start, i))
+            start, size = i, 0
+        size += len(text)
+    if start < len(texts):
+        blocks.append((start, len(texts)))
+    return blocks
+
+
+def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np.ndarray,
+                  n_columns: int) -> sp.csr_matrix:
+    """The count matrix of ``texts`` over the sorted n-gram codes ``terms`` (column ``column_of[i]`` for
+    ``terms[i]``, ``texts`` normalised); n-grams not in ``terms`` are dropped."""
+    import pandas as pd
+
+    codes, rows = _ngram_codes(texts, n, normalised=True)
+    labels, distinct = pd.factorize(codes)   # each distinct code looked up once
+    distinct = np.asarray(distinct, dtype=np.uint64)
+    at = np.searchsorted(terms, distinct)
+    hit = at < len(terms)
+    hit[hit] = terms[at[hit]] == distinct[hit]
+    column = np.where(hit, column_of[np.minimum(at, max(len(terms) - 1, 0))] if len(terms) else -1, -1)[labels]
+    kept = column >= 0
+    counts = sp.csr_matrix((np.ones(int(kept.sum())), (rows[kept], column[kept])), shape=(len(texts), n_columns))
+    counts.sum_duplicates()
+    return counts
 
 
 class CharNgramTokenizer:
