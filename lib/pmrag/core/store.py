@@ -341,6 +341,13 @@ file_fingerprints = Table(                               # content hash of an in
 )
 
 
+PAGE_CACHE_KIB = 32 << 10
+"""SQLite page cache of each store connection.  It was 256 MiB for bulk inserts into random-key B-trees; inserting
+messages at 32 MiB was as fast (:data:`pmrag.ingest.store.INSERT_CACHE_KIB`), and a process that only reads (each
+notebook kernel) kept up to 256 MiB of pages it read once: at the paper's scale, notebook 02 reading the texts
+sent for embedding held about 275 MB more."""
+
+
 class StoreError(PmragError):
     """A database that cannot serve as the store: one line naming the file, never a value it holds."""
 
@@ -351,7 +358,7 @@ def _on_connect(dbapi_connection, _record):
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA cache_size=-262144")  # 256 MiB page cache: bulk inserts into random-key B-trees
+    cursor.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
     cursor.execute("PRAGMA temp_store=MEMORY")
     cursor.close()
 

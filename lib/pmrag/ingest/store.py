@@ -30,9 +30,9 @@ INSERT_ROWS = 10_000
 """Message rows per ``executemany``."""
 
 INSERT_CACHE_KIB = 32 << 10
-"""SQLite page cache while a file's messages are inserted: the store's connections keep 256 MiB, which a
-large export fills (a 40 MB export peaked 140 MB higher with it); inserting a million messages took as long
-at this size, within the noise of a shared machine."""
+"""SQLite page cache while a file's messages are inserted, whatever the connection's own size
+(:data:`pmrag.core.store.PAGE_CACHE_KIB`): at 256 MiB a large export filled it (a 40 MB export peaked 140 MB
+higher); inserting a million messages took as long at this size, within the noise of a shared machine."""
 
 _INSERT_MESSAGES = (
     f"INSERT OR IGNORE INTO {messages.name} ({', '.join(c.name for c in messages.columns)}) "

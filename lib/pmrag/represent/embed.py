@@ -758,23 +758,26 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
         raise PmragError(f"{where}: the matrix's checksum differs from the one recorded when it was written{hint}")
     if not np.isfinite(matrix).all():   # a matrix rewritten with its sidecar's checksum: still no NaN gets through
         raise PmragError(f"{where}: the matrix holds NaN or infinite values{hint}")
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(embedding_inputs.c.row, embedding_inputs.c.chunk_id, embedding_inputs.c.text_sent,
-                   embedding_inputs.c.text_sha256)
-            .where(embedding_inputs.c.representation == representation, embedding_inputs.c.model == model_id)
-            .order_by(embedding_inputs.c.row)
-        ).all()
-    if len(rows) != matrix.shape[0] or [r.row for r in rows] != list(range(len(rows))):
-        raise PmragError(f"{where}: embedding_inputs has {len(rows)} rows for it, the matrix {matrix.shape[0]}{hint}")
-    chunk_ids = [r.chunk_id for r in rows]
+    numbered, chunk_ids, shas, altered = True, [], [], None
+    with engine.connect() as conn:   # row by row: at the paper's scale the texts sent are hundreds of MB
+        for r in conn.execute(
+                select(embedding_inputs.c.row, embedding_inputs.c.chunk_id, embedding_inputs.c.text_sent,
+                       embedding_inputs.c.text_sha256)
+                .where(embedding_inputs.c.representation == representation, embedding_inputs.c.model == model_id)
+                .order_by(embedding_inputs.c.row)):
+            numbered = numbered and r.row == len(chunk_ids)
+            if altered is None and _sha256_text(r.text_sent) != r.text_sha256:
+                altered = (r.chunk_id, r.row)
+            chunk_ids.append(r.chunk_id)
+            shas.append(r.text_sha256)
+    if len(chunk_ids) != matrix.shape[0] or not numbered:
+        raise PmragError(f"{where}: embedding_inputs has {len(chunk_ids)} rows for it, the matrix {matrix.shape[0]}{hint}")
     if chunk_ids != meta["chunk_ids"]:
         raise PmragError(f"{where}: embedding_inputs' row order differs from the matrix's{hint}")
-    for r in rows:
-        if _sha256_text(r.text_sent) != r.text_sha256:
-            raise PmragError(f"{where}: embedding_inputs' text for chunk {r.chunk_id} (row {r.row}) does not match its "
-                             f"SHA-256{hint}")
-    if _digest_lines([r.text_sha256 for r in rows]) != meta["texts_sha256"]:
+    if altered is not None:
+        raise PmragError(f"{where}: embedding_inputs' text for chunk {altered[0]} (row {altered[1]}) does not match its "
+                         f"SHA-256{hint}")
+    if _digest_lines(shas) != meta["texts_sha256"]:
         raise PmragError(f"{where}: the texts in embedding_inputs are not the texts the matrix was embedded from{hint}")
     return matrix, chunk_ids
 
@@ -782,18 +785,21 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
 def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]]) -> pd.DataFrame:
     """Per ``(representation, model_id, folder)``: model, rows, dimension, dtype, and the length of the text
     actually sent (mean, max, how many were shortened)."""
-    from pmrag.core.store import read_table
+    from pmrag.core.store import embedding_inputs as table
 
-    inputs = read_table(engine, "embedding_inputs")
     rows = []
     for representation, model_id, folder in vector_sets:
         matrix, _ = load_vectors(engine, folder, representation, model_id)
-        mine = inputs[(inputs["representation"] == representation) & (inputs["model"] == model_id)]
-        sent = mine["text_sent"].str.len()
+        with engine.connect() as conn:   # row by row: the texts sent are read for their length only
+            lengths = [(len(text), source) for text, source in conn.execute(
+                select(table.c.text_sent, table.c.source_chars)
+                .where(table.c.representation == representation, table.c.model == model_id))]
+        sent = pd.Series([length for length, _ in lengths], dtype=np.int64)
+        source = pd.Series([chars for _, chars in lengths], dtype=np.int64)
         rows.append({
             "representation": representation, "model": model_id, "rows": matrix.shape[0], "dim": matrix.shape[1],
             "dtype": str(matrix.dtype), "sent_chars_mean": round(float(sent.mean()), 1),
-            "sent_chars_max": int(sent.max()), "shortened": int((mine["source_chars"] > sent).sum()),
+            "sent_chars_max": int(sent.max()), "shortened": int((source > sent).sum()),
         })
     return pd.DataFrame(rows)
 
