@@ -415,7 +415,9 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     at = np.searchsorted(terms, distinct)
     hit = at < len(terms)
     hit[hit] = terms[at[hit]] == distinct[hit]
-    column = np.where(hit, column_of[np.minimum(at, max(len(terms) - 1, 0))] if len(terms) else -1, -1)[labels]
+    column = np.full(len(distinct), -1, dtype=np.int64)
+    column[hit] = column_of[at[hit]]
+    column = column[labels]
     kept = column >= 0
     counts = sp.csr_matrix((np.ones(int(kept.sum())), (rows[kept], column[kept])), shape=(len(texts), n_columns))
     counts.sum_duplicates()
