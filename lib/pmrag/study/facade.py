@@ -144,8 +144,8 @@ class Study:
         results with these.
 
         A result that later stages read stays in memory until the last of them is computed; then it is dropped (the
-        cache on disk keeps it, and an accessor loads it again), so the ingested messages do not ride along
-        through every retriever.  A result no stage reads (a table's, the coverage) stays for the caller."""
+        cache on disk keeps it, and an accessor loads it again).  A result no stage reads (a table's, the coverage)
+        stays for the caller."""
         from tqdm.auto import tqdm
 
         from pmrag.study.runner import held_run_folder
