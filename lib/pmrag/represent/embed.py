@@ -759,7 +759,7 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
     if not np.isfinite(matrix).all():   # a matrix rewritten with its sidecar's checksum: still no NaN gets through
         raise PmragError(f"{where}: the matrix holds NaN or infinite values{hint}")
     numbered, chunk_ids, shas, altered = True, [], [], None
-    with engine.connect() as conn:   # row by row: at the paper's scale the texts sent are hundreds of MB
+    with engine.connect() as conn:   # row by row: at the paper's scale the texts sent are tens of millions of characters
         for r in conn.execute(
                 select(embedding_inputs.c.row, embedding_inputs.c.chunk_id, embedding_inputs.c.text_sent,
                        embedding_inputs.c.text_sha256)
