@@ -301,21 +301,21 @@ def char_ngrams(text: str, n: int) -> list[str]:
     return [text[i:i + n] for i in range(len(text) - n + 1)]
 
 
-def _code_points(texts: Sequence[str], normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The normalised texts' code points concatenated (uint64), and each text's length (``normalised``: the
-    texts already are)."""
-    normalised = list(texts) if normalised else [normalise_chars(t) for t in texts]
-    lengths = np.fromiter(map(len, normalised), dtype=np.int64, count=len(normalised))
-    joined = "".join(normalised).encode("utf-32-le", "surrogatepass")
+def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of texts already normalised (:func:`normalise_chars`) concatenated (uint64), and each text's
+    length."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    joined = "".join(texts).encode("utf-32-le", "surrogatepass")
     return np.frombuffer(joined, dtype="<u4").astype(np.uint64), lengths
 
 
-def _ngram_codes(texts: Sequence[str], n: int, normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """One integer per n-gram (its code points in 21-bit fields, first character highest) and its text index.
+def _ngram_codes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """One integer per n-gram of normalised texts (its code points in 21-bit fields, first character highest) and its
+    text index.
 
     Integer order is the n-grams' code-point (string) order, which is how ``CountVectorizer`` sorts its
     vocabulary."""
-    points, lengths = _code_points(texts, normalised)
+    points, lengths = _code_points(texts)
     text_index = np.repeat(np.arange(len(lengths), dtype=np.int64), np.maximum(lengths - n + 1, 0))
     n_starts = len(points) - n + 1
     if n_starts < 1:
@@ -370,7 +370,7 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
     blocks = _text_blocks(texts, BLOCK_CHARS)
     if vocabulary is None:   # the sorted distinct n-grams of every block
         terms = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [
-            np.asarray(pd.unique(_ngram_codes(texts[a:b], n, normalised=True)[0])) for a, b in blocks]))
+            np.asarray(pd.unique(_ngram_codes(texts[a:b], n)[0])) for a, b in blocks]))
         column_of = np.arange(len(terms), dtype=np.int64)
         vocabulary = {term: i for i, term in enumerate(_decode_ngrams(terms, n))}
     else:
@@ -409,7 +409,7 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     ``terms[i]``, ``texts`` normalised); n-grams not in ``terms`` are dropped."""
     import pandas as pd
 
-    codes, rows = _ngram_codes(texts, n, normalised=True)
+    codes, rows = _ngram_codes(texts, n)
     labels, distinct = pd.factorize(codes)   # each distinct code looked up once
     distinct = np.asarray(distinct, dtype=np.uint64)
     at = np.searchsorted(terms, distinct)
