@@ -311,13 +311,6 @@ def learned_fusion(rankings: Mapping[str, pd.DataFrame], qrels: Qrels | pd.DataF
     """
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=threads, user_api="openmp"):
-        return _learned_fusion(rankings, qrels, types, chunks, models=models, folds=folds, depth=depth, seed=seed,
-                               positive=positive, importance_repeats=importance_repeats, iterations=iterations, ks=ks)
-
-
-def _learned_fusion(rankings, qrels, types, chunks, *, models, folds, depth, seed, positive, importance_repeats,
-                    iterations, ks) -> LearnedFusion:
     qrels = Qrels.of(qrels)
     evaluated = set(types.index.astype(str))
     rankings = {name: r[r["question_id"].astype(str).isin(evaluated)] for name, r in rankings.items()}
@@ -327,13 +320,14 @@ def _learned_fusion(rankings, qrels, types, chunks, *, models, folds, depth, see
     fold_of_row = row_folds(features.keys, assignment)
     runs, rows, importances = {}, [], []
     for model in models:
-        scores, fitted = out_of_fold(features, y, fold_of_row, model, seed, iterations)
+        with threadpool_limits(limits=threads, user_api="openmp"):   # the fits and the permuted predictions
+            scores, fitted = out_of_fold(features, y, fold_of_row, model, seed, iterations)
+            table = (coefficients(features, fitted).assign(kind="coefficient (standardised)") if model == "logistic"
+                     else permutation_drops(features, y, fold_of_row, fitted, importance_repeats, seed)
+                     .assign(kind="held-out permutation: drop in average precision"))
         name = method_name(model)
         runs[name] = ranking_of(features.keys, scores)
         rows.append(per_question_rows(runs[name], name, qrels, types, ks))
-        table = (coefficients(features, fitted).assign(kind="coefficient (standardised)") if model == "logistic" else
-                 permutation_drops(features, y, fold_of_row, fitted, importance_repeats, seed)
-                 .assign(kind="held-out permutation: drop in average precision"))
         order = table["importance"].abs().sort_values(ascending=False, kind="stable").index
         importances.append(table.loc[order].assign(model=model))
     importance = pd.concat(importances, ignore_index=True).loc[:, ["model", "kind", "feature", "importance", "sd"]]
