@@ -219,7 +219,7 @@ def _propose(args) -> int:
     if args.max_calls is not None and args.max_calls < 0:
         raise PmragError(f"--max-calls: an integer ≥ 0, got {args.max_calls}")
     study = Study.from_params(args.propose)
-    study.messages()                 # the ingest stage, computed if the store does not hold it yet
+    study.get("ingest")              # computed if the store does not hold it yet
     params = study.params
     cost = proposal_cost(study.store, params, args.limit)
     if args.dry_run or not args.quiet:

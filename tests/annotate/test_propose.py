@@ -13,8 +13,9 @@ import pytest
 
 from pmrag.annotate.candidates import candidate_id, read_candidates, read_hints
 from pmrag.annotate.propose import (ProposalError, ProposalStopped, load_proposal_prompts, message_batches,
-                                    prompt_sha256, propose_candidates, store_messages, validate_proposal_reply)
+                                    prompt_sha256, propose_candidates, validate_proposal_reply)
 from pmrag.core.params import CandidatesSection, StudyParams, SummarizerSection
+from pmrag.core.store import stored_messages
 from pmrag.represent.llm import CallError
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.representations import PROMPTS_DIR
@@ -71,7 +72,7 @@ def run(server, engine, section=None, limit=None, **overrides):
 # ------------------------------------------------------------------------------------------ batches
 
 def test_batches_fit_never_span_sources_and_are_named_by_their_content(engine):
-    messages = store_messages(fill(engine))
+    messages = stored_messages(fill(engine))
     batches = message_batches(messages, 400)
     assert [b.source for b in batches] == ["family"] * 2 + ["friends"] * 2
     assert sum(b.n_messages for b in batches) == 12 and all(b.n_cut == 0 for b in batches)
@@ -97,7 +98,7 @@ def test_a_message_longer_than_a_batch_goes_alone_cut_to_fit():
 
 
 def test_the_input_names_types_cap_and_messages(engine):
-    batch = message_batches(store_messages(fill(engine)), 400)[0]
+    batch = message_batches(stored_messages(fill(engine)), 400)[0]
     sent = json.loads(batch.input(["a", "b"], 3))
     assert sent["types"] == ["a", "b"] and sent["max_questions"] == 3
     assert sent["messages"] == json.loads(batch.messages_json)
@@ -163,7 +164,7 @@ def test_proposals_are_stored_with_their_origin(server, engine):
     stored = read_candidates(engine).set_index("candidate_id")
     prompts = load_proposal_prompts("en")
     first = stored.loc[candidate_id("model", "Where did Aki play tennis?")]
-    batches = message_batches(store_messages(engine), 400)
+    batches = message_batches(stored_messages(engine), 400)
     assert (first["origin"], first["model"], first["status"], first["type"]) == (
         "model", RESPONSE_MODEL, "proposed", "named_entity")
     assert first["batch"] == batches[0].batch_id and first["prompt_sha256"] == prompt_sha256(prompts)
@@ -209,7 +210,7 @@ def test_malformed_replies_are_recorded_as_errors_and_called_again(server, engin
     replies = [Reply.ok(reply(question())), Reply.ok(reply(question(type_="gossip"))),
                Reply.ok("Aki's secret, not JSON"), Reply.ok(reply(question(evidence=[{"time": "noon"}])))]
     server.script(*(replies if policy == "retry" else replies[:2]))      # a stop leaves the others unasked
-    batches = message_batches(store_messages(engine), 400)
+    batches = message_batches(stored_messages(engine), 400)
     if policy == "retry":
         result = run(server, engine)
         assert (result.report.ok, result.report.error, result.report.calls) == (1, 3, 4)
@@ -235,7 +236,7 @@ def test_a_refused_request_is_retried(server, engine):
     server.script(Reply.error(429), Reply.error(503), Reply.ok(reply(question())))
     result = run(server, engine, limit=1)
     rows = extraction_rows(engine)
-    assert rows[message_batches(store_messages(engine), 400)[0].batch_id]["attempts"] == 3
+    assert rows[message_batches(stored_messages(engine), 400)[0].batch_id]["attempts"] == 3
     assert (result.report.ok, result.report.calls, result.candidates.stored) == (1, 3, 1)
 
 
@@ -313,7 +314,7 @@ def test_a_question_proposed_again_from_another_batch_has_its_new_hints_merged(s
     assert (report.read, report.stored, report.already_present, report.merged, report.rejected) == (4, 1, 1, 1, 1)
     assert result.lines()[2] == ("proposed by gpt-4o-mini: questions read 4, stored 1, already present 1, "
                                  "merged 1, rejected 1")
-    batches = message_batches(store_messages(engine), 400)
+    batches = message_batches(stored_messages(engine), 400)
     cid = candidate_id("model", "Where did Aki play tennis?")
     stored = read_candidates(engine).set_index("candidate_id")
     assert len(stored) == 1 and stored.loc[cid, ["batch", "type"]].tolist() == [batches[0].batch_id, "named_entity"]

@@ -11,6 +11,7 @@ import yaml
 
 from pmrag.chunking.store import chunk_study
 from pmrag.core.params import ChunkingSection, DatasetSection
+from pmrag.core.store import stored_messages
 from pmrag.evaluate.groups import evidence_groups, per_question_group_metrics
 from pmrag.evaluate.message_recall import (EvidenceJudgments, evidence_counts, evidence_judgments, evidence_matrix,
                                            message_recall, per_question_message_recall, per_question_message_rows)
@@ -106,7 +107,7 @@ def test_chunk_group_and_message_recall_differ_on_overlapping_locomo_windows(eng
     chunking = ChunkingSection(**yaml.safe_load((REPO / "params" / "locomo.yaml").read_text("utf-8"))["chunking"])
     ingested = ingest_study(engine, [locomo_file(tmp_path / "locomo10.json")], None, DatasetSection(format="locomo"))
     chunked = chunk_study(engine, chunking)
-    turn = dict(zip(ingested.messages["message_id"], ingested.messages["native_id"]))
+    turn = dict(stored_messages(engine, ("message_id", "native_id")).itertuples(index=False))
     name = {c: f"c{i}" for i, c in zip(chunked.chunks["chunk_index"], chunked.chunks["chunk_id"])}
     held = chunked.members.assign(turn=chunked.members["message_id"].map(turn)).groupby("chunk_id")["turn"]
     assert {name[c]: (t.iloc[0], t.iloc[-1]) for c, t in held} == {

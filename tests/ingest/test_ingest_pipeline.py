@@ -105,10 +105,11 @@ def test_the_study_ingest_in_this_process_stores_what_the_worker_processes_store
         engine.dispose()
     assert pooled == [2]   # the first ingest used two worker processes, the second none
     (pool, pool_rows), (here, here_rows) = found["pool"], found["here"]
-    for field in ("report", "messages", "questions", "evidence", "rejections"):
+    for field in ("report", "questions", "evidence", "rejections"):
         pd.testing.assert_frame_equal(getattr(here, field), getattr(pool, field), check_exact=True)
     assert here_rows == pool_rows
-    assert len(here_rows["messages"]) == here.report["stored"].sum() == corpus["n_messages"]
+    assert len(here_rows["messages"]) == here.n_messages == pool.n_messages == here.report["stored"].sum() \
+        == corpus["n_messages"]
     assert len(here_rows["question_evidence"]) > 0 and len(here_rows["questions"]) == 6
 
 
@@ -116,3 +117,28 @@ def _nothing():
     from contextlib import nullcontext
 
     return nullcontext()
+
+
+def test_the_ingest_result_leaves_the_messages_in_the_store_and_they_read_back_a_few_columns_at_a_time(tmp_path):
+    import pickle
+
+    import pytest
+    from pmrag.core.params import DatasetSection
+    from pmrag.ingest.pipeline import ingest_study
+
+    engine = store.open_store(tmp_path / "s.sqlite")
+    ingested = ingest_study(engine, [path for path, _ in JOBS[1:]], None, DatasetSection(format="line-txt"))
+    everything = store.read_table(engine, "messages")
+    assert ingested.n_messages == len(everything) == ingested.report["stored"].sum() > 0
+    assert not hasattr(ingested, "messages")   # a stage's cached result; at scale the messages are gigabytes
+    cached = pickle.dumps(ingested)
+    assert not [text for text in everything["text"] if len(text) >= 8 and text.encode() in cached]
+
+    full = store.stored_messages(engine)
+    order = list(store.MESSAGE_ORDER)
+    pd.testing.assert_frame_equal(full, everything.sort_values(order, kind="stable").reset_index(drop=True))
+    two = store.stored_messages(engine, ("sender", "message_id"))
+    assert list(two.columns) == ["sender", "message_id"]
+    pd.testing.assert_frame_equal(two, full[["sender", "message_id"]])
+    with pytest.raises(KeyError, match="table 'messages' has no column 'speaker'; it has message_id, source"):
+        store.stored_messages(engine, ("message_id", "speaker"))

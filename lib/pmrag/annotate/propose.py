@@ -51,7 +51,7 @@ from sqlalchemy import Engine, select
 from pmrag.annotate.candidates import Candidate, CandidateReport, Hint, hint_time, store_candidates
 from pmrag.core.errors import PmragError
 from pmrag.core.params import CandidatesSection, SummarizerSection
-from pmrag.core.store import graph_extractions, read_table
+from pmrag.core.store import graph_extractions, stored_messages
 from pmrag.core.text import one_line, shown
 from pmrag.represent import privacy
 from pmrag.represent.llm import (CallError, CallPolicy, ExtractionStore, LLMStep, Prompts, ResponsesClient,
@@ -146,11 +146,6 @@ def _batch(source: str, encoded: list[str], cut: int) -> MessageBatch:
     body = "[" + ", ".join(encoded) + "]"
     digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
     return MessageBatch(f"batch_{digest}", source, len(encoded), cut, body)
-
-
-def store_messages(engine: Engine) -> pd.DataFrame:
-    """The store's messages by source, time and position in the file (as the ingest stage orders them)."""
-    return read_table(engine, "messages", ("source", "occurred_at", "source_order"))
 
 
 # --------------------------------------------------------------------------------------------- replies
@@ -346,7 +341,7 @@ def proposal_batches(engine: Engine, section: CandidatesSection,
     (``None``: all).  Raises :class:`ProposalError` for a bad ``limit`` or a store without messages."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ProposalError(f"--limit: an integer ≥ 1, got {limit!r}")
-    messages = store_messages(engine)
+    messages = stored_messages(engine)
     if messages.empty:
         raise ProposalError("the store holds no message to propose questions from; ingest the history first")
     batches = message_batches(messages, section.batch_chars)

@@ -604,13 +604,36 @@ def count_rows(conn, table) -> int:
     return conn.execute(select(func.count()).select_from(table)).scalar_one()
 
 
-def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = ()) -> pd.DataFrame:
-    """A whole table as a DataFrame (sorted by ``order_by`` columns when given)."""
+def count_messages(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return count_rows(conn, messages)
+
+
+def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
+               columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """A whole table as a DataFrame (sorted by ``order_by`` columns when given; only ``columns``, in that order,
+    when given)."""
     table = metadata.tables[table] if isinstance(table, str) else table
-    query = select(table)
+    query = select(table) if columns is None else select(*(_column(table, name) for name in columns))
     if order_by:
         query = query.order_by(*(table.c[name] for name in order_by))
     with engine.connect() as conn:
         return pd.read_sql(query, conn)
+
+
+def _column(table: Table, name: str):
+    if name not in table.c:
+        raise KeyError(f"table {table.name!r} has no column {name!r}; it has {', '.join(table.c.keys())}")
+    return table.c[name]
+
+
+MESSAGE_ORDER = ("source", "occurred_at", "source_order")
+"""The order the study reads messages in: by source, time and position in the file."""
+
+
+def stored_messages(engine: Engine, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """The store's messages in :data:`MESSAGE_ORDER`: every column, or only ``columns`` (a reader that needs a
+    few columns of millions of messages reads a fraction of the table)."""
+    return read_table(engine, messages, MESSAGE_ORDER, columns)
 
 

@@ -83,11 +83,12 @@ def ingest_files(engine: Engine, jobs: Sequence[tuple[Path, str]], *, permissive
 @dataclasses.dataclass(frozen=True)
 class Ingested:
     """A study's ingest: per input file what was read, stored, already present and rejected (``report``), and
-    what the store then holds: messages (by source, time, position), questions, their message-level evidence and
-    the rejected records."""
+    what the store then holds: the number of messages, the questions, their message-level evidence and the
+    rejected records.  The messages themselves stay in the store (:func:`pmrag.core.store.stored_messages`):
+    millions of them at scale, read by the few stages that need them, a column or two at a time."""
 
     report: pd.DataFrame
-    messages: pd.DataFrame
+    n_messages: int
     questions: pd.DataFrame
     evidence: pd.DataFrame
     rejections: pd.DataFrame
@@ -112,7 +113,7 @@ def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, 
         row["same_as"] = row["same_as"] and display(Path(row["same_as"]))
         reports.append(row)
     return Ingested(pd.DataFrame(reports),
-                    store.read_table(engine, "messages", ("source", "occurred_at", "source_order")),
+                    store.count_messages(engine),
                     store.read_table(engine, "questions", ("question_id",)),
                     store.read_table(engine, "question_evidence", ("question_id", "message_id")),
                     store.read_table(engine, "rejections", ("sha256", "location")))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pmrag.chunking.store import Chunked
 from pmrag.core.names import HybridId, RetrieverId
-from pmrag.core.store import INGESTED
+from pmrag.core.store import INGESTED, stored_messages
 from pmrag.core.params import (AnalysisSection, AnswersSection, BM25Section, BootstrapSection, ChunkingSection, DatasetSection,
                                DecompositionSection, EmbeddingSection, GraphSection, HybridSection,
                                LearnedFusionSection, MultiVectorSection, RepresentationsSection, RetrievalSection, StatisticsSection,
@@ -111,14 +111,17 @@ def representations(chunks: Chunked, summaries: pd.DataFrame, section: Represent
 
 
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
-       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()])
+       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()],
+       reads_store=(INGESTED,))
 def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet, representations: pd.DataFrame,
              chunking: Annotated[ChunkingSection, Keys("trim_policy")], retrieval: Annotated[RetrievalSection,
              Keys("retrievers")], embedding: Annotated[EmbeddingSection, Keys(*CUT_KEYS)],
-             texts: RepresentationsSection, summarizer: Annotated[SummarizerSection, Keys("max_input_chars")]):
-    from pmrag.evaluate.coverage import coverage_report
+             texts: RepresentationsSection, summarizer: Annotated[SummarizerSection, Keys("max_input_chars")],
+             runtime: Runtime):
+    from pmrag.evaluate.coverage import MESSAGE_COLUMNS, coverage_report
 
-    return coverage_report(ingest.messages, chunks.members, ingest.evidence, ingest.questions, ingest.rejections,
+    messages = stored_messages(runtime.store, MESSAGE_COLUMNS)
+    return coverage_report(messages, chunks.members, ingest.evidence, ingest.questions, ingest.rejections,
                            representations, retrieval.retriever_ids(), qrels.questions["question_id"],
                            qrels.excluded_types, chunking=chunking, embedding=embedding, representations=texts,
                            summarizer=summarizer)
@@ -186,7 +189,7 @@ _GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "interest_rule", "min_
                 "max_interests", "max_phrases", lambda p, item: ("interest_batch",) if p.graph.extractor == "openai" else ())
 
 
-@stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})",
+@stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})", reads_store=(INGESTED,),
        files=lambda p, item: prompt_files(p.representations.prompts, GRAPH_PROMPTS) if p.graph.extractor == "openai"
        else (), packages=lambda p, item: ("sudachipy", "sudachidict_core", "scikit-learn", *model_package(p, item),
                                           *openai_package(lambda q: q.graph.extractor)(p, item)))
@@ -202,7 +205,8 @@ def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: A
         extras = dict(progress=runtime.progress) if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
-        built = memory_graph(chunks.chunks, chunks.members, ingest.messages, summaries,
+        senders = stored_messages(runtime.store, ("message_id", "sender"))
+        built = memory_graph(chunks.chunks, chunks.members, senders, summaries,
                              make_extractor(section, embedder=embed, **extras), embed, unit=section.memory_unit)
     write_graph(runtime.store, built.graph, GRAPH_NAME)
     return built
