@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from bm25s.tokenization import Tokenized
 
 from pmrag.core.params import BM25Section
-from pmrag.retrieve.bm25 import BM25Index, idf
+from pmrag.retrieve.bm25 import BM25Index, idf, length_norm, posting_weights, tf_weight
 from pmrag.retrieve.ranking import Ranker, lower_bounds_of_kth, rank, split_at_kth
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
@@ -119,6 +119,29 @@ def test_index_statistics(small_docs):
     assert index.idf[index.vocabulary["京都"]] == pytest.approx(math.log(1 + (len(small_docs) - df + 0.5) / (df + 0.5)))
     assert idf(np.array([0]), 10)[0] == pytest.approx(math.log(1 + 10.5 / 0.5))
     assert (index.idf > 0).all()
+
+
+def test_posting_weights_in_place_are_equation_8_bit_for_bit(zipf):
+    _, _, index, _ = zipf
+    counts = index.counts
+    doc_freqs = np.diff(counts.indptr)
+    for k1, b in ((1.2, 0.75), (0.9, 0.4), (2.0, 1.0)):
+        expected = np.repeat(index.idf, doc_freqs) * tf_weight(counts.data, index.doc_lengths[counts.indices],
+                                                               index.avgdl, k1, b)
+        found = posting_weights(counts.data, length_norm(index.doc_lengths, index.avgdl, b), counts.indices,
+                                index.idf, doc_freqs, k1)
+        assert np.array_equal(found, expected) and found.dtype == np.float64
+
+
+def test_an_index_without_counts_scores_the_same_and_shares_its_postings(small_docs):
+    kept, lean = BM25Index.fit(small_docs), BM25Index.fit(small_docs, keep_counts=False)
+    assert lean.counts is None and kept.counts is not None
+    assert np.shares_memory(kept.weights.indices, kept.counts.indices)   # the same postings, held once
+    assert np.shares_memory(kept.weights.indptr, kept.counts.indptr)
+    np.testing.assert_array_equal(lean.scores_many(QUERIES), kept.scores_many(QUERIES))
+    counted = BM25Index.fit_counts(kept.counts.T, kept.vocabulary, keep_counts=False)
+    assert counted.counts is None
+    np.testing.assert_array_equal(counted.scores_many(QUERIES), kept.scores_many(QUERIES))
 
 
 def test_tokenizer_feeds_queries_too(small_docs):

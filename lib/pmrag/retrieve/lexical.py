@@ -61,6 +61,7 @@ import scipy.sparse as sp
 
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import PmragError
+from pmrag.core.memory import trim_heap
 from pmrag.retrieve.bm25 import BM25Index, query_matrix
 from pmrag.retrieve.registry import TOKENIZERS
 
@@ -385,6 +386,8 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
         order = np.argsort(terms, kind="stable")
         terms, column_of = terms[order], column_of[order]
     parts = [_block_counts(texts[a:b], n, terms, column_of, len(vocabulary)) for a, b in blocks]
+    del texts
+    trim_heap()   # the blocks' arrays and the normalised texts, before the parts are joined
     counts = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, len(vocabulary)))
     return counts, vocabulary
 
@@ -536,17 +539,18 @@ def make_tokenizer(tokenizer_class, section, cache_dir: str | Path | None = None
     return tokenizer_class.from_params(section)
 
 
-def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], section
+def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], section, *, keep_counts: bool = True
                 ) -> tuple[BM25Index, sp.csr_matrix]:
     """A BM25 index of ``documents`` and the queries' token counts over its vocabulary (queries × terms).
 
     A tokenizer with ``count_many`` (the character n-grams) hands over count matrices
     (:meth:`BM25Index.fit_counts`); the others token lists (:meth:`BM25Index.fit`, :func:`query_matrix`).
+    ``keep_counts``: whether the index keeps ``f(t, d)`` (:meth:`BM25Index.fit`).
     """
     if hasattr(tokenizer, "count_many"):
         doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries)
-        return BM25Index.fit_counts(doc_counts, vocabulary, section), query_counts
-    index = BM25Index.fit(tokenizer.tokenize_many(documents), section)
+        return BM25Index.fit_counts(doc_counts, vocabulary, section, keep_counts=keep_counts), query_counts
+    index = BM25Index.fit(tokenizer.tokenize_many(documents), section, keep_counts=keep_counts)
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
 
 

@@ -251,14 +251,16 @@ class BM25Retriever(RetrieverComponent):
 
         return make_tokenizer(self.tokenizer_class(self.rid), self.params.bm25, self.params.cache_dir)
 
-    def index(self, corpus: Corpus, queries: Queries) -> tuple[BM25Index, object]:
-        """The BM25 index of the representation and the questions' token counts over its vocabulary."""
+    def index(self, corpus: Corpus, queries: Queries, *, keep_counts: bool = True) -> tuple[BM25Index, object]:
+        """The BM25 index of the representation and the questions' token counts over its vocabulary
+        (``keep_counts``: :meth:`BM25Index.fit`)."""
         from pmrag.retrieve.lexical import index_texts
 
-        return index_texts(self.tokenizer(), corpus.texts(self.rid.representation), queries.texts, self.params.bm25)
+        return index_texts(self.tokenizer(), corpus.texts(self.rid.representation), queries.texts, self.params.bm25,
+                           keep_counts=keep_counts)
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
-        index, query_counts = self.index(corpus, queries)
+        index, query_counts = self.index(corpus, queries, keep_counts=False)   # scores need the weights alone
         scores = index.scores_matrix(query_counts)
         keep = scores > 0 if self.params.bm25.zero_scores == "drop" else None
         return ranked_from_scores(scores, corpus, queries, depth, keep)

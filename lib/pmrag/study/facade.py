@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core import store
+from pmrag.core.memory import return_freed_memory, trim_heap
 from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import HASHED_STAND_IN, StudyParams
 from pmrag.evaluate.coverage import Coverage
@@ -144,8 +145,9 @@ class Study:
         results with these.
 
         A result that later stages read stays in memory until the last of them is computed; then it is dropped (the
-        cache on disk keeps it, and an accessor loads it again).  A result no stage reads (a table's, the coverage)
-        stays for the caller."""
+        cache on disk keeps it, and an accessor loads it again), and after each stage the pages freed go back to the
+        system (:mod:`pmrag.core.memory`), so the next stage's arrays do not come on top of them.  A result no stage
+        reads (a table's, the coverage) stays for the caller."""
         from tqdm.auto import tqdm
 
         from pmrag.study.runner import held_run_folder
@@ -161,9 +163,13 @@ class Study:
                     if before is not None:
                         before(name)
                     self.engine.get(name, retry=True)
-                    for done, last in last_read.items():
-                        if last <= position:
-                            self.engine.memo.pop(self.engine.stage(done).key, None)
+                    read_out = [done for done, last in last_read.items() if last == position]
+                    for done in read_out:
+                        self.engine.memo.pop(self.engine.stage(done).key, None)
+                    if read_out:
+                        return_freed_memory()   # the results just dropped
+                    else:
+                        trim_heap()             # the pages the stage freed
                     bar.update(1)
             finally:
                 bar.close()
