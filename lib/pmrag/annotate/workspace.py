@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine
 
-from pmrag.core.store import StoreError, metadata, open_store
+from pmrag.core.store import PAGE_CACHE_KIB, StoreError, metadata, open_store
 
 HISTORY_TABLES = ("messages", "chunks", "chunk_messages")
 
@@ -31,7 +31,8 @@ def annotation_store(path, study_store) -> Engine:
         raise StoreError(f"{path}: the annotation store must be another file than the study's store")
     engine = open_store(path)
     connection = sqlite3.connect(_uri(path), uri=True, timeout=60)
-    try:
+    connection.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")   # the store's own size: SQLite's default 2 MiB made
+    try:                                                         # copying 3.6M messages' random-key indexes 3× slower
         connection.execute("ATTACH DATABASE ? AS study", (_uri(study_store) + "?mode=ro",))
         with connection:
             for table in HISTORY_TABLES:
