@@ -574,10 +574,6 @@ class Coverage:
     chunks_without_summary: int = 0  # their summary call failed (:func:`chunks_without_summary`)
 
 
-MESSAGE_COLUMNS = ("message_id", "source", "source_order", "occurred_at", "sender", "text")
-"""The message columns :func:`coverage_report` reads (evidence lines are rendered from them)."""
-
-
 def coverage_report(messages: pd.DataFrame, chunk_messages: pd.DataFrame, question_evidence: pd.DataFrame,
                     questions: pd.DataFrame, rejections: pd.DataFrame, texts: pd.DataFrame,
                     retrievers: Iterable[RetrieverId | str], evaluated: Collection[str],

@@ -65,10 +65,6 @@ def public_per_question(per_question: pd.DataFrame, mode: str = "pseudonym") -> 
     return public, mapping
 
 
-MESSAGE_COLUMNS = ("source", "sender", "text")
-"""The message columns :func:`private_strings` reads."""
-
-
 def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame) -> dict[str, set[str]]:
     """What must never appear in the public folder: sources, senders, question and message texts."""
     def distinct(column: pd.Series) -> set[str]:

@@ -317,11 +317,9 @@ class Study:
         return self.get("failures")
 
     # -- store tables --------------------------------------------------------------------------------
-    def messages(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """Every stored message, by source, time and position in its file: all columns, or only ``columns``.
-        Read from the study's store each time (the ingest stage made current first), not held by the study."""
-        self.get("ingest")
-        return store.stored_messages(self.store, columns)
+    def messages(self) -> pd.DataFrame:
+        """Every stored message, by source, time and position in its file."""
+        return self.get("messages")
 
     def message_count(self) -> int:
         """How many messages the store holds."""

@@ -110,17 +110,20 @@ def representations(chunks: Chunked, summaries: pd.DataFrame, section: Represent
     return build_representations(chunks.chunks, summaries, template)
 
 
-@stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
-       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()],
-       reads_store=(INGESTED,))
-def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet, representations: pd.DataFrame,
-             chunking: Annotated[ChunkingSection, Keys("trim_policy")], retrieval: Annotated[RetrievalSection,
-             Keys("retrievers")], embedding: Annotated[EmbeddingSection, Keys(*CUT_KEYS)],
-             texts: RepresentationsSection, summarizer: Annotated[SummarizerSection, Keys("max_input_chars")],
-             runtime: Runtime):
-    from pmrag.evaluate.coverage import MESSAGE_COLUMNS, coverage_report
+@stage("every stored message, by source, time and position in its file", reads_store=(INGESTED,))
+def messages(ingest: Ingested, runtime: Runtime) -> pd.DataFrame:
+    return stored_messages(runtime.store)   # apart from the ingest: millions at scale, read by few
 
-    messages = stored_messages(runtime.store, MESSAGE_COLUMNS)
+
+@stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
+       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()])
+def coverage(ingest: Ingested, messages: pd.DataFrame, chunks: Chunked, qrels: EvaluationSet,
+             representations: pd.DataFrame, chunking: Annotated[ChunkingSection, Keys("trim_policy")],
+             retrieval: Annotated[RetrievalSection, Keys("retrievers")],
+             embedding: Annotated[EmbeddingSection, Keys(*CUT_KEYS)], texts: RepresentationsSection,
+             summarizer: Annotated[SummarizerSection, Keys("max_input_chars")]):
+    from pmrag.evaluate.coverage import coverage_report
+
     return coverage_report(messages, chunks.members, ingest.evidence, ingest.questions, ingest.rejections,
                            representations, retrieval.retriever_ids(), qrels.questions["question_id"],
                            qrels.excluded_types, chunking=chunking, embedding=embedding, representations=texts,
@@ -189,11 +192,11 @@ _GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "interest_rule", "min_
                 "max_interests", "max_phrases", lambda p, item: ("interest_batch",) if p.graph.extractor == "openai" else ())
 
 
-@stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})", reads_store=(INGESTED,),
+@stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})",
        files=lambda p, item: prompt_files(p.representations.prompts, GRAPH_PROMPTS) if p.graph.extractor == "openai"
        else (), packages=lambda p, item: ("sudachipy", "sudachidict_core", "scikit-learn", *model_package(p, item),
                                           *openai_package(lambda q: q.graph.extractor)(p, item)))
-def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: Annotated[GraphSection,
+def graph(messages: pd.DataFrame, chunks: Chunked, summaries: pd.DataFrame, section: Annotated[GraphSection,
           Keys(*_GRAPH_BUILD)], embedding: EmbeddingModel, llm: _GraphLLM, prompts: _GraphPrompts, runtime: Runtime):
     from pmrag.represent.embed import embed_with_cache
     from pmrag.represent.extract import make_extractor
@@ -205,8 +208,7 @@ def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: A
         extras = dict(progress=runtime.progress) if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
-        senders = stored_messages(runtime.store, ("message_id", "sender"))
-        built = memory_graph(chunks.chunks, chunks.members, senders, summaries,
+        built = memory_graph(chunks.chunks, chunks.members, messages, summaries,
                              make_extractor(section, embedder=embed, **extras), embed, unit=section.memory_unit)
     write_graph(runtime.store, built.graph, GRAPH_NAME)
     return built
