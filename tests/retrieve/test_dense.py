@@ -29,3 +29,19 @@ def test_zero_vector_scores_zero_and_dimensions_must_match():
     assert np.allclose(np.linalg.norm(l2_normalise(np.array([[3.0, 4.0]])), axis=1), 1)
     with pytest.raises(ValueError, match="dimension"):
         cosine_scores(chunks, np.ones(3))
+
+
+def test_equal_chunk_vectors_score_equally_wherever_they_lie():
+    from pmrag.retrieve.dense import cosine_scores, distinct_rows, l2_normalise
+
+    rng = np.random.default_rng(5)
+    chunks = rng.normal(size=(1209, 384)).astype(np.float32)
+    chunks[::3] = chunks[0]                       # one vector repeated at every tile position
+    queries = rng.normal(size=(37, 384)).astype(np.float32)
+    scores = cosine_scores(chunks, queries)
+    assert (scores[:, ::3] == scores[:, :1]).all()
+    first, inverse = distinct_rows(chunks)
+    assert len(first) == 1209 - 403 + 1 and first[0] == 0 and (chunks[first][inverse] == chunks).all()
+    np.testing.assert_allclose(scores, l2_normalise(queries) @ l2_normalise(chunks).T, rtol=0, atol=1e-6)
+    distinct = chunks[first]                      # no repeats: the plain product, as it stands
+    assert np.array_equal(cosine_scores(distinct, queries), l2_normalise(queries) @ l2_normalise(distinct).T)
