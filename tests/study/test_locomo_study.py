@@ -143,7 +143,8 @@ def test_pmrag_study_executes_every_numbered_notebook_on_a_second_dataset(built_
     assert committed[:6] == ["01_chunking.ipynb", "02_representations.ipynb", "03_retrievers.ipynb", "04_hybrid_sweep.ipynb",
                              "05_bootstrap.ipynb", "06_failure_analysis.ipynb"]
     assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == committed
-    assert f"[notebooks] executing {len(committed)}, 2 at a time" in result.stderr
+    assert "[notebooks] executing each once the stages it reads are computed, 2 at a time" in result.stderr
+    assert all(f"[start] {name}" in result.stderr for name in committed)
     assert all(f"[done] {name} (" in result.stderr for name in committed)
     executed = nbformat.read(run_dir / "notebooks" / "01_chunking.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]

@@ -126,3 +126,48 @@ def test_bad_params_exit_2_with_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert "chunking.stride" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.integration
+def test_a_notebook_starts_once_the_stages_it_reads_are_computed_while_later_stages_are_computed(tmp_path):
+    """With ``jobs`` > 1 a notebook runs as soon as the stages it declares are computed: the chunking notebook (it
+    reads the ingest, messages, chunks and coverage) has run before the study's last stage is computed, which waits
+    for it here; a notebook that declares nothing reads every stage and starts only after the last."""
+    import threading
+    import time
+
+    from pmrag.study.facade import Study
+    from pmrag.study.params import load_params
+    from pmrag.study.runner import NotebookQueue, notebook_needs, study_notebooks
+
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    ran = tmp_path / "chunking-ran"
+    write_notebook(notebooks / "01_chunking.ipynb",
+                   "from pmrag.study import Study\nn = len(Study.from_params(params_path).chunks())\n"
+                   f"open({str(ran)!r}, 'w').write(str(n))")
+    write_notebook(notebooks / "02_undeclared.ipynb", "x = 2")
+    params = load_params(write_tiny_params(tmp_path, notebooks))
+    listed = study_notebooks(params)
+    study = Study(params, listed)
+    chunking, undeclared = listed
+    assert notebook_needs(study, chunking) == {"ingest", "messages", "chunks", "coverage"}
+    assert notebook_needs(study, undeclared) == set(study.computed_stages)
+    last = study.computed_stages[-1]
+    seen_before_last = []
+
+    def before(name):
+        if name == last:   # the chunking notebook must have run without waiting for this stage
+            deadline = time.monotonic() + 120
+            while not ran.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            seen_before_last.append((ran.exists(), undeclared in queue.waiting))
+
+    run, failures = StudyRun(), {}
+    with NotebookQueue(study, run, listed, tmp_path / "out" / "tiny" / "notebooks", params.path, 2, "python3",
+                       False, failures, threading.Event()) as queue:
+        study.build(progress=False, before=before, after=queue.stage_done)
+        queue.finish()
+    assert seen_before_last == [(True, True)] and not failures
+    assert sorted(run.notebook_seconds) == ["01_chunking.ipynb", "02_undeclared.ipynb"]
+    assert int(ran.read_text()) == len(study.chunks())

@@ -133,12 +133,13 @@ class Study:
         ``study.get(StageKey("vectors", "summary"))``."""
         return self.engine.get(stage)
 
-    def build(self, *, progress: bool | None = None, before=None) -> None:
+    def build(self, *, progress: bool | None = None, before=None, after=None) -> None:
         """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
 
         With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
         and the long stages (summaries, embeddings) add their own bars with an ETA.  ``before(name)``, when
-        given, runs before each stage is asked for, its upstream stages computed (it may raise to stop there).
+        given, runs before each stage is asked for, its upstream stages computed (it may raise to stop there);
+        ``after(name)`` after each stage is computed and stored (the runner starts the notebooks that read it).
 
         It holds the run folder's lock (:func:`~pmrag.study.runner.held_run_folder`): a second process building or
         running the same run folder is refused with :class:`~pmrag.study.runner.RunInUse`, not let in to mix its
@@ -170,6 +171,8 @@ class Study:
                         return_freed_memory()   # the results just dropped
                     else:
                         trim_heap()             # the pages the stage freed
+                    if after is not None:
+                        after(name)
                     bar.update(1)
             finally:
                 bar.close()

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +146,7 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     """:func:`run_study`'s work, under the run folder's lock."""
     from pmrag.present.report import write_run_readme
     from pmrag.study.facade import Study
-    from pmrag.study.provenance import summary_lines, write_environment
+    from pmrag.study.provenance import summary_lines
 
     run = StudyRun()
     study = Study(params, notebooks)
@@ -161,30 +161,23 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
         return run
     _say(progress, "\n".join(run.costs))
     _say(progress, f"[stages] {len(study.computed_stages)} stages of run {params.run}")
-    study.build(progress=progress, before=None if max_calls is None else CallBudget(study, max_calls))
-    for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
-        print(f"warning: {warning}", file=sys.stderr)
-    for line in stage_log(params.run_dir, started):
-        if line["action"] == "computed":
-            run.stage_seconds[line["stage"]] = line["seconds"]
-    write_environment(params.run_dir, params, {n: study.engine.key(n) for n in study.computed_stages})
-    study.engine.release()   # the kernels load what they read: at the paper's scale this frees about 600 MB
-    return_freed_memory()
     out_dir = params.run_dir / NOTEBOOKS_DIR
-    stale = [nb for nb in notebooks if not study.engine.is_current(StageKey("notebook", nb.stem))]
-    for nb in notebooks:
-        if nb not in stale:
-            _say(progress, f"[cached] {nb.name}")
     failures = {}
     stop = threading.Event()   # set on Ctrl-C: no kernel starts after it (pmrag.study.notebooks.execute_notebook)
-    if jobs == 1 or len(stale) <= 1:
+    before = None if max_calls is None else CallBudget(study, max_calls)
+    if jobs == 1 or len(notebooks) <= 1:
+        _build(study, run, params, started, progress, before)
+        stale = _stale(study, notebooks, progress)
         for number, notebook in enumerate(stale, start=1):
             _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
             result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress, stop)
             if not _record(study, run, notebook, result, failures):
                 break
     else:
-        _execute_at_once(study, run, stale, out_dir, params.path, jobs, kernel_name, progress, failures, stop)
+        queue = NotebookQueue(study, run, notebooks, out_dir, params.path, jobs, kernel_name, progress, failures, stop)
+        with queue:
+            _build(study, run, params, started, progress, before, after=queue.stage_done)
+            queue.finish()
     if failures:
         first = min(failures, key=lambda nb: notebooks.index(nb))
         error, target = failures[first]
@@ -197,6 +190,122 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
     return run
+
+
+def _build(study, run: StudyRun, params, started: float, progress: bool, before, after=None) -> None:
+    """Compute the stages, say what the study loses, book each stage's seconds, write ``environment.json`` and
+    drop the results from memory (the kernels load what they read)."""
+    from pmrag.study.provenance import write_environment
+
+    study.build(progress=progress, before=before, after=after)
+    for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
+        _say(True, f"warning: {warning}")
+    for line in stage_log(params.run_dir, started):
+        if line["action"] == "computed":
+            run.stage_seconds[line["stage"]] = line["seconds"]
+    write_environment(params.run_dir, params, {n: study.engine.key(n) for n in study.computed_stages})
+    study.engine.release()   # at the paper's scale this frees about 600 MB
+    return_freed_memory()
+
+
+def _stale(study, notebooks: list[Path], progress: bool) -> list[Path]:
+    """The notebooks whose executed copy is not current; the others are said to be cached."""
+    stale = [nb for nb in notebooks if not study.engine.is_current(StageKey("notebook", nb.stem))]
+    for nb in notebooks:
+        if nb not in stale:
+            _say(progress, f"[cached] {nb.name}")
+    return stale
+
+
+def notebook_needs(study, notebook: Path) -> frozenset[str]:
+    """The study's computed stages (``name`` or ``name:item``) that ``notebook`` reads
+    (:func:`~pmrag.study.notebooks.notebook_reads`): once they are computed its key is final and it can run."""
+    from pmrag.study.notebooks import notebook_reads
+
+    reads = set(notebook_reads(study.params, notebook.stem))
+    return frozenset(name for name in study.computed_stages if name in reads or name.split(":")[0] in reads)
+
+
+class NotebookQueue:
+    """Executes a study's notebooks ``jobs`` at a time, each as soon as the stages it reads are computed
+    (:func:`notebook_needs`), while the later stages are still being computed.
+
+    On the 2-core machine the first notebooks (chunking, representations) then run beside the retrievers' stages
+    instead of after the last stage.  While stages are still computed (they take a core), at most ``jobs − 1``
+    notebooks run.  A notebook is checked for currency when it is ready, its stages' keys final then.  Completions
+    are booked in the calling thread (between two stages, and in :meth:`finish`), never in a worker, so the
+    engine is used by one thread.  On the first failure no further notebook starts; the stages go on.  Leaving the
+    ``with`` block on an exception (Ctrl-C, a stage that failed) stops the running notebooks
+    (:func:`_stop_notebooks`) before the exception goes on.
+    """
+
+    def __init__(self, study, run: StudyRun, notebooks: list[Path], out_dir: Path, params_path: Path, jobs: int,
+                 kernel_name: str, progress: bool, failures: dict, stop: threading.Event):
+        self.study, self.run, self.out_dir, self.params_path = study, run, out_dir, params_path
+        self.jobs, self.kernel_name, self.progress, self.failures, self.stop = jobs, kernel_name, progress, failures, stop
+        self.waiting = {nb: notebook_needs(study, nb) for nb in notebooks}   # not yet checked, numeric order
+        self.ready: list[Path] = []
+        self.running: dict[Future, Path] = {}
+        self.done: set[str] = set()
+        self.building = True
+        self.started = 0
+        self.pool = ThreadPoolExecutor(max_workers=jobs)
+
+    def __enter__(self) -> NotebookQueue:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            if kind is not None:
+                self.ready.clear()
+                _stop_notebooks(list(self.running), self.stop)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def stage_done(self, name: str) -> None:
+        """Called after each stage is computed (:meth:`Study.build <pmrag.study.facade.Study.build>`'s ``after``)."""
+        self.done.add(name)
+        self._book(wait_s=0)
+        self._start()
+
+    def finish(self) -> None:
+        """After the last stage: start the rest, up to ``jobs`` at a time, and wait for every one."""
+        self.building = False
+        self.done.update(self.study.computed_stages)
+        self._start()
+        while self.running:
+            self._book(wait_s=None)
+            self._start()
+
+    def _start(self) -> None:
+        for notebook, needs in list(self.waiting.items()):
+            if needs <= self.done:
+                del self.waiting[notebook]
+                if self.study.engine.is_current(StageKey("notebook", notebook.stem)):
+                    _say(self.progress, f"[cached] {notebook.name}")
+                else:
+                    self.ready.append(notebook)
+        limit = max(1, self.jobs - 1) if self.building else self.jobs
+        while self.ready and len(self.running) < limit and not self.failures:
+            notebook = self.ready.pop(0)
+            if not self.started:
+                _say(self.progress, f"[notebooks] executing each once the stages it reads are computed, {self.jobs} "
+                                    f"at a time ({max(1, self.jobs - 1)} while stages are computed)")
+            self.started += 1
+            _say(self.progress, f"[start] {notebook.name}")
+            future = self.pool.submit(execute_notebook, notebook, self.out_dir / notebook.name, self.params_path,
+                                      kernel_name=self.kernel_name, stop=self.stop)
+            self.running[future] = notebook
+
+    def _book(self, wait_s: float | None) -> None:
+        """Book the notebooks that ended (waiting up to ``wait_s`` seconds for one; None: until one ends)."""
+        if not self.running:
+            return
+        finished = wait(list(self.running), timeout=wait_s, return_when=FIRST_COMPLETED).done
+        for future in finished:
+            notebook = self.running.pop(future)
+            if _record(self.study, self.run, notebook, future.result(), self.failures):
+                _say(self.progress, f"[done] {notebook.name} ({self.run.notebook_seconds[notebook.name]:.1f} s)")
 
 
 class CallBudget:
@@ -234,35 +343,6 @@ def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kern
         except KeyboardInterrupt:
             _stop_notebooks([future], stop)
             raise
-
-
-def _execute_at_once(study, run: StudyRun, stale: list[Path], out_dir: Path, params_path: Path, jobs: int,
-                     kernel_name: str, progress: bool, failures: dict, stop: threading.Event) -> None:
-    """Execute ``stale`` notebooks ``jobs`` at a time; on the first failure the ones not started are cancelled.
-
-    Threads suffice: each notebook runs in its own kernel process, the thread only drives it.  On Ctrl-C the
-    running notebooks are stopped (:func:`_stop_notebooks`) before the interrupt goes on: a thread still
-    driving a kernel would otherwise keep the process alive until its notebook ended.
-    """
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    futures = {pool.submit(execute_notebook, nb, out_dir / nb.name, params_path, kernel_name=kernel_name, stop=stop): nb
-               for nb in stale}
-    try:
-        _say(progress, f"[notebooks] executing {len(stale)}, {jobs} at a time")
-        for future in as_completed(futures):
-            if future.cancelled():   # not started: an earlier notebook failed
-                continue
-            notebook = futures[future]
-            if not _record(study, run, notebook, future.result(), failures):
-                for other in futures:
-                    other.cancel()
-            else:
-                _say(progress, f"[done] {notebook.name} ({run.notebook_seconds[notebook.name]:.1f} s)")
-    except KeyboardInterrupt:
-        _stop_notebooks(list(futures), stop)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float = KERNEL_STOP_GRACE_S) -> None:
@@ -430,8 +510,11 @@ def _record(study, run: StudyRun, notebook: Path, result: dict, failures: dict) 
 
 
 def _say(progress: bool, text: str) -> None:
+    """A line on stderr (when ``progress``), above the stages' progress bar if one is drawn."""
     if progress:
-        print(text, file=sys.stderr, flush=True)
+        from tqdm.auto import tqdm
+
+        tqdm.write(text, file=sys.stderr)
 
 
 def draw_graph(params, out: Path | None = None) -> list[Path]:
