@@ -618,7 +618,25 @@ def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
     if order_by:
         query = query.order_by(*(table.c[name] for name in order_by))
     with engine.connect() as conn:
-        return pd.read_sql(query, conn)
+        parts = list(pd.read_sql(query, conn, chunksize=READ_ROWS))
+    return parts[0] if len(parts) == 1 else _joined(parts)
+
+
+def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Blocks of one query's rows as one frame with the dtypes a single read infers: a column whose blocks were
+    inferred differently (NULL throughout one block: object, strings in another: str) is inferred again over all
+    its values."""
+    joined = pd.concat(parts, ignore_index=True)
+    for name in joined.columns:
+        if len({str(part[name].dtype) for part in parts}) > 1:
+            joined[name] = pd.Series(joined[name].to_numpy(dtype=object)).infer_objects()
+    return joined
+
+
+READ_ROWS = 100_000
+"""Rows :func:`read_table` turns into a DataFrame at a time: a whole table read at once holds every row as Python
+objects beside the frame (3.6 million messages at 10× the paper's scale: 10.9 GB); a block at a time, the frame
+and one block."""
 
 
 def _column(table: Table, name: str):

@@ -1,0 +1,40 @@
+"""Tables are read a block of rows at a time (``store.READ_ROWS``) into the frame a single read gives."""
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+from sqlalchemy import insert
+
+from pmrag.core import store
+
+
+def _messages(n: int) -> list[dict]:
+    """Messages whose optional columns are NULL throughout the first rows and set in the later ones."""
+    start = datetime(2024, 1, 1, 9, 0)
+    return [{"message_id": f"m{i:04d}", "source": "room", "source_order": i, "date_order": i,
+             "occurred_at": start + timedelta(minutes=i), "time_unknown": i % 5 == 0, "sender": "あき",
+             "type": "text", "text": f"こんにちは {i}", "native_id": None if i < 4 else f"n{i}",
+             "location": None if i < 8 else "東京", "merge_key": None} for i in range(n)]
+
+
+def test_a_table_read_in_blocks_equals_it_read_at_once(tmp_path, monkeypatch):
+    engine = store.open_store(tmp_path / "s.sqlite")
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), _messages(11))
+    monkeypatch.setattr(store, "READ_ROWS", 10**9)
+    whole = store.stored_messages(engine)
+    monkeypatch.setattr(store, "READ_ROWS", 3)   # four blocks: native_id NULL throughout the first, location the first two
+    blocks = store.stored_messages(engine)
+    pd.testing.assert_frame_equal(blocks, whole)
+    assert whole["native_id"].isna().sum() == 4 and whole["location"].isna().sum() == 8
+    assert list(store.stored_messages(engine, ("message_id", "location"))["location"][-3:]) == ["東京"] * 3
+    # the blocks alone, as pandas joins them, would not give the same frame: the test can tell
+    naive = pd.concat(pd.read_sql(store.messages.select().order_by(*(store.messages.c[c] for c in store.MESSAGE_ORDER)),
+                                  engine.connect(), chunksize=3), ignore_index=True)
+    assert [str(naive[c].dtype) for c in ("native_id", "location")] != [str(whole[c].dtype) for c in ("native_id", "location")]
+
+
+def test_an_empty_table_reads_as_an_empty_frame_with_its_columns(tmp_path):
+    engine = store.open_store(tmp_path / "s.sqlite")
+    empty = store.stored_messages(engine)
+    assert empty.empty and list(empty.columns) == list(store.messages.c.keys())
