@@ -49,7 +49,7 @@ from pmrag.core.text import clip
 from pmrag.study.closure import module_path
 from pmrag.core.names import StageKey
 from pmrag.study.declare import Runtime, Stage
-from pmrag.study.sealed import seal, sign, signed, unseal
+from pmrag.study.sealed import dump_sealed, sign, signed, unseal
 
 ENGINE_VERSION = 2   # bump when the manifest's form changes: every key changes with it
 _NONE = object()     # "no usable result" (None is a result a stage may return)
@@ -274,7 +274,7 @@ class Engine:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         with open(tmp, "wb") as fh:
-            fh.write(seal(pickle.dumps((own, value), protocol=pickle.HIGHEST_PROTOCOL)))
+            dump_sealed((own, value), fh)
         os.replace(tmp, path)
 
     def _outputs_present(self, stage: Stage, value) -> bool:

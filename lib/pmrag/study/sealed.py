@@ -17,8 +17,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import pickle
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 from pmrag.core.errors import PmragError
 
@@ -64,17 +66,54 @@ def secret() -> bytes:
 
 def seal(payload: bytes) -> bytes:
     """``payload`` with its HMAC, as written to a run folder."""
-    return MAGIC + hmac.new(secret(), MAGIC + payload, hashlib.sha256).digest() + payload
+    return MAGIC + _mac(payload).digest() + payload
 
 
-def unseal(data: bytes) -> bytes | None:
-    """The payload of ``data`` when this user's key sealed it, else None (never inspected further)."""
-    head = len(MAGIC) + hashlib.sha256().digest_size
+def dump_sealed(value, handle: BinaryIO) -> None:
+    """Pickle ``value`` into the open binary file ``handle`` as :func:`seal` would write its pickle, without the
+    pickle's bytes held in memory: the pickler's writes go to the file and the HMAC as they come, and the tag is
+    written last into the place kept for it.  (A result of millions of rows pickles to a GB or more; held, then
+    copied behind the tag, that was twice its size on top of the result.)"""
+    start = handle.tell()
+    handle.write(MAGIC + bytes(TAG_BYTES))
+    mac = _mac(b"")
+    writer = _Tee(handle, mac)
+    pickle.dump(value, writer, protocol=pickle.HIGHEST_PROTOCOL)
+    handle.seek(start + len(MAGIC))
+    handle.write(mac.digest())
+    handle.seek(0, os.SEEK_END)
+
+
+def unseal(data: bytes) -> memoryview | None:
+    """The payload of ``data`` when this user's key sealed it (a view into ``data``, not a copy), else None (never
+    inspected further)."""
+    head = len(MAGIC) + TAG_BYTES
     if len(data) < head or not data.startswith(MAGIC):
         return None
-    tag, payload = data[len(MAGIC):head], data[head:]
-    expected = hmac.new(secret(), MAGIC + payload, hashlib.sha256).digest()
-    return payload if hmac.compare_digest(tag, expected) else None
+    payload = memoryview(data)[head:]
+    expected = _mac(payload).digest()
+    return payload if hmac.compare_digest(data[len(MAGIC):head], expected) else None
+
+
+TAG_BYTES = hashlib.sha256().digest_size
+
+
+def _mac(payload) -> hmac.HMAC:
+    """The HMAC of ``MAGIC + payload`` under this user's key (``payload`` is not copied to be joined to it)."""
+    mac = hmac.new(secret(), MAGIC, hashlib.sha256)
+    mac.update(payload)
+    return mac
+
+
+class _Tee:
+    """A file object for :func:`pickle.dump` that writes to ``handle`` and feeds ``mac`` the same bytes."""
+
+    def __init__(self, handle: BinaryIO, mac: hmac.HMAC):
+        self.handle, self.mac = handle, mac
+
+    def write(self, data) -> int:
+        self.mac.update(data)
+        return self.handle.write(data)
 
 
 def sign(text: str) -> str:
