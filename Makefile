@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# lib's bytecode, once: where PYTHONDONTWRITEBYTECODE is set (CI) every process (each `pmrag` command, each
+	# notebook kernel) compiled the package from source again; a file edited later is compiled as before
+	$(BIN)/python -m compileall -q lib
 	touch $(STAMP)
 
 study: $(STAMP)

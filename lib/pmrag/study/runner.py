@@ -1,5 +1,6 @@
-"""``pmrag study``: compute every stage (with progress bars), then execute the numbered notebooks in order with
-papermill into ``outputs/<run>/``; the notebooks read the cached stage results.  ``pmrag status``: each stage
+"""``pmrag study``: compute every stage (with progress bars) and execute the numbered notebooks with papermill
+into ``outputs/<run>/``, each once the stages it reads are computed (:class:`NotebookQueue`); the notebooks read
+the cached stage results.  ``pmrag status``: each stage
 as cached / stale (why) / missing, computing nothing.
 
 A run holds an exclusive lock on ``outputs/<run>/.lock`` from start to end: a second ``pmrag study`` on the same
@@ -115,7 +116,8 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
               kernel_name: str = "python3", force: bool = False, dry_run: bool = False,
               max_calls: int | None = None) -> StudyRun:
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
-    time) with ``params_path`` as its parameter, write ``environment.json`` and the run README.
+    time, each once the stages it reads are computed; ``jobs=1``: one at a time after the last stage) with
+    ``params_path`` as its parameter, write ``environment.json`` and the run README.
 
     A notebook is current while its file, the package's code, the stages it reads
     (:data:`~pmrag.study.notebooks.NOTEBOOK_READS`) and the params keys they key on are unchanged; it is then not
@@ -230,14 +232,14 @@ class NotebookQueue:
     """Executes a study's notebooks ``jobs`` at a time, each as soon as the stages it reads are computed
     (:func:`notebook_needs`), while the later stages are still being computed.
 
-    On the 2-core machine the first notebooks (chunking, representations) then run beside the retrievers' stages
-    instead of after the last stage.  While stages are still computed (they take a core), at most ``jobs − 1``
-    notebooks run, and no more than the other cores: on 2 cores a second notebook beside the stages slowed them by
-    half (the paper-scale study took 104 s instead of 94 s).  A notebook is checked for currency when it is ready, its stages' keys final then.  Completions
-    are booked in the calling thread (between two stages, and in :meth:`finish`), never in a worker, so the
-    engine is used by one thread.  On the first failure no further notebook starts; the stages go on.  Leaving the
-    ``with`` block on an exception (Ctrl-C, a stage that failed) stops the running notebooks
-    (:func:`_stop_notebooks`) before the exception goes on.
+    The stages are computed on one core; the first notebooks (chunking, representations) then run on the others
+    beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
+    ``jobs − 1`` notebooks run and no more than the other cores: a notebook beside the stages takes CPU time from
+    them (on 2 cores, two notebooks beside them made the paper-scale study slower than none).  A notebook is checked
+    for currency when it is ready, its stages' keys final by then.  Completions are booked in the building thread
+    (between two stages, and in :meth:`finish`), never in a worker, so one thread uses the engine.  After the first
+    failure no further notebook starts; the stages go on.  Leaving the ``with`` block on an exception (Ctrl-C, a
+    stage that failed) stops the running notebooks (:func:`_stop_notebooks`) before the exception goes on.
     """
 
     def __init__(self, study, run: StudyRun, notebooks: list[Path], out_dir: Path, params_path: Path, jobs: int,
