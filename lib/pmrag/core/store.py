@@ -635,8 +635,8 @@ def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 READ_ROWS = 100_000
 """Rows :func:`read_table` turns into a DataFrame at a time: a whole table read at once holds every row as Python
-objects beside the frame (3.6 million messages at 10× the paper's scale: 10.9 GB); a block at a time, the frame
-and one block."""
+objects beside the frame (3.6 million messages at 10× the paper's scale: a 4.7 GB peak); a block at a time, the
+frame and one block (3.4 GB)."""
 
 
 def _column(table: Table, name: str):
