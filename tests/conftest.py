@@ -1,5 +1,8 @@
+import faulthandler
 import os
+import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,10 +113,31 @@ def cohort_client():
     return _BUILT["client"]
 
 
+EXIT_WATCHDOG_S = 300
+
+
 def pytest_sessionfinish(session):
     if "client" in _BUILT:
         _BUILT.pop("client").close()
         _BUILT.pop("cluster").close()
+    # Every test has ended: a process still alive 5 minutes from now is held by something left running (a child
+    # process that multiprocessing joins at exit, a non-daemon thread).  Then print every thread's stack, end the
+    # children and exit 1, instead of holding CI until its own limit with no word on where.
+    watchdog = threading.Timer(EXIT_WATCHDOG_S, _held_at_exit)
+    watchdog.daemon = True
+    watchdog.start()
+
+
+def _held_at_exit() -> None:
+    import multiprocessing
+
+    print(f"\npytest was still running {EXIT_WATCHDOG_S} s after its last test; every thread's stack:", file=sys.stderr)
+    faulthandler.dump_traceback(all_threads=True)
+    for child in multiprocessing.active_children():
+        print(f"ending child process {child.name} (pid {child.pid})", file=sys.stderr)
+        child.kill()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def cached_vectors(cache_dir) -> int:

@@ -46,29 +46,42 @@ def tables(db: Path) -> set[str]:
 
 # ------------------------------------------------------------------------------ creating one store at once
 
-def _open_after(barrier, path: str, results) -> None:
+CREATE_AT_ONCE = """
+import json, multiprocessing, sys
+from pmrag.core import store
+
+def open_after(barrier, path, results):
     barrier.wait()
     try:
         store.open_store(path).dispose()
         results.put("ok")
-    except Exception as exc:  # noqa: BLE001 — the parent reports whatever went wrong
+    except Exception as exc:
         results.put(f"{type(exc).__name__}: {exc}"[:300])
+
+context = multiprocessing.get_context("fork")
+barrier, results = context.Barrier(4), context.Queue()
+workers = [context.Process(target=open_after, args=(barrier, sys.argv[1], results), daemon=True) for _ in range(4)]
+for worker in workers:
+    worker.start()
+print(json.dumps([results.get(timeout=60) for _ in workers]))
+for worker in workers:
+    worker.join(timeout=10)
+"""
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 def test_processes_creating_one_new_store_at_once_all_succeed(tmp_path):
-    """Four processes released together by a barrier, three times (``table ... already exists`` before)."""
-    context = multiprocessing.get_context("fork")
+    """Four processes released together by a barrier, three times (``table ... already exists`` before).
+
+    They are forked by a fresh interpreter, not by this one: the session's Dask cluster keeps threads running here
+    (an event loop, the nanny's watchers), a fork copies the locks they hold at that moment, and a child that met
+    one hung; the hung children then held pytest at exit."""
     for attempt in range(3):
         path = tmp_path / f"new{attempt}.sqlite"
-        barrier, results = context.Barrier(4), context.Queue()
-        workers = [context.Process(target=_open_after, args=(barrier, str(path), results)) for _ in range(4)]
-        for worker in workers:
-            worker.start()
-        outcomes = [results.get(timeout=60) for _ in workers]
-        for worker in workers:
-            worker.join(timeout=60)
-        assert outcomes == ["ok"] * 4
+        done = subprocess.run([sys.executable, "-c", CREATE_AT_ONCE, str(path)], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == ["ok"] * 4
         assert tables(path) == set(store.metadata.tables)
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA application_id").fetchone() == (store.APPLICATION_ID,)
