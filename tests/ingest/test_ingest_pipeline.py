@@ -142,3 +142,44 @@ def test_the_ingest_result_leaves_the_messages_in_the_store_and_they_read_back_a
     pd.testing.assert_frame_equal(two, full[["sender", "message_id"]])
     with pytest.raises(KeyError, match="table 'messages' has no column 'speaker'; it has message_id, source"):
         store.stored_messages(engine, ("message_id", "speaker"))
+
+
+def test_workers_are_forked_only_from_a_process_whose_one_thread_is_this_one():
+    """A fresh interpreter (this one runs the session's Dask threads): fork while alone, the fork server beside a
+    thread."""
+    import subprocess
+    import sys
+
+    script = ("import threading; from pmrag.core.parallel import process_context as context; "
+              "print(context().get_start_method()); release = threading.Event(); "
+              "threading.Thread(target=release.wait, daemon=True).start(); print(context().get_start_method())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fork", "forkserver"]
+
+
+def test_beside_another_thread_workers_from_the_fork_server_store_the_same_rows(tmp_path):
+    import multiprocessing
+    import os
+    import threading
+
+    import pytest
+
+    from pmrag.core.parallel import ordered_map, process_context
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform has no fork server")
+    release = threading.Event()
+    threading.Thread(target=release.wait, daemon=True).start()
+    try:
+        assert process_context().get_start_method() == "forkserver"
+        engine = store.open_store(tmp_path / "server.sqlite")
+        for batch, rows in read_all(JOBS, workers=2):
+            ingest_store.store_batch(engine, batch, batch.path, rows)
+        assert os.getpid() not in set(ordered_map(_pid, [(i,) for i in range(4)], 2))
+    finally:
+        release.set()
+    engine = store.open_store(tmp_path / "here.sqlite")
+    for batch, rows in read_all(JOBS, workers=0):
+        ingest_store.store_batch(engine, batch, batch.path, rows)
+    assert dump(tmp_path / "server.sqlite") == dump(tmp_path / "here.sqlite")

@@ -2,6 +2,8 @@
 keeps them in this process (:func:`in_this_process`).
 
 Worker processes pay off where a new process is cheap (a forked one starts in milliseconds) and the work is large.
+They are forked only from a process whose one thread is this one (:func:`process_context`); beside other threads
+they come from a fork server.
 Inside a Dask worker neither holds: the worker was started with ``spawn``, so every helper process it starts
 imports pmrag again (about 2 s each), which costs more than a small study's whole ingest; and the cohort already
 keeps every core busy with one participant per worker.  The cohort's task therefore runs its study
@@ -10,12 +12,17 @@ keeps every core busy with one participant per worker.  The cohort's task theref
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import islice
+
+# What the worker functions need, imported once by the fork server (not again by every worker it forks).
+WORKER_MODULES = ("pmrag.ingest.pipeline", "pmrag.chunking.store", "pmrag.retrieve.lexical")
 
 _IN_THIS_PROCESS: ContextVar[bool] = ContextVar("pmrag_in_this_process", default=False)
 
@@ -34,6 +41,25 @@ def in_this_process() -> Iterator[None]:
 def worker_processes(workers: int) -> int:
     """The worker processes to start for a ``workers`` setting: ``workers``, or 0 inside :func:`in_this_process`."""
     return 0 if _IN_THIS_PROCESS.get() else workers
+
+
+def process_context():
+    """How worker processes are started: forked from this process while it runs one thread; otherwise by the fork
+    server (``forkserver``, or ``spawn`` where the platform has none).
+
+    A fork copies the locks that other threads hold at that moment, held forever in the child, and a child that
+    needs one never returns (Python 3.12 warns of it; 3.14 made the fork server the default).  Threads run beside
+    the stages when the study executes notebooks while its stages are computed, in a Jupyter kernel, and beside a
+    Dask client.  The fork server is one single-threaded process per session that imports :data:`WORKER_MODULES`
+    once; each worker is forked from it, ready, without importing them again."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_MODULES))
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 def ignore_interrupts() -> None:
@@ -55,7 +81,8 @@ def ordered_map(function: Callable, calls: Sequence[tuple], workers: int) -> Ite
         for args in calls:
             yield function(*args)
         return
-    with ProcessPoolExecutor(max_workers=min(workers, len(calls)), initializer=ignore_interrupts) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=process_context(),
+                             initializer=ignore_interrupts) as pool:
         remaining = iter(calls)
         pending = deque(pool.submit(function, *args) for args in islice(remaining, workers + 1))
         while pending:

@@ -15,7 +15,6 @@ arrives whole, as a list.  A single file is parsed in this process, as its rows 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import signal
 import sys
 import traceback
@@ -27,7 +26,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from pmrag.core.errors import InputError
-from pmrag.core.parallel import worker_processes
+from pmrag.core.parallel import process_context, worker_processes
 from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
 from pmrag.core import store
@@ -220,7 +219,7 @@ def _drain(rows: Rows) -> None:
 def _read_in_workers(calls: list[tuple], n_workers: int) -> Iterator[tuple[SourceBatch, Rows]]:
     """:func:`read_all` with ``n_workers`` processes; job ``i`` goes to worker ``i % n_workers``, which reads
     its jobs in order into its own bounded queue, so this process reads every queue in job order."""
-    context = multiprocessing.get_context()
+    context = process_context()
     queues = [context.Queue(QUEUED_CHUNKS) for _ in range(n_workers)]
     processes = [
         context.Process(target=_work, args=(calls[w::n_workers], queues[w]), daemon=True, name=f"pmrag-ingest-{w}")
