@@ -38,3 +38,24 @@ def test_an_empty_table_reads_as_an_empty_frame_with_its_columns(tmp_path):
     engine = store.open_store(tmp_path / "s.sqlite")
     empty = store.stored_messages(engine)
     assert empty.empty and list(empty.columns) == list(store.messages.c.keys())
+
+
+def test_a_repeated_string_is_one_object_across_blocks_and_the_frame_is_unchanged(tmp_path, monkeypatch):
+    """Sources, senders and types repeat across millions of rows: each value is one object (``SharedStrings``);
+    unique columns, numbers and NULLs are read as before."""
+    engine = store.open_store(tmp_path / "s.sqlite")
+    rows = _messages(2_400)
+    for i, row in enumerate(rows):
+        row.update(source=f"room{i % 3}", sender=("あき", "Ken", "Mai")[i % 3])
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), rows)
+    monkeypatch.setattr(store, "READ_ROWS", 1_000)
+    shared = store.stored_messages(engine)
+    plain = pd.concat(pd.read_sql(store.messages.select().order_by(*(store.messages.c[c] for c in store.MESSAGE_ORDER)),
+                                  engine.connect(), chunksize=10**9), ignore_index=True)
+    pd.testing.assert_frame_equal(shared, plain)
+    assert {c: shared[c].map(id).nunique() for c in ("source", "sender", "type")} == {"source": 3, "sender": 3, "type": 1}
+    assert {c: plain[c].map(id).nunique() for c in ("source", "type")} == {"source": 2_400, "type": 2_400}
+    assert shared["location"].isna().sum() == 8 and shared["location"].dropna().map(id).nunique() == 1
+    assert shared["message_id"].map(id).nunique() == 2_400
+    assert shared["time_unknown"].dtype == bool and sorted(shared["source_order"]) == list(range(2_400))
