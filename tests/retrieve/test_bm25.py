@@ -415,3 +415,47 @@ def test_corpus_of_empty_documents():
 def test_fit_accepts_any_iterable_of_token_lists():
     from_generator = BM25Index.fit(iter([("a", "b"), ("b",)]))
     np.testing.assert_array_equal(from_generator.scores(["b"]), BM25Index.fit([["a", "b"], ["b"]]).scores(["b"]))
+
+
+def test_token_lists_encoded_a_block_at_a_time_give_the_ids_of_one_pass(monkeypatch):
+    """Blocks of 3 documents (``ENCODE_DOCS``): a term first seen in a later block gets the next id, a term seen
+    before keeps its id; the index fitted from an iterator equals the one fitted from the whole list."""
+    from pmrag.retrieve import bm25 as bm25_module
+
+    docs = [["b", "a", "b"], [], ["c", "a"], ["d"], ["a", "e", "d"], ["f", "b"], ["e"]]
+    reference: dict[str, int] = {}
+    ids = [reference.setdefault(t, len(reference)) for doc in docs for t in doc]
+    monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 3)
+    vocabulary, token_ids, lengths = bm25_module.encode_token_lists(iter(docs))
+    assert vocabulary == reference and list(vocabulary) == ["b", "a", "c", "d", "e", "f"]
+    assert token_ids.tolist() == ids and lengths.tolist() == [3, 0, 2, 1, 3, 2, 1]
+    blocked = BM25Index.fit(iter(docs))
+    monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 10**6)
+    whole = BM25Index.fit(docs)
+    assert blocked.vocabulary == whole.vocabulary
+    assert (blocked.weights != whole.weights).nnz == 0 and np.array_equal(blocked.idf, whole.idf)
+    with pytest.raises(TypeError, match="tokenize first"):
+        BM25Index.fit(iter([["a"], ["b"], ["c"], "d e"]))   # in the second block
+
+
+def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
+    from pmrag.retrieve import bm25 as bm25_module
+    from pmrag.retrieve.lexical import index_texts
+    from pmrag.retrieve.tokenizer import RegexTokenizer, default_spec
+
+    calls = []
+
+    class Counting(RegexTokenizer):
+        def tokenize_many(self, texts):
+            calls.append(len(list(texts)))
+            return tokenize_many(texts)
+
+    documents = [f"会議 {i} の資料 room{i % 4} です" for i in range(10)]
+    queries = ["会議 room1", "資料"]
+    monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 4)
+    blocked, blocked_queries = index_texts(Counting(default_spec()), documents, queries, BM25Section())
+    assert calls == [4, 4, 2, 2]   # three blocks of documents, then the queries
+    monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 10**6)
+    whole, whole_queries = index_texts(RegexTokenizer(default_spec()), documents, queries, BM25Section())
+    assert blocked.vocabulary == whole.vocabulary and (blocked.weights != whole.weights).nnz == 0
+    assert (blocked_queries != whole_queries).nnz == 0

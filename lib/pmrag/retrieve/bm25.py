@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 import pandas as pd
@@ -84,15 +84,46 @@ def posting_weights(tf: np.ndarray, doc_norm: np.ndarray, docs: np.ndarray, term
 
 
 def build_vocabulary(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray]:
-    """Token → id in order of first occurrence, and every document's token ids concatenated.
+    """Token → id in order of first occurrence, and every document's token ids concatenated."""
+    vocabulary, token_ids, _ = encode_token_lists(token_lists)
+    return vocabulary, token_ids
 
-    One hash pass in C over all tokens (``pandas.factorize``, whose uniques come in order of first occurrence)
-    instead of a ``dict.setdefault`` per token: the index's slowest step at the paper's scale."""
-    flat = np.fromiter(chain.from_iterable(token_lists), dtype=object, count=sum(len(t) for t in token_lists))
-    if not len(flat):
-        return {}, np.zeros(0, dtype=np.int64)
-    ids, terms = pd.factorize(flat)
-    return dict(zip(terms.tolist(), range(len(terms)))), ids.astype(np.int64, copy=False)
+
+ENCODE_DOCS = 20_000
+"""Documents whose token lists :func:`encode_token_lists` holds at a time: a token is a Python string of ~60 bytes
+beside its 4-byte id, so all of them at once (10× the paper's scale: 185k raw_text chunks) held gigabytes."""
+
+
+def encode_token_lists(token_lists: Iterable[Sequence[str]], what: str = "token_lists"
+                       ) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Token → id in order of first occurrence, every document's token ids concatenated, and each document's length.
+
+    The lists are read :data:`ENCODE_DOCS` documents at a time (an iterator is never held whole): each block's
+    tokens are hashed in one pass in C (``pandas.factorize``, whose uniques come in order of first occurrence,
+    instead of a ``dict.setdefault`` per token), and only its distinct terms meet the vocabulary, new ones
+    numbered in the order they first occur; the ids are those of one pass over all tokens."""
+    if isinstance(token_lists, str):
+        raise TypeError(f"{what} must be a sequence of token lists, not a string")
+    vocabulary: dict[str, int] = {}
+    id_blocks, length_blocks = [], []
+    lists = iter(token_lists)
+    while block := list(islice(lists, ENCODE_DOCS)):
+        for tokens in block:
+            if isinstance(tokens, str):
+                raise TypeError(f"each of {what} must be a list of tokens, not a string (tokenize first): "
+                                f"{tokens[:40]!r}")
+        lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
+        flat = np.fromiter(chain.from_iterable(block), dtype=object, count=int(lengths.sum()))
+        del block
+        if len(flat):
+            local_ids, terms = pd.factorize(flat)
+            global_id = np.fromiter((vocabulary.setdefault(term, len(vocabulary)) for term in terms.tolist()),
+                                    dtype=np.int64, count=len(terms))
+            id_blocks.append(global_id[local_ids])
+        length_blocks.append(lengths)
+    token_ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, dtype=np.int64)
+    doc_lengths = np.concatenate(length_blocks) if length_blocks else np.zeros(0, dtype=np.int64)
+    return vocabulary, token_ids, doc_lengths
 
 
 def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int) -> sp.csr_matrix:
@@ -249,17 +280,15 @@ class BM25Index:
 
         Parameters
         ----------
-        token_lists : one token list per document
+        token_lists : one token list per document; an iterator is read :data:`ENCODE_DOCS` documents at a time
         params : ``k1`` and ``b`` (default: the schema's, the paper's 1.2 and 0.75)
         keep_counts : keep ``f(t, d)`` (:attr:`counts`, which pseudo-relevance feedback reads); without them the
             index holds half the memory (at 10× the paper's scale, character trigrams: 780 MB less)
         """
         params = BM25Section() if params is None else params
-        docs = _as_token_lists(token_lists, "token_lists")
-        if not docs:
+        vocabulary, token_ids, doc_lengths = encode_token_lists(token_lists, "token_lists")
+        if not len(doc_lengths):
             raise ValueError("cannot fit BM25 on an empty corpus")
-        doc_lengths = np.fromiter((len(tokens) for tokens in docs), dtype=np.int64, count=len(docs))
-        vocabulary, token_ids = build_vocabulary(docs)
         counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))
         weights, term_idf = weight_matrix(counts, doc_lengths, params)
         counts = counts if keep_counts else None   # dropped before the dense rows are made

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
@@ -550,8 +550,19 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
     if hasattr(tokenizer, "count_many"):
         doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries)
         return BM25Index.fit_counts(doc_counts, vocabulary, section, keep_counts=keep_counts), query_counts
-    index = BM25Index.fit(tokenizer.tokenize_many(documents), section, keep_counts=keep_counts)
+    index = BM25Index.fit(tokenized_in_blocks(tokenizer, documents), section, keep_counts=keep_counts)
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
+
+
+def tokenized_in_blocks(tokenizer, documents: Sequence[str], block: int | None = None) -> Iterator[list[str]]:
+    """Each document's tokens, tokenized :data:`~pmrag.retrieve.bm25.ENCODE_DOCS` documents at a time (one
+    ``tokenize_many`` call each, so a tokenizer's worker processes and cache see whole blocks), so that
+    :meth:`BM25Index.fit` holds one block's token lists, not every document's."""
+    from pmrag.retrieve.bm25 import ENCODE_DOCS
+
+    block = block or ENCODE_DOCS
+    for start in range(0, len(documents), block):
+        yield from tokenizer.tokenize_many(documents[start:start + block])
 
 
 for _component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):
