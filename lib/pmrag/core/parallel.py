@@ -2,12 +2,13 @@
 keeps them in this process (:func:`in_this_process`).
 
 Worker processes pay off where a new process is cheap (a forked one starts in milliseconds) and the work is large.
-They are forked only from a process whose one thread is this one (:func:`process_context`); beside other threads
-they come from a fork server.
 Inside a Dask worker neither holds: the worker was started with ``spawn``, so every helper process it starts
 imports pmrag again (about 2 s each), which costs more than a small study's whole ingest; and the cohort already
 keeps every core busy with one participant per worker.  The cohort's task therefore runs its study
 :func:`in_this_process`; the rows, their order and the counts are those of the process-pool path.
+
+Workers are forked only from a process that runs a single thread; beside other threads a fork server starts them
+(:func:`process_context`).
 """
 
 from __future__ import annotations
