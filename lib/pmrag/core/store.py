@@ -627,9 +627,9 @@ class SharedStrings:
     """Each repeated string of a column as one object: the driver makes a new ``str`` for every cell, so a column
     of a few distinct values (a message's source, sender and type; a chunk's id in ``chunk_messages``) held one
     object per row — 3.6 million per column at 10× the paper's scale, about 80 bytes each.  Called on each block
-    of one read: the columns are chosen on the first block (text, at most one distinct value in
-    :data:`SHARED_AT_MOST` of its rows), and a value seen in an earlier block is that block's object.  The
-    values, dtypes and order are unchanged; pickling keeps the sharing (pickle writes an object once)."""
+    of one read: the columns are chosen on the first block (:func:`_repetitive`: strings, distinct values at most
+    :data:`SHARED_AT_MOST` of its rows), and a value seen in an earlier block is that block's object.  The values,
+    dtypes and order are unchanged; pickling keeps the sharing (pickle writes an object once)."""
 
     def __init__(self):
         self.columns: list[str] | None = None
