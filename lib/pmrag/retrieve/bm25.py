@@ -83,12 +83,6 @@ def posting_weights(tf: np.ndarray, doc_norm: np.ndarray, docs: np.ndarray, term
     return weights
 
 
-def build_vocabulary(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray]:
-    """Token → id in order of first occurrence, and every document's token ids concatenated."""
-    vocabulary, token_ids, _ = encode_token_lists(token_lists)
-    return vocabulary, token_ids
-
-
 ENCODE_DOCS = 20_000
 """Documents whose token lists :func:`encode_token_lists` holds at a time: a token is a Python string of ~60 bytes
 beside its 4-byte id, so all of them at once (10× the paper's scale: 185k raw_text chunks) held gigabytes."""
@@ -102,16 +96,13 @@ def encode_token_lists(token_lists: Iterable[Sequence[str]], what: str = "token_
     tokens are hashed in one pass in C (``pandas.factorize``, whose uniques come in order of first occurrence,
     instead of a ``dict.setdefault`` per token), and only its distinct terms meet the vocabulary, new ones
     numbered in the order they first occur; the ids are those of one pass over all tokens."""
-    if isinstance(token_lists, str):
-        raise TypeError(f"{what} must be a sequence of token lists, not a string")
+    _refuse_a_string(token_lists, what)
     vocabulary: dict[str, int] = {}
     id_blocks, length_blocks = [], []
     lists = iter(token_lists)
     while block := list(islice(lists, ENCODE_DOCS)):
         for tokens in block:
-            if isinstance(tokens, str):
-                raise TypeError(f"each of {what} must be a list of tokens, not a string (tokenize first): "
-                                f"{tokens[:40]!r}")
+            _refuse_an_untokenized_text(tokens, what)
         lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
         flat = np.fromiter(chain.from_iterable(block), dtype=object, count=int(lengths.sum()))
         del block
@@ -247,13 +238,21 @@ def _scatter_add(out: np.ndarray, docs: list[np.ndarray], values: list[np.ndarra
 
 
 def _as_token_lists(token_lists: Iterable[Sequence[str]], what: str) -> list[Sequence[str]]:
-    if isinstance(token_lists, str):
-        raise TypeError(f"{what} must be a sequence of token lists, not a string")
+    _refuse_a_string(token_lists, what)
     lists = list(token_lists)
     for tokens in lists:
-        if isinstance(tokens, str):
-            raise TypeError(f"each of {what} must be a list of tokens, not a string (tokenize first): {tokens[:40]!r}")
+        _refuse_an_untokenized_text(tokens, what)
     return lists
+
+
+def _refuse_a_string(token_lists, what: str) -> None:
+    if isinstance(token_lists, str):
+        raise TypeError(f"{what} must be a sequence of token lists, not a string")
+
+
+def _refuse_an_untokenized_text(tokens, what: str) -> None:
+    if isinstance(tokens, str):
+        raise TypeError(f"each of {what} must be a list of tokens, not a string (tokenize first): {tokens[:40]!r}")
 
 
 @dataclass(frozen=True, eq=False)

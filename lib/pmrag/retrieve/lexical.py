@@ -554,15 +554,14 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
 
 
-def tokenized_in_blocks(tokenizer, documents: Sequence[str], block: int | None = None) -> Iterator[list[str]]:
+def tokenized_in_blocks(tokenizer, documents: Sequence[str]) -> Iterator[list[str]]:
     """Each document's tokens, tokenized :data:`~pmrag.retrieve.bm25.ENCODE_DOCS` documents at a time (one
     ``tokenize_many`` call each, so a tokenizer's worker processes and cache see whole blocks), so that
     :meth:`BM25Index.fit` holds one block's token lists, not every document's."""
     from pmrag.retrieve.bm25 import ENCODE_DOCS
 
-    block = block or ENCODE_DOCS
-    for start in range(0, len(documents), block):
-        yield from tokenizer.tokenize_many(documents[start:start + block])
+    for start in range(0, len(documents), ENCODE_DOCS):
+        yield from tokenizer.tokenize_many(documents[start:start + ENCODE_DOCS])
 
 
 for _component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):
