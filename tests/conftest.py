@@ -1,5 +1,7 @@
+import atexit
 import faulthandler
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -9,8 +11,11 @@ from pathlib import Path
 import pytest
 
 # stage results are sealed with a per-user key (pmrag.study.sealed): the tests, and the processes and notebook
-# kernels they start, use a key of their own instead of the developer's
-os.environ.setdefault("PMRAG_STAGE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="pmrag-test-key-"), "stage.key"))
+# kernels they start, use a key of their own instead of the developer's (its folder removed when this process ends)
+if "PMRAG_STAGE_KEY_FILE" not in os.environ:
+    _KEY_DIR = tempfile.mkdtemp(prefix="pmrag-test-key-")
+    os.environ["PMRAG_STAGE_KEY_FILE"] = os.path.join(_KEY_DIR, "stage.key")
+    atexit.register(shutil.rmtree, _KEY_DIR, ignore_errors=True)
 
 # ranx (the independent evaluator the agreement tests check our metrics, fusions and TREC files against) runs its
 # kernels as plain Python: the same code numba would compile, on test inputs small enough that interpreting them
@@ -94,15 +99,19 @@ def demo_cohort() -> BuiltCohort:
         shutil.rmtree(cohort.run_dir, ignore_errors=True)
         before = cached_vectors(DEMO_COHORT.parent / "cohort_demo_cache")
         started = time.time()
+        cluster_was_up = "client" in _BUILT
         run = run_cohort(DEMO_COHORT, client=cohort_client(), progress=False)
+        if not cluster_was_up:   # built before the notebooks: the cluster is not left idling through every test
+            close_cohort_client()
         _BUILT["cohort"] = BuiltCohort(run, cohort.run_dir, started, before,
                                        cached_vectors(DEMO_COHORT.parent / "cohort_demo_cache"))
     return _BUILT["cohort"]
 
 
 def cohort_client():
-    """The client of a 2-worker LocalCluster started once per session (the demo cohort's build and the cohort
-    tests share it; closed when the session ends)."""
+    """The client of a 2-worker LocalCluster, started when first asked for (the demo cohort's build, the cohort
+    tests) and closed when they are done (:func:`close_cohort_client`): an idle cluster's two worker processes and
+    its scheduler's threads take a tenth of a core or more on their own, through every later test."""
     if "client" not in _BUILT:
         from dask.distributed import Client
 
@@ -113,13 +122,18 @@ def cohort_client():
     return _BUILT["client"]
 
 
+def close_cohort_client() -> None:
+    """Close :func:`cohort_client`'s client and cluster, when started (the next call starts another)."""
+    if "client" in _BUILT:
+        _BUILT.pop("client").close()
+        _BUILT.pop("cluster").close()
+
+
 EXIT_WATCHDOG_S = 300
 
 
 def pytest_sessionfinish(session):
-    if "client" in _BUILT:
-        _BUILT.pop("client").close()
-        _BUILT.pop("cluster").close()
+    close_cohort_client()
     # Every test has ended: a process still alive 5 minutes from now is held by something left running (a child
     # process that multiprocessing joins at exit, a non-daemon thread).  Then print every thread's stack, end the
     # children and exit 1, instead of holding CI until its own limit with no word on where.

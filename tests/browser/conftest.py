@@ -12,9 +12,11 @@ What a fixture here guarantees:
 * **Nothing of the user's Jupyter is read or written** — configuration, data, runtime files, lab settings,
   workspaces and IPython's profile live in the same temporary folder; lab settings turn off news and update
   checks, so no notification covers the page and nothing asks the network.
-* **One server for the session** — every browser test is served by one JupyterLab (a start costs seconds of a
-  tight test budget); each test module puts its files in its own folder under the server's root and gets a
-  :class:`Lab` whose ``page_url`` and ``path`` resolve names inside that folder.
+* **One server for the browser tests** — every browser test is served by one JupyterLab (a start costs seconds of
+  a tight test budget); each test module puts its files in its own folder under the server's root and gets a
+  :class:`Lab` whose ``page_url`` and ``path`` resolve names inside that folder.  The server and Chromium are
+  stopped after the last browser test, not at the end of the session: an idle lab page polls its server, and the
+  two took a fifth of a core through every later test.
 * **The server is always stopped** — through its shutdown API, then SIGTERM, then SIGKILL; the kernels it
   started are ended by process ID if they outlived it.
 """
@@ -230,10 +232,10 @@ def demo_study(chromium):
     return study
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab_server(chromium, tmp_path_factory):
-    """The session's one JupyterLab (see the module docstring), its app exposed to the page so a test can open
-    notebooks without reloading; stopped at the end."""
+    """The browser tests' one JupyterLab (see the module docstring), its app exposed to the page so a test can open
+    notebooks without reloading; stopped after the last browser test."""
     root = tmp_path_factory.mktemp("lab-root")
     home = tmp_path_factory.mktemp("lab-home")
     server = start_lab(root, home, ("--LabApp.expose_app_in_browser=True",))
@@ -251,9 +253,9 @@ def lab(demo_study, lab_server):
     return view
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium, tmp_path_factory):
-    """Headless Chromium driven by Playwright, with a new empty profile; closed at the end."""
+    """Headless Chromium driven by Playwright, with a new empty profile; closed after the last browser test."""
     from playwright.sync_api import sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")

@@ -1,12 +1,14 @@
 import pytest
 
-from conftest import cohort_client, demo_cohort
+from conftest import close_cohort_client, cohort_client, demo_cohort
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def client():
-    """The session's 2-worker LocalCluster client (tests/conftest.py's :func:`cohort_client`)."""
-    return cohort_client()
+    """A 2-worker LocalCluster's client (tests/conftest.py's :func:`cohort_client`), closed after the last cohort
+    test."""
+    yield cohort_client()
+    close_cohort_client()
 
 
 @pytest.fixture(scope="session")
