@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from pmrag.core.errors import PmragError
+from pmrag.core.memory import no_collection_at_exit
 from pmrag.core.text import one_line
 
 
@@ -506,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    no_collection_at_exit()
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")  # a console that cannot print Japanese must not crash a report

@@ -161,13 +161,19 @@ at start-up when its transport is not encrypted, e.g. a kernelspec that does not
 
 
 def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str = "") -> dict:
-    """papermill engine options (passed on to nbclient's ``NotebookClient``): no widget state, and a kernel
-    manager that encrypts the transport, sends the kernel's stderr to ``stderr_path``, starts no kernel once
-    ``stop`` is set and names the notebook ``reader`` in the kernel's environment."""
+    """papermill engine options (passed on to nbclient's ``NotebookClient``): no widget state, the kernel ended
+    at once when the last cell's outputs are in, and a kernel manager that encrypts the transport, sends the
+    kernel's stderr to ``stderr_path``, starts no kernel once ``stop`` is set and names the notebook ``reader`` in
+    the kernel's environment.
+
+    Ended at once (``shutdown_kernel="immediate"``, as nbval does): a kernel asked to shut down collects its whole
+    heap on the way out, and jupyter_client waits 2.5 s for it before sending SIGTERM, on every notebook of a study
+    on a slow 2-core machine.  Every output has arrived by then and a notebook writes its files in its cells; nothing
+    is left for the kernel to do."""
     from traitlets.config import Config
 
     manager = _kernel_manager_class()
-    return {"store_widget_state": False, "kernel_manager_class": manager,
+    return {"store_widget_state": False, "shutdown_kernel": "immediate", "kernel_manager_class": manager,
             "config": Config({manager.__name__: {"stderr_path": str(stderr_path), "stop": Uncopied(stop),
                                                  "reader": reader}})}
 
