@@ -140,6 +140,10 @@ def pytest_sessionfinish(session):
     watchdog = threading.Timer(EXIT_WATCHDOG_S, _held_at_exit)
     watchdog.daemon = True
     watchdog.start()
+    # and the interpreter's cyclic collections at exit skip the session's heap (as the pmrag command's do)
+    from pmrag.core.memory import no_collection_at_exit
+
+    no_collection_at_exit()
 
 
 def _held_at_exit() -> None:
