@@ -249,7 +249,6 @@ def test_max_calls_stops_before_a_stage_that_would_exceed_it_and_a_rerun_resumes
                        "5 in this run; stopped before it, nothing of it was called (what was computed is kept: rerun "
                        "with a larger --max-calls to go on)")
     assert (len(server.response_requests()), len(server.embedding_requests())) == (5, 0)
-    # resumes: vectors:raw_text, not the summaries; then the query vectors its run reads would be a fourth call
-    assert main(["study", str(params), "--max-calls", "3", "-q"]) == 3
+    assert main(["study", str(params), "--max-calls", "3", "-q"]) == 3   # resumes: vectors:raw_text, not summary
     assert (len(server.response_requests()), len(server.embedding_requests())) == (5, 3)
-    assert "stage query_vectors would make 1 remote call(s) after 3" in capsys.readouterr().err
+    assert "stage vectors:summary would make 3 remote call(s) after 3" in capsys.readouterr().err

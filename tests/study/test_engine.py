@@ -144,7 +144,7 @@ def test_build_caches_every_stage_and_a_new_study_recomputes_nothing(tmp_path, w
     assert states(study) == {name: "cached" for name in STAGES}
     assert set(reasons(study).values()) == {""}
     first = log(study)
-    assert [line["stage"] for line in first] == study.build_order()  # each computed once, upstream first
+    assert [line["stage"] for line in first] == STAGES  # each computed once, upstream first
     assert {line["action"] for line in first} == {"computed"}
 
     again = reopen(tmp_path)
@@ -358,24 +358,6 @@ def test_build_keeps_in_memory_only_the_results_no_stage_reads(tmp_path, built):
     assert {"ingest", "chunks", "metrics"} <= read   # dropped once their last reader was computed
     assert {str(key) for key in study.engine.memo} == computed - read
     pd.testing.assert_frame_equal(study.chunks(), reopen(tmp_path).chunks())   # an accessor loads it again
-
-
-def test_build_computes_each_stage_after_its_needs_and_just_before_the_first_that_reads_it(tmp_path, built):
-    study = built(tmp_path)
-    order = study.build_order()
-    assert sorted(order) == sorted(study.computed_stages) and order != list(study.computed_stages)
-    position = {name: i for i, name in enumerate(order)}
-    for name, upstream in needs(study.engine.stages).items():
-        if name in position:
-            assert all(position[need] < position[name] for need in upstream), name
-    # a vector set is computed right before the run that reads it (the query vectors may come between), after
-    # the BM25 runs (declared before the vector runs): never held through them
-    for representation in ("raw_text", "summary", "embedding_text"):
-        between = order[position[f"vectors:{representation}"] + 1:position[f"runs:{representation}_vector"]]
-        assert set(between) <= {"query_vectors"}, between
-    assert max(position[name] for name in BM25_RUNS) < position["vectors:raw_text"]
-    # and the build computed them in that order (the study was built from nothing)
-    assert [line["stage"] for line in log(study) if line["action"] == "computed"] == order
 
 
 def test_release_drops_results_from_memory_and_the_next_read_loads_the_same_from_disk(tmp_path, built):

@@ -157,10 +157,9 @@ class Study:
             previous = self.progress
             self.progress = previous if progress is None else progress
             bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
-            order = self.build_order()
-            last_read = self._last_reads(order)
+            last_read = self._last_reads()
             try:
-                for position, name in enumerate(order):
+                for position, name in enumerate(self.computed_stages):
                     bar.set_postfix_str(name, refresh=True)
                     if before is not None:
                         before(name)
@@ -179,41 +178,11 @@ class Study:
                 bar.close()
                 self.progress = previous
 
-    def build_order(self) -> list[str]:
-        """The computed stages in the order :meth:`build` computes them: each just before the first stage that
-        reads it, so a result is held from its first reader to its last, not from its place in the declared order.
-
-        A depth-first walk from the stages no other computed stage reads (in declared order), each stage's needs
-        first, in declared order.  At the paper's scale the declared order computed the three vector sets before
-        the eleven BM25 runs, which held them (~0.7 GB at 10×) through every one; here each set is computed just
-        before the run that reads it and dropped after it.  Any order that computes a stage after its needs gives
-        the same results; this one only changes what is held at once."""
-        computed = set(self.computed_stages)
-        needs = {name: [str(n) for n in self.engine.stage(name).needs if str(n) in computed]
-                 for name in self.computed_stages}
-        position = {name: i for i, name in enumerate(self.computed_stages)}
-        read = {need for name in self.computed_stages for need in needs[name]}
-        order: list[str] = []
-        placed: set[str] = set()
-
-        def place(name: str) -> None:
-            if name in placed:
-                return
-            placed.add(name)
-            for need in sorted(needs[name], key=position.__getitem__):
-                place(need)
-            order.append(name)
-
-        for name in self.computed_stages:
-            if name not in read:
-                place(name)
-        return order
-
-    def _last_reads(self, order: Sequence[str]) -> dict[str, int]:
-        """The computed stages that other computed stages read, each with the position in ``order`` of the last
-        one that does."""
-        computed, last = set(order), {}
-        for position, name in enumerate(order):
+    def _last_reads(self) -> dict[str, int]:
+        """The computed stages that other computed stages read, each with the position in :attr:`computed_stages`
+        of the last one that does."""
+        computed, last = set(self.computed_stages), {}
+        for position, name in enumerate(self.computed_stages):
             for need in self.engine.stage(name).needs:
                 if str(need) in computed:
                     last[str(need)] = position
