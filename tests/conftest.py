@@ -43,6 +43,16 @@ processes, end to end), ``notebooks`` (nbval over notebooks/), ``browser`` (Jupy
 ``make test-fast`` runs unit and agreement tests that are not integration tests."""
 
 
+def pytest_configure(config):
+    """Ctrl-C reaches the commands the tests start (tests/cli/test_cli_errors.py interrupts them): a test run started
+    in the background of a non-interactive shell (``make test &``, ``nohup``) has SIGINT ignored, which every child
+    inherits and Python then leaves ignored, so an interrupted ``pmrag`` would run on to its end."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collectstart(collector):
     """nbval compares text/plain outputs; the HTML rendering of the same DataFrames adds nothing to check."""
     if collector.fspath and collector.fspath.ext == ".ipynb":
