@@ -31,3 +31,31 @@ def test_freed_heap_pages_are_returned_after_collection():
     assert result.returncode == 0, result.stderr[-2000:]
     before, after = map(int, result.stdout.split())
     assert before - after >= 150, (before, after)   # about 270 MB freed of the 300 MB allocated
+
+
+# An exit handler registered before it (running after it, last-registered first) sees the heap frozen: the
+# interpreter's collections at exit skip those objects.  Called twice: registered once.
+AT_EXIT = """
+import atexit, gc
+from pmrag.core.memory import no_collection_at_exit
+
+atexit.register(lambda: print(gc.get_freeze_count() > 0, flush=True))
+before = atexit._ncallbacks()
+no_collection_at_exit()
+no_collection_at_exit()
+print(atexit._ncallbacks() - before, flush=True)
+atexit.register(lambda: print(gc.get_freeze_count(), flush=True))
+"""
+
+
+def test_the_heap_is_frozen_by_the_last_exit_handler_and_only_then():
+    result = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1", "0", "True"]
+
+
+def test_the_command_line_freezes_its_heap_at_exit():
+    code = ("import atexit, gc\nfrom pmrag.cli import main\natexit.register(lambda: print(gc.get_freeze_count() > 0))\n"
+            "main(['--help'])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.splitlines()[-1] == "True", result.stderr[-2000:]
