@@ -95,7 +95,7 @@ class BuiltCohort:
 
 def demo_cohort() -> BuiltCohort:
     """The demo cohort (params/cohort_demo.yaml as shipped) built once per session into outputs/cohort_demo, from
-    an empty folder (what it computes is this session's, sealed with its key), on the session's 2-worker cluster
+    an empty folder (what it computes is this session's, sealed with its key), on a 2-worker cluster
     (:func:`cohort_client`).  The pooled-analysis notebook reads its tables; the cohort tests that only read a
     built cohort use this one (``built_cohort`` fixture) instead of building their own."""
     if "cohort" not in _BUILT:

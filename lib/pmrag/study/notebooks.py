@@ -167,8 +167,8 @@ def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str 
     the kernel's environment.
 
     Ended at once (``shutdown_kernel="immediate"``, as nbval does): a kernel asked to shut down collects its whole
-    heap on the way out, and jupyter_client waits 2.5 s for it before sending SIGTERM, on every notebook of a study
-    on a slow 2-core machine.  Every output has arrived by then and a notebook writes its files in its cells; nothing
+    heap on the way out, and jupyter_client waits up to 2.5 s for it before sending SIGTERM: 2.7 s per notebook on a
+    slow 2-core machine.  Every output has arrived by then and a notebook writes its files in its cells; nothing
     is left for the kernel to do."""
     from traitlets.config import Config
 
