@@ -9,6 +9,7 @@ import pytest
 
 from pmrag.represent import privacy
 from pmrag.core import store
+from pmrag.core.errors import PmragError
 from pmrag.represent.embed import shorten_for_embedding
 from pmrag.represent.representations import EmbeddingTextTemplate
 from pmrag.study import Study
@@ -86,8 +87,17 @@ def test_vectors_are_stored_per_representation_with_the_text_sent(tmp_path):
         assert np.allclose(np.linalg.norm(matrix, axis=1), 1, atol=1e-3)
         sent = inputs[inputs["representation"] == name].set_index("chunk_id")["text_sent"]
         assert [sent[c] for c in chunk_ids] == [shorten_for_embedding(reps.loc[c, name], 120) for c in chunk_ids]
-    summary = study.vector_summary()
+    summary = study.vector_summary().set_index("representation")
     assert summary["rows"].tolist() == [len(reps)] * 3 and (summary["sent_chars_max"] <= 121).all()
+    assert (summary["dim"] == 384).all() and set(summary["dtype"]) == {"float32"}
+    for name in paths:   # the lengths are those of the texts sent, counted again here
+        sent = inputs.loc[inputs["representation"] == name]
+        assert summary.loc[name, "sent_chars_max"] == sent["text_sent"].str.len().max()
+        assert summary.loc[name, "shortened"] == (sent["source_chars"] > sent["text_sent"].str.len()).sum()
+    matrix, _ = study.vectors("summary")   # a matrix rewritten with a row less: its header says so
+    np.save(study.run_dir / paths["summary"], matrix[:-1])
+    with pytest.raises(PmragError, match=r"shape \(\d+, 384\) float32, expected \(\d+, 384\) float32"):
+        study.vector_summary()
 
 
 def test_a_second_study_on_the_same_cache_embeds_nothing(tmp_path, monkeypatch):

@@ -784,12 +784,15 @@ def load_vectors(engine: Engine, out_dir, representation: str, model_id: str) ->
 
 def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]]) -> pd.DataFrame:
     """Per ``(representation, model_id, folder)``: model, rows, dimension, dtype, and the length of the text
-    actually sent (mean, max, how many were shortened)."""
+    actually sent (mean, max, how many were shortened).
+
+    The shape and dtype come from the matrix's header (memory-mapped: no row is read) and must be the sidecar's
+    and one row per text sent; the checksums are :func:`load_vectors`' to check, when a retriever loads it."""
     from pmrag.core.store import embedding_inputs as table
 
     rows = []
     for representation, model_id, folder in vector_sets:
-        matrix, _ = load_vectors(engine, folder, representation, model_id)
+        matrix = _matrix_header(engine, folder, representation, model_id)
         with engine.connect() as conn:   # row by row: the texts sent are read for their length only
             lengths = [(len(text), source) for text, source in conn.execute(
                 select(table.c.text_sent, table.c.source_chars)
@@ -802,6 +805,29 @@ def vector_summary(engine: Engine, vector_sets: Sequence[tuple[str, str, Path]])
             "sent_chars_max": int(sent.max()), "shortened": int((source > sent).sum()),
         })
     return pd.DataFrame(rows)
+
+
+def _matrix_header(engine: Engine, out_dir, representation: str, model_id: str) -> np.ndarray:
+    """The matrix memory-mapped (its header read, no row), checked against its sidecar's shape and the count of
+    texts sent; a :class:`PmragError` names the file otherwise."""
+    from pmrag.core.store import count_rows, embedding_inputs
+
+    name = matrix_name(representation, model_id)
+    npy, meta_path = Path(out_dir) / f"{name}.npy", Path(out_dir) / f"{name}.json"
+    hint = "; rerun the embedding stage"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        matrix = np.load(npy, mmap_mode="r", allow_pickle=False)
+        expected = (meta["rows"], meta["dim"])
+    except (ValueError, OSError, TypeError, KeyError) as exc:
+        raise PmragError(f"embeddings {npy}: unreadable matrix or sidecar ({exc}){hint}") from None
+    with engine.connect() as conn:
+        sent = count_rows(conn, select(embedding_inputs).where(embedding_inputs.c.representation == representation,
+                                                              embedding_inputs.c.model == model_id).subquery())
+    if matrix.dtype != np.float32 or matrix.shape != expected or sent != matrix.shape[0]:
+        raise PmragError(f"embeddings {npy}: shape {matrix.shape} {matrix.dtype}, expected {expected} float32 and "
+                         f"{sent:,} rows (the texts sent){hint}")
+    return matrix
 
 
 @dataclass(frozen=True)
