@@ -421,6 +421,7 @@ def test_a_real_study_runs_end_to_end_and_agrees_with_a_brute_force_recount(tmp_
     messages, links, qe = study.messages(), study.chunk_messages(), study.question_evidence()
 
     coverage = cov.chunk_coverage(messages, links)
+    pd.testing.assert_frame_equal(chunk_store.stored_chunk_coverage(study.store), coverage, check_dtype=False)
     stats = session_window_stats(messages, study.chunks(), links, p.chunking).set_index("Item")["Value"]
     assert coverage["in_no_chunk"].sum() == stats["Messages in no chunk"] == len(cov.messages_in_no_chunk(messages, links)) > 0
 
@@ -438,6 +439,16 @@ def test_a_real_study_runs_end_to_end_and_agrees_with_a_brute_force_recount(tmp_
                                     embedding=p.embedding, representations=p.representations,
                                     summarizer=p.summarizer, question_ids=question_ids)
     expected = brute_force_visibility(study, question_ids)
+    rendered = cov.evidence_messages(qe, links, question_ids)   # enough messages for the lines: the stage reads only these
+    assert 0 < len(rendered) < len(messages)
+    few = messages[messages["message_id"].isin(rendered)]
+    pd.testing.assert_frame_equal(cov.evidence_lines(qe, few, links, study.chunks(), question_ids),
+                                  cov.evidence_lines(qe, messages, links, study.chunks(), question_ids))
+    with pytest.raises(PmragError, match="is not in messages"):
+        cov.evidence_lines(qe, few.iloc[1:], links, study.chunks(), question_ids)
+    stage = study.coverage()
+    pd.testing.assert_frame_equal(stage.chunk_coverage, coverage, check_dtype=False)
+    pd.testing.assert_frame_equal(stage.visibility, frame)
     key = ["retriever", "question_id", "message_id"]
     pd.testing.assert_frame_equal(frame.sort_values(key).reset_index(drop=True),
                                   expected.sort_values(key).reset_index(drop=True), check_dtype=False)

@@ -144,6 +144,24 @@ def test_the_ingest_result_leaves_the_messages_in_the_store_and_they_read_back_a
         store.stored_messages(engine, ("message_id", "speaker"))
 
 
+def test_messages_read_back_by_id_in_the_study_order_across_id_batches(tmp_path, monkeypatch):
+    from pmrag.core.params import DatasetSection
+    from pmrag.ingest.pipeline import ingest_study
+
+    engine = store.open_store(tmp_path / "s.sqlite")
+    ingest_study(engine, [path for path, _ in JOBS[1:]], None, DatasetSection(format="line-txt"))
+    full = store.stored_messages(engine)
+    picked = list(full["message_id"].iloc[::-3])   # a third of them, in reverse
+    expected = full[full["message_id"].isin(picked)].reset_index(drop=True)
+    assert 3 < len(expected) < len(full)
+    monkeypatch.setattr(store, "ID_BATCH", 2)       # several IN (...) queries, their rows joined and ordered again
+    got = store.stored_messages(engine, ids=picked + ["no-such-id", picked[0]])
+    pd.testing.assert_frame_equal(got, expected)
+    pd.testing.assert_frame_equal(store.stored_messages(engine, ("text", "message_id"), ids=picked),
+                                  expected[["text", "message_id"]])
+    assert store.stored_messages(engine, ids=[]).empty
+
+
 def test_workers_are_forked_only_from_a_process_whose_one_thread_is_this_one():
     """A fresh interpreter (this one runs the session's Dask threads): fork while alone, the fork server beside a
     thread."""

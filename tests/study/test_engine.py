@@ -32,7 +32,7 @@ PROMPTS = REPO / "lib" / "pmrag" / "represent" / "prompts" / "ja"
 SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 
 STAGES = [
-    "ingest", "chunks", "qrels", "summaries", "representations", "messages", "coverage",
+    "ingest", "chunks", "qrels", "summaries", "representations", "coverage",
     "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
@@ -161,15 +161,14 @@ def test_build_caches_every_stage_and_a_new_study_recomputes_nothing(tmp_path, w
 def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
     stages = tiny(tmp_path, warm_cache).engine.stages
     assert dependents(stages, BM25_RUNS) == BM25_RUNS | ANALYSIS
-    assert dependents(stages, {"chunks"}) == set(STAGES) - {"ingest", "messages", "query_vectors"}
-    assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "messages", "chunks", "qrels", "query_vectors"}
+    assert dependents(stages, {"chunks"}) == set(STAGES) - {"ingest", "query_vectors"}
+    assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"}
     assert dependents(stages, {"ingest"}) == set(STAGES)
-    assert dependents(stages, {"messages"}) == {"messages", "coverage", "graph", "interest_relevance",
-                                                "graph_evaluation"}
+    assert dependents(stages, {"coverage"}) == {"coverage"}   # read by notebooks and the runner, by no stage
     assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
-                                                                      "messages", "coverage", "graph",
+                                                                      "coverage", "graph",
                                                                       "interest_relevance"} | {"sweep"})
-    assert ancestors(stages, {"graph"}) == {"graph", "messages", "summaries", "chunks", "ingest"}
+    assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
 
 
 def _tokenizer_spec(root):
@@ -239,8 +238,8 @@ CHANGES = {
 EXPECTED_STALE = {  # hard-coded, so that the dependents helper is checked too
     "tokenizer_spec": BM25_RUNS | ANALYSIS,
     "bm25_k1": BM25_RUNS | ANALYSIS | {"interest_relevance"},
-    "chunking_code": set(STAGES) - {"ingest", "messages", "query_vectors"},
-    "summary_prompt": set(STAGES) - {"ingest", "messages", "chunks", "qrels", "query_vectors"},
+    "chunking_code": set(STAGES) - {"ingest", "query_vectors"},
+    "summary_prompt": set(STAGES) - {"ingest", "chunks", "qrels", "query_vectors"},
     "input_file": set(STAGES),
 }
 # what the next build recomputes: the stale stages, except where a stage's result came out unchanged and its
@@ -358,6 +357,17 @@ def test_build_keeps_in_memory_only_the_results_no_stage_reads(tmp_path, built):
     assert {"ingest", "chunks", "metrics"} <= read   # dropped once their last reader was computed
     assert {str(key) for key in study.engine.memo} == computed - read
     pd.testing.assert_frame_equal(study.chunks(), reopen(tmp_path).chunks())   # an accessor loads it again
+
+
+def test_a_build_that_holds_only_the_coverage_ends_with_only_the_coverage_in_memory(tmp_path, built):
+    study = built(tmp_path)
+    study.engine.release()
+    study.forget()
+    study.build(hold=("coverage",))   # the runner's build: its notebooks load what they read
+    assert [str(key) for key in study.engine.memo] == ["coverage"]
+    assert {"failures", "statistics"} <= set(study.computed_stages)   # read by no stage, computed, not held
+    assert all(study.engine.is_current(name) for name in study.computed_stages)
+    pd.testing.assert_frame_equal(study.coverage().chunk_coverage, reopen(tmp_path).coverage().chunk_coverage)
 
 
 def test_release_drops_results_from_memory_and_the_next_read_loads_the_same_from_disk(tmp_path, built):

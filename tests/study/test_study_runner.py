@@ -131,7 +131,7 @@ def test_bad_params_exit_2_with_one_line(tmp_path):
 @pytest.mark.integration
 def test_a_notebook_starts_once_the_stages_it_reads_are_computed_while_later_stages_are_computed(tmp_path):
     """With ``jobs`` > 1 a notebook runs as soon as the stages it declares are computed: the chunking notebook (it
-    reads the ingest, messages, chunks and coverage) has run before the study's last stage is computed, which waits
+    reads the ingest, chunks and coverage) has run before the study's last stage is computed, which waits
     for it here; a notebook that declares nothing reads every stage and starts only after the last."""
     import threading
     import time
@@ -151,7 +151,7 @@ def test_a_notebook_starts_once_the_stages_it_reads_are_computed_while_later_sta
     listed = study_notebooks(params)
     study = Study(params, listed)
     chunking, undeclared = listed
-    assert notebook_needs(study, chunking) == {"ingest", "messages", "chunks", "coverage"}
+    assert notebook_needs(study, chunking) == {"ingest", "chunks", "coverage"}
     assert notebook_needs(study, undeclared) == set(study.computed_stages)
     last = study.computed_stages[-1]
     seen_before_last = []

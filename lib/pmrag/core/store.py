@@ -610,11 +610,13 @@ def count_messages(engine: Engine) -> int:
 
 
 def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
-               columns: Iterable[str] | None = None) -> pd.DataFrame:
+               columns: Iterable[str] | None = None, where=None) -> pd.DataFrame:
     """A whole table as a DataFrame (sorted by ``order_by`` columns when given; only ``columns``, in that order,
-    when given)."""
+    when given; only the rows a SQLAlchemy condition ``where`` holds for, when given)."""
     table = metadata.tables[table] if isinstance(table, str) else table
     query = select(table) if columns is None else select(*(_column(table, name) for name in columns))
+    if where is not None:
+        query = query.where(where)
     if order_by:
         query = query.order_by(*(table.c[name] for name in order_by))
     shared = SharedStrings()
@@ -689,9 +691,22 @@ MESSAGE_ORDER = ("source", "occurred_at", "source_order")
 """The order the study reads messages in: by source, time and position in the file."""
 
 
-def stored_messages(engine: Engine, columns: Iterable[str] | None = None) -> pd.DataFrame:
+def stored_messages(engine: Engine, columns: Iterable[str] | None = None,
+                    ids: Iterable[str] | None = None) -> pd.DataFrame:
     """The store's messages in :data:`MESSAGE_ORDER`: every column, or only ``columns`` (a reader that needs a
-    few columns of millions of messages reads a fraction of the table)."""
-    return read_table(engine, messages, MESSAGE_ORDER, columns)
+    few columns of millions of messages reads a fraction of the table); every message, or only those ``ids``
+    names (an id the store lacks is simply not there: the caller that must have it checks)."""
+    if ids is None:
+        return read_table(engine, messages, MESSAGE_ORDER, columns)
+    wanted = sorted(set(ids))
+    names = None if columns is None else list(dict.fromkeys([*columns, *MESSAGE_ORDER]))
+    parts = [read_table(engine, messages, (), names, where=messages.c.message_id.in_(wanted[start:start + ID_BATCH]))
+             for start in range(0, max(len(wanted), 1), ID_BATCH)]
+    frame = (parts[0] if len(parts) == 1 else _joined(parts)).sort_values(list(MESSAGE_ORDER), ignore_index=True)
+    return frame if columns is None else frame[list(columns)]
+
+
+ID_BATCH = 10_000
+"""Message ids bound in one ``IN (…)`` query (SQLite allows 32,766 variables since 3.32)."""
 
 

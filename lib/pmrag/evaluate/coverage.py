@@ -216,16 +216,9 @@ def evidence_lines(question_evidence: pd.DataFrame, messages: pd.DataFrame, chun
 
     ``question_ids`` limits the questions (default: every question with primary evidence).
     """
-    require_columns(question_evidence, ["question_id", "message_id", "relevance"], "question_evidence")
     require_columns(messages, ["message_id", "source", "source_order", "occurred_at", "sender", "text"], "messages")
-    require_columns(chunk_messages, ["chunk_id", "position", "message_id"], "chunk_messages")
     require_columns(chunks, ["chunk_id", "raw_text"], "chunks")
-    evidence = question_evidence.loc[question_evidence["relevance"] == PRIMARY, ["question_id", "message_id"]]
-    if question_ids is not None:
-        evidence = evidence[evidence["question_id"].isin(list(question_ids))]
-    evidence = evidence.drop_duplicates().sort_values(["question_id", "message_id"]).reset_index(drop=True)
-    holding = chunk_messages[chunk_messages["message_id"].isin(evidence["message_id"])]
-    links = chunk_messages[chunk_messages["chunk_id"].isin(holding["chunk_id"])].sort_values(["chunk_id", "position"])
+    evidence, links = _evidence_links(question_evidence, chunk_messages, question_ids)
     lines = _rendered(messages, pd.unique(pd.concat([links["message_id"], evidence["message_id"]])))
     unknown = pd.concat([links["message_id"], evidence["message_id"]])
     unknown = unknown[~unknown.isin(lines.index)]
@@ -246,6 +239,30 @@ def evidence_lines(question_evidence: pd.DataFrame, messages: pd.DataFrame, chun
     rows["chunk_id"] = rows["chunk_id"].astype(object).where(rows["chunk_id"].notna(), None)
     return rows.sort_values(["question_id", "message_id", "chunk_id"], na_position="last").reset_index(drop=True)[
         ["question_id", "message_id", "chunk_id", "start", "end", "line_chars"]]
+
+
+def evidence_messages(question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame,
+                      question_ids: Collection[str] | None = None) -> list[str]:
+    """The messages :func:`evidence_lines` renders (sorted ids): the primary evidence of the questions
+    (``question_ids``, default every question) and every message of each chunk holding some of it.  A
+    ``messages`` frame holding these is enough for :func:`evidence_lines` and :func:`evidence_visibility`."""
+    evidence, links = _evidence_links(question_evidence, chunk_messages, question_ids)
+    return sorted(set(links["message_id"]) | set(evidence["message_id"]))
+
+
+def _evidence_links(question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame,
+                    question_ids: Collection[str] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The questions' primary evidence (``question_id, message_id``, distinct, sorted) and the links of every
+    chunk holding some of it (by chunk and position)."""
+    require_columns(question_evidence, ["question_id", "message_id", "relevance"], "question_evidence")
+    require_columns(chunk_messages, ["chunk_id", "position", "message_id"], "chunk_messages")
+    evidence = question_evidence.loc[question_evidence["relevance"] == PRIMARY, ["question_id", "message_id"]]
+    if question_ids is not None:
+        evidence = evidence[evidence["question_id"].isin(list(question_ids))]
+    evidence = evidence.drop_duplicates().sort_values(["question_id", "message_id"]).reset_index(drop=True)
+    holding = chunk_messages[chunk_messages["message_id"].isin(evidence["message_id"])]
+    links = chunk_messages[chunk_messages["chunk_id"].isin(holding["chunk_id"])].sort_values(["chunk_id", "position"])
+    return evidence, links
 
 
 def _rendered(messages: pd.DataFrame, ids) -> pd.Series:
@@ -574,14 +591,17 @@ class Coverage:
     chunks_without_summary: int = 0  # their summary call failed (:func:`chunks_without_summary`)
 
 
-def coverage_report(messages: pd.DataFrame, chunk_messages: pd.DataFrame, question_evidence: pd.DataFrame,
-                    questions: pd.DataFrame, rejections: pd.DataFrame, texts: pd.DataFrame,
-                    retrievers: Iterable[RetrieverId | str], evaluated: Collection[str],
+def coverage_report(coverage: pd.DataFrame, messages: pd.DataFrame, chunk_messages: pd.DataFrame,
+                    question_evidence: pd.DataFrame, questions: pd.DataFrame, rejections: pd.DataFrame,
+                    texts: pd.DataFrame, retrievers: Iterable[RetrieverId | str], evaluated: Collection[str],
                     excluded_types: Collection[str], *, chunking: ChunkingSection, embedding: EmbeddingSection,
                     representations: RepresentationsSection, summarizer: SummarizerSection) -> Coverage:
     """Every loss of a study (module docstring) from its store's tables, its representations (``texts``), its
-    retrievers, its evaluated question IDs and the question types its params exclude."""
-    coverage = chunk_coverage(messages, chunk_messages)
+    retrievers, its evaluated question IDs and the question types its params exclude.
+
+    ``coverage`` is :func:`chunk_coverage` of every message (``pmrag.chunking.store.stored_chunk_coverage``
+    counts it in the store); ``messages`` need hold only the :func:`evidence_messages` of the ``evaluated``
+    questions (a study at scale reads those few thousand, not its millions)."""
     losses = question_losses(questions, question_evidence, chunk_messages, rejections, excluded_types)
     visibility = evidence_visibility(question_evidence, messages, chunk_messages, texts, retrievers,
                                      embedding=embedding, representations=representations, summarizer=summarizer,

@@ -8,7 +8,7 @@ Every computation lives in the pipeline's modules, called by the stages of :mod:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -133,7 +133,8 @@ class Study:
         ``study.get(StageKey("vectors", "summary"))``."""
         return self.engine.get(stage)
 
-    def build(self, *, progress: bool | None = None, before=None, after=None) -> None:
+    def build(self, *, progress: bool | None = None, before=None, after=None,
+              hold: Collection[str] | None = None) -> None:
         """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
 
         With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
@@ -148,7 +149,9 @@ class Study:
         A result that later stages read stays in memory until the last of them is computed; then it is dropped (the
         cache on disk keeps it, and an accessor loads it again), and after each stage the pages freed go back to the
         system (:mod:`pmrag.core.memory`), so the next stage's arrays do not come on top of them.  A result no stage
-        reads (a table's, the coverage) stays for the caller."""
+        reads (a table's, the coverage) stays for the caller; with ``hold`` only those of the stages it names do,
+        the others are dropped as soon as they are stored (the runner holds the coverage, whose warnings it prints:
+        its notebooks load what they read in their own kernels)."""
         from tqdm.auto import tqdm
 
         from pmrag.study.runner import held_run_folder
@@ -165,6 +168,8 @@ class Study:
                         before(name)
                     self.engine.get(name, retry=True)
                     read_out = [done for done, last in last_read.items() if last == position]
+                    if hold is not None and name not in last_read and name not in hold:
+                        read_out.append(name)
                     for done in read_out:
                         self.engine.memo.pop(self.engine.stage(done).key, None)
                     if read_out:
@@ -320,9 +325,13 @@ class Study:
         return self.get("failures")
 
     # -- store tables --------------------------------------------------------------------------------
-    def messages(self) -> pd.DataFrame:
-        """Every stored message, by source, time and position in its file."""
-        return self.get("messages")
+    def messages(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """Every stored message, by source, time and position in its file (only ``columns``, when given).
+
+        Read from the store (its ingest current first), not a stage's cached copy: millions of messages at scale,
+        read by a few notebooks, would otherwise be read, held and pickled by the process computing the stages."""
+        self.get("ingest")
+        return store.stored_messages(self.store, columns)
 
     def message_count(self) -> int:
         """How many messages the store holds."""

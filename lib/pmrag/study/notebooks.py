@@ -26,13 +26,13 @@ NOTEBOOK_PACKAGES = ("numpy", "pandas", "matplotlib", "seaborn", "ipykernel", "p
 NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-terrier"),   # its cross-check's evaluator
                            "11_make_gold": ("anywidget",)}                                  # the grading key pad
 NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
-    "01_chunking": ("ingest", "messages", "chunks", "coverage"),
+    "01_chunking": ("ingest", "chunks", "coverage"),
     "02_representations": ("ingest", "qrels", "summaries", "representations", "vectors"),
     "03_retrievers": ("qrels", "coverage", "runs", "metrics"),
     "04_hybrid_sweep": ("qrels", "runs", "sweep", "hybrids", "statistics", "multifusion"),
     "05_bootstrap": ("qrels", "metrics", "hybrids", "reliability"),
-    "06_failure_analysis": ("ingest", "messages", "chunks", "qrels", "runs", "metrics", "hybrids", "reliability", "failures"),
-    "07_memory_graph": ("ingest", "messages", "chunks", "qrels", "graph", "interest_relevance", "graph_evaluation"),
+    "06_failure_analysis": ("ingest", "chunks", "qrels", "runs", "metrics", "hybrids", "reliability", "failures"),
+    "07_memory_graph": ("ingest", "chunks", "qrels", "graph", "interest_relevance", "graph_evaluation"),
     "08_beyond_retrieval": ("qrels", "representations", "decomposition", "runs", "metrics", "sweep", "hybrids",
                             "learned_fusion"),
     "09_selection_and_power": ("qrels", "metrics", "hybrids", "statistics"),

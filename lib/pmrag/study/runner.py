@@ -199,14 +199,14 @@ def _build(study, run: StudyRun, params, started: float, progress: bool, before,
     drop the results from memory (the kernels load what they read)."""
     from pmrag.study.provenance import write_environment
 
-    study.build(progress=progress, before=before, after=after)
+    study.build(progress=progress, before=before, after=after, hold=("coverage",))
     for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
         _say(True, f"warning: {warning}")
     for line in stage_log(params.run_dir, started):
         if line["action"] == "computed":
             run.stage_seconds[line["stage"]] = line["seconds"]
     write_environment(params.run_dir, params, {n: study.engine.key(n) for n in study.computed_stages})
-    study.engine.release()   # at the paper's scale this frees about 600 MB
+    study.engine.release()   # the coverage, held for its warnings above
     return_freed_memory()
 
 

@@ -110,22 +110,21 @@ def representations(chunks: Chunked, summaries: pd.DataFrame, section: Represent
     return build_representations(chunks.chunks, summaries, template)
 
 
-@stage("every stored message, by source, time and position in its file", reads_store=(INGESTED,))
-def messages(ingest: Ingested, runtime: Runtime) -> pd.DataFrame:
-    return stored_messages(runtime.store)   # apart from the ingest: millions at scale, read by few
-
-
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
-       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()])
-def coverage(ingest: Ingested, messages: pd.DataFrame, chunks: Chunked, qrels: EvaluationSet,
+       components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()],
+       reads_store=(INGESTED,))
+def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet,
              representations: pd.DataFrame, chunking: Annotated[ChunkingSection, Keys("trim_policy")],
              retrieval: Annotated[RetrievalSection, Keys("retrievers")],
              embedding: Annotated[EmbeddingSection, Keys(*CUT_KEYS)], texts: RepresentationsSection,
-             summarizer: Annotated[SummarizerSection, Keys("max_input_chars")]):
-    from pmrag.evaluate.coverage import coverage_report
+             summarizer: Annotated[SummarizerSection, Keys("max_input_chars")], runtime: Runtime):
+    from pmrag.chunking.store import stored_chunk_coverage
+    from pmrag.evaluate.coverage import coverage_report, evidence_messages
 
-    return coverage_report(messages, chunks.members, ingest.evidence, ingest.questions, ingest.rejections,
-                           representations, retrieval.retriever_ids(), qrels.questions["question_id"],
+    evaluated = qrels.questions["question_id"]
+    rendered = stored_messages(runtime.store, ids=evidence_messages(ingest.evidence, chunks.members, evaluated))
+    return coverage_report(stored_chunk_coverage(runtime.store), rendered, chunks.members, ingest.evidence,
+                           ingest.questions, ingest.rejections, representations, retrieval.retriever_ids(), evaluated,
                            qrels.excluded_types, chunking=chunking, embedding=embedding, representations=texts,
                            summarizer=summarizer)
 
@@ -195,8 +194,9 @@ _GRAPH_BUILD = ("memory_unit", "extractor", "split_mode", "interest_rule", "min_
 @stage(lambda p, item: f"TOBUGraph's memory graph ({p.graph.label()})",
        files=lambda p, item: prompt_files(p.representations.prompts, GRAPH_PROMPTS) if p.graph.extractor == "openai"
        else (), packages=lambda p, item: ("sudachipy", "sudachidict_core", "scikit-learn", *model_package(p, item),
-                                          *openai_package(lambda q: q.graph.extractor)(p, item)))
-def graph(messages: pd.DataFrame, chunks: Chunked, summaries: pd.DataFrame, section: Annotated[GraphSection,
+                                          *openai_package(lambda q: q.graph.extractor)(p, item)),
+       reads_store=(INGESTED,))
+def graph(ingest: Ingested, chunks: Chunked, summaries: pd.DataFrame, section: Annotated[GraphSection,
           Keys(*_GRAPH_BUILD)], embedding: EmbeddingModel, llm: _GraphLLM, prompts: _GraphPrompts, runtime: Runtime):
     from pmrag.represent.embed import embed_with_cache
     from pmrag.represent.extract import make_extractor
@@ -208,7 +208,7 @@ def graph(messages: pd.DataFrame, chunks: Chunked, summaries: pd.DataFrame, sect
         extras = dict(progress=runtime.progress) if section.extractor == "offline" else dict(
             llm=llm, prompts=prompts.prompts, allow_remote=runtime.allow_remote, proxy=runtime.proxy,
             engine=runtime.store, progress=runtime.progress)
-        built = memory_graph(chunks.chunks, chunks.members, messages, summaries,
+        built = memory_graph(chunks.chunks, chunks.members, stored_messages(runtime.store), summaries,
                              make_extractor(section, embedder=embed, **extras), embed, unit=section.memory_unit)
     write_graph(runtime.store, built.graph, GRAPH_NAME)
     return built
