@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Engine
 
 from pmrag.core.params import ChunkingSection
 
@@ -91,13 +92,26 @@ def _bin_label(lo: int, hi: int) -> str:
     return f"{lo}+" if hi >= 10**9 else f"{lo}–{hi - 1}"
 
 
-def message_inventory(messages: pd.DataFrame) -> pd.DataFrame:
-    """Message types, and how many records had a missing time/sender or an empty text."""
-    rows = [(f"type: {t}", int(n)) for t, n in messages["type"].value_counts().sort_index().items()]
+def message_inventory(engine: Engine) -> pd.DataFrame:
+    """Message types (by name), and how many records had a missing time/sender or an empty text: counted in the
+    store, so no message text is read (millions at scale)."""
+    from sqlalchemy import Integer, func, select
+
+    from pmrag.core.store import messages
+
+    def count(condition):   # typed: a sum of booleans would be read back as one boolean
+        return func.coalesce(func.sum(condition, type_=Integer), 0)
+
+    with engine.connect() as conn:
+        types = conn.execute(select(messages.c.type, func.count()).group_by(messages.c.type)
+                             .order_by(messages.c.type)).all()
+        unknown, system, empty = conn.execute(select(
+            count(messages.c.time_unknown), count(messages.c.sender == "SYSTEM"), count(messages.c.text == ""))).one()
+    rows = [(f"type: {t}", int(n)) for t, n in types]
     rows += [
-        ("time unknown (placed at date 00:00:00 + offset)", int(messages["time_unknown"].sum())),
-        ("sender SYSTEM (missing sender or notice)", int((messages["sender"] == "SYSTEM").sum())),
-        ("empty text", int((messages["text"] == "").sum())),
+        ("time unknown (placed at date 00:00:00 + offset)", int(unknown)),
+        ("sender SYSTEM (missing sender or notice)", int(system)),
+        ("empty text", int(empty)),
     ]
     return pd.DataFrame(rows, columns=["Item", "Messages"])
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import Engine, case, delete, exists, func, select
+from sqlalchemy import Engine, delete, except_, func, select
 
 from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_source
 from pmrag.core.params import ChunkingSection
@@ -137,13 +137,18 @@ def chunk_study(engine: Engine, params: ChunkingSection) -> Chunked:
 def stored_chunk_coverage(engine: Engine) -> pd.DataFrame:
     """:func:`pmrag.evaluate.coverage.chunk_coverage` of the store's messages and chunk links, counted by SQLite:
     per source (name order), ``messages``, ``in_no_chunk`` (no ``chunk_messages`` row names it) and
-    ``share_in_no_chunk``.  No message is read into Python (3.6 million at 10× the paper's scale)."""
-    chunked = exists().where(chunk_messages.c.message_id == messages.c.message_id)
-    query = (select(messages.c.source, func.count().label("messages"),
-                    func.sum(case((chunked, 0), else_=1)).label("in_no_chunk"))
-             .group_by(messages.c.source).order_by(messages.c.source))
+    ``share_in_no_chunk``.  No message is read into Python (3.6 million at 10× the paper's scale).
+
+    The messages in no chunk are a set difference of two id indexes, both in id order (``EXCEPT``: one merged
+    pass, 3 s at 10×), then looked up for their source; a lookup in the links' index per message took 26 s."""
+    unchunked = except_(select(messages.c.message_id), select(chunk_messages.c.message_id)).subquery()
     with engine.connect() as conn:
-        table = pd.DataFrame(conn.execute(query).all(), columns=["source", "messages", "in_no_chunk"])
+        totals = conn.execute(select(messages.c.source, func.count()).group_by(messages.c.source)).all()
+        left = dict(conn.execute(select(messages.c.source, func.count())
+                                 .join_from(unchunked, messages, unchunked.c.message_id == messages.c.message_id)
+                                 .group_by(messages.c.source)).all())
+    table = pd.DataFrame([(source, n, left.get(source, 0)) for source, n in sorted(totals)],
+                         columns=["source", "messages", "in_no_chunk"])
     table = table.astype({"messages": "int64", "in_no_chunk": "int64"})
     table["share_in_no_chunk"] = table["in_no_chunk"] / table["messages"]
     return table

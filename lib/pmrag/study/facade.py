@@ -333,6 +333,14 @@ class Study:
         self.get("ingest")
         return store.stored_messages(self.store, columns)
 
+    def message_inventory(self) -> pd.DataFrame:
+        """Message types, and how many records had a missing time/sender or an empty text
+        (:func:`pmrag.chunking.stats.message_inventory`, counted in the store)."""
+        from pmrag.chunking.stats import message_inventory
+
+        self.get("ingest")
+        return message_inventory(self.store)
+
     def message_count(self) -> int:
         """How many messages the store holds."""
         return self.get("ingest").n_messages
