@@ -171,3 +171,38 @@ def test_a_notebook_starts_once_the_stages_it_reads_are_computed_while_later_sta
     assert seen_before_last == [(True, True)] and not failures
     assert sorted(run.notebook_seconds) == ["01_chunking.ipynb", "02_undeclared.ipynb"]
     assert int(ran.read_text()) == len(study.chunks())
+
+
+@pytest.mark.integration
+def test_the_notebooks_of_a_study_above_the_size_limit_wait_for_the_last_stage(tmp_path, monkeypatch):
+    """Above :data:`BESIDE_STAGES_MAX_MESSAGES` messages a notebook whose stages are computed is ready but held: no
+    kernel runs beside the stages; after the last stage every notebook runs."""
+    import threading
+
+    from pmrag.study import runner
+    from pmrag.study.facade import Study
+    from pmrag.study.params import load_params
+    from pmrag.study.runner import NotebookQueue, study_notebooks
+
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    write_notebook(notebooks / "01_chunking.ipynb", "from pmrag.study import Study\nn = len(Study.from_params(params_path).chunks())")
+    params = load_params(write_tiny_params(tmp_path, notebooks))
+    listed = study_notebooks(params)
+    study = Study(params, listed)
+    last = study.computed_stages[-1]
+    held = []
+
+    monkeypatch.setattr(runner, "BESIDE_STAGES_MAX_MESSAGES", 0)   # any study is above it
+
+    def before(name):
+        if name == last:
+            held.append((len(queue.running), [nb.name for nb in queue.ready]))
+
+    run, failures = StudyRun(), {}
+    with NotebookQueue(study, run, listed, tmp_path / "out" / "tiny" / "notebooks", params.path, 2, "python3",
+                       False, failures, threading.Event()) as queue:
+        study.build(progress=False, before=before, after=queue.stage_done)
+        queue.finish()
+    assert held == [(0, ["01_chunking.ipynb"])] and queue.beside is False and not failures
+    assert sorted(run.notebook_seconds) == ["01_chunking.ipynb"]

@@ -228,9 +228,18 @@ def notebook_needs(study, notebook: Path) -> frozenset[str]:
     return frozenset(name for name in study.computed_stages if name in reads or name.split(":")[0] in reads)
 
 
+BESIDE_STAGES_MAX_MESSAGES = 1_000_000
+"""A study of more messages runs no notebook beside its stages: each notebook's kernel loads what it reads, which at
+that size is gigabytes (the representations, the vector sets), on top of the results and arrays the stage process
+holds.  Measured with ``benchmarks/bench_study.py --scale 10`` (3.6 million messages): notebook 02 beside the first
+BM25 run made the study's peak, 8.3 GB against the stage process's own 6.8 GB at most.  At the paper's scale
+(358,896 messages) a notebook beside the stages saves wall time and the sum stays small."""
+
+
 class NotebookQueue:
     """Executes a study's notebooks ``jobs`` at a time, each as soon as the stages it reads are computed
-    (:func:`notebook_needs`), while the later stages are still being computed.
+    (:func:`notebook_needs`), while the later stages are still being computed (up to
+    :data:`BESIDE_STAGES_MAX_MESSAGES` messages; a larger study's notebooks wait for the last stage).
 
     The stages are computed on one core; the first notebooks (chunking, representations) then run on the others
     beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
@@ -252,6 +261,7 @@ class NotebookQueue:
         self.done: set[str] = set()
         self.building = True
         self.while_building = max(1, min(jobs - 1, (os.cpu_count() or 1) - 1))
+        self.beside: bool | None = None   # whether notebooks may run beside the stages; None: the ingest is to come
         self.started = 0
         self.pool = ThreadPoolExecutor(max_workers=jobs)
 
@@ -289,17 +299,29 @@ class NotebookQueue:
                     _say(self.progress, f"[cached] {notebook.name}")
                 else:
                     self.ready.append(notebook)
-        limit = self.while_building if self.building else self.jobs
+        limit = self._while_building() if self.building else self.jobs
         while self.ready and len(self.running) < limit and not self.failures:
             notebook = self.ready.pop(0)
             if not self.started:
                 _say(self.progress, f"[notebooks] executing each once the stages it reads are computed, {self.jobs} "
-                                    f"at a time ({self.while_building} while stages are computed)")
+                                    f"at a time ({limit if self.building else self._while_building()} while stages "
+                                    "are computed)")
             self.started += 1
             _say(self.progress, f"[start] {notebook.name}")
             future = self.pool.submit(execute_notebook, notebook, self.out_dir / notebook.name, self.params_path,
                                       kernel_name=self.kernel_name, stop=self.stop)
             self.running[future] = notebook
+
+    def _while_building(self) -> int:
+        """How many notebooks may run beside the stages: :attr:`while_building`, or none for a study of more than
+        :data:`BESIDE_STAGES_MAX_MESSAGES` messages (and none until the ingest, which counts them, is computed)."""
+        if self.beside is None and "ingest" in self.done:
+            messages = self.study.message_count()
+            self.beside = messages <= BESIDE_STAGES_MAX_MESSAGES
+            if not self.beside:
+                _say(self.progress, f"[notebooks] {messages:,} messages: the notebooks wait for the last stage (a "
+                                    "kernel beside the stages would add what it loads to what they hold)")
+        return self.while_building if self.beside else 0
 
     def _book(self, wait_s: float | None) -> None:
         """Book the notebooks that ended (waiting up to ``wait_s`` seconds for one; None: until one ends)."""
