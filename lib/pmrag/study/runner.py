@@ -304,8 +304,7 @@ class NotebookQueue:
             notebook = self.ready.pop(0)
             if not self.started:
                 _say(self.progress, f"[notebooks] executing each once the stages it reads are computed, {self.jobs} "
-                                    f"at a time ({limit if self.building else self._while_building()} while stages "
-                                    "are computed)")
+                                    f"at a time ({self._while_building()} while stages are computed)")
             self.started += 1
             _say(self.progress, f"[start] {notebook.name}")
             future = self.pool.submit(execute_notebook, notebook, self.out_dir / notebook.name, self.params_path,
