@@ -157,7 +157,7 @@ def test_messages_read_back_by_id_in_the_study_order_across_id_batches(tmp_path,
     monkeypatch.setattr(store, "ID_BATCH", 2)       # several IN (...) queries, their rows joined and ordered again
     got = store.stored_messages(engine, ids=picked + ["no-such-id", picked[0]])
     pd.testing.assert_frame_equal(got, expected)
-    pd.testing.assert_frame_equal(store.stored_messages(engine, ("text", "message_id"), ids=picked),
+    pd.testing.assert_frame_equal(store.stored_messages(engine, iter(["text", "message_id"]), ids=picked),
                                   expected[["text", "message_id"]])
     assert store.stored_messages(engine, ids=[]).empty
 

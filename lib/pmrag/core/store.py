@@ -699,6 +699,7 @@ def stored_messages(engine: Engine, columns: Iterable[str] | None = None,
     if ids is None:
         return read_table(engine, messages, MESSAGE_ORDER, columns)
     wanted = sorted(set(ids))
+    columns = None if columns is None else list(columns)   # read twice below: an iterator would be spent
     names = None if columns is None else list(dict.fromkeys([*columns, *MESSAGE_ORDER]))
     parts = [read_table(engine, messages, (), names, where=messages.c.message_id.in_(wanted[start:start + ID_BATCH]))
              for start in range(0, max(len(wanted), 1), ID_BATCH)]
