@@ -49,11 +49,54 @@ def test_the_simulated_annotator_grades_every_pooled_chunk_by_the_complete_gold(
     assert not judged.duplicated(["question_id", "chunk_id"]).any()
 
 
-def test_complete_judgments_judge_every_chunk_for_every_question():
-    rankings, gold, chunks = random_study(0)
+def listed_complete_judgments(gold, chunks):
+    """The complete gold row by row: every chunk of ``chunks`` for every question holding a relevance-2 chunk
+    among them, graded by the gold, else 0."""
+    grade = {(q, c): g for q, c, g in gold.itertuples(index=False)}
+    questions = sorted({q for (q, c), g in grade.items() if g == 2 and c in chunks})
+    return pd.DataFrame([(q, c, grade.get((q, c), 0)) for q in questions for c in chunks],
+                        columns=["question_id", "chunk_id", "relevance"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_complete_judgments_score_as_every_chunk_listed_for_every_question(seed):
+    rankings, gold, chunks = random_study(seed, depth=6)
+    # a chunk outside the universe (ranked and in the gold: unjudged, and q0's gold there is not counted),
+    # a question with its only relevance-2 chunk outside (dropped), a question the run does not rank
+    rankings["r0"].loc[0, "chunk_id"] = "elsewhere"
+    gold = pd.concat([gold, pd.DataFrame({"question_id": ["q0", "q_out", "q_unranked"],
+                                          "chunk_id": ["elsewhere", "elsewhere", chunks[3]],
+                                          "relevance": [2, 2, 2]})], ignore_index=True)
+    listed = listed_complete_judgments(gold, chunks)
     complete = inc.complete_judgments(gold, chunks)
-    assert len(complete) == gold["question_id"].nunique() * N_CHUNKS
-    assert complete["relevance"].sum() == gold["relevance"].sum()
+    assert list(complete.question_ids) == sorted(listed["question_id"].unique())
+    assert "q_out" not in complete.question_ids and "q_unranked" in complete.question_ids
+    for ranking in rankings.values():
+        np.testing.assert_allclose(judged_scores(ranking, complete, 5).to_numpy(),
+                                   judged_scores(ranking, listed, 5).to_numpy(), atol=1e-12)
+
+
+def test_complete_judgments_count_every_other_chunk_as_judged_non_relevant():
+    """bpref's min(R, N) with N < R: three chunks, two of them relevant, so N = 1."""
+    gold = pd.DataFrame({"question_id": ["q", "q"], "chunk_id": ["a", "b"], "relevance": [2, 2]})
+    ranking = pd.DataFrame({"question_id": ["q"] * 3, "rank": [1, 2, 3], "chunk_id": ["c", "a", "b"]})
+    complete = inc.complete_judgments(gold, ["a", "b", "c"])
+    assert list(complete.n_nonrelevant) == [1]
+    scores = judged_scores(ranking, complete, 5)
+    assert scores.loc["q", "bpref"] == pytest.approx(0.0)   # both relevant below the one non-relevant: 1 − 1/1 each
+    assert scores.loc["q", "judged@5"] == 1.0
+    with pytest.raises(ValueError, match="'a' is listed twice"):
+        inc.complete_judgments(gold, ["a", "b", "a"])
+
+
+@pytest.mark.agreement
+def test_complete_judgments_give_ir_measures_numbers():
+    rankings, gold, chunks = random_study(5, depth=8)
+    complete = inc.complete_judgments(gold, chunks)
+    assert inc.library_agreement(rankings, complete).max() < 1e-12
+    listed = listed_complete_judgments(gold, chunks)
+    np.testing.assert_allclose(inc.method_scores(rankings, complete, library=True).to_numpy(float),
+                               inc.method_scores(rankings, listed).to_numpy(float), atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from pmrag.annotate.judged import ir_measures_evaluator, judged_scores, judgments_of, measure_columns
+from pmrag.annotate.judged import (Judgments, complete_judgments_of, ir_measures_evaluator, judged_scores, judgments_of,
+                                   measure_columns)
 from pmrag.annotate.pool import pool_chunks
 from pmrag.evaluate.runs import PRIMARY, Qrels, Run
 
@@ -41,12 +42,25 @@ def pool_judgments(pool: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
     return graded.assign(relevance=graded["relevance"].fillna(0).astype(np.int8)).reset_index(drop=True)
 
 
-def complete_judgments(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> pd.DataFrame:
-    """Every chunk of ``chunk_ids`` judged for every question of ``gold``: its gold grade, else 0 (complete gold)."""
-    questions = pd.unique(Qrels.of(gold).frame["question_id"])
-    every = pd.DataFrame({"question_id": np.repeat(questions, len(chunk_ids)),
-                          "chunk_id": np.tile(np.asarray(chunk_ids, dtype=object), len(questions))})
-    return pool_judgments(every, gold)
+def complete_judgments(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> Judgments:
+    """Every chunk of ``chunk_ids`` judged for every question of ``gold`` holding a relevance-2 chunk: its gold
+    grade, else 0 (complete gold; :func:`~pmrag.annotate.judged.complete_judgments_of`: the gold's rows and the
+    set of chunks, not a row per question and chunk)."""
+    return complete_judgments_of(gold, chunk_ids)
+
+
+def complete_pool_size(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str, float]:
+    """:func:`pool_size` of the complete gold: every question of ``gold`` judged on every chunk of ``chunk_ids``."""
+    frame = Qrels.of(gold).frame
+    questions = frame["question_id"].nunique()
+    return {"pool_mean": float(len(chunk_ids)) if questions else float("nan"), "pool_total": questions * len(chunk_ids),
+            **gold_coverage(frame[frame["chunk_id"].isin(pd.Index(chunk_ids))], gold)}
+
+
+def pool_size(judgments: pd.DataFrame, gold: pd.DataFrame) -> dict[str, float]:
+    """A pool's size (``pool_mean`` judged chunks per question, ``pool_total``) and :func:`gold_coverage`."""
+    sizes = judgments.groupby("question_id").size()
+    return {"pool_mean": float(sizes.mean()), "pool_total": int(sizes.sum()), **gold_coverage(judgments, gold)}
 
 
 def kept_questions(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +79,7 @@ def gold_coverage(judgments: pd.DataFrame, gold: pd.DataFrame) -> dict[str, floa
     return {"gold_share": float(held[relevant].mean()), "primary_share": float(held[primary].mean())}
 
 
-def method_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: pd.DataFrame, k: int = 5, *,
+def method_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: Judgments | pd.DataFrame, k: int = 5, *,
                   library: bool = False) -> pd.DataFrame:
     """Macro averages of :func:`~pmrag.annotate.judged.judged_scores` per retriever (index ``retriever``, in
     ``rankings``' order) over the judged questions holding a relevance-2 chunk, with their count (``questions``).
@@ -74,16 +88,15 @@ def method_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: pd.Data
     return _means(question_scores(rankings, judgments, k, library=library), rankings, k)
 
 
-def question_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: pd.DataFrame, k: int = 5, *,
+def question_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: Judgments | pd.DataFrame, k: int = 5, *,
                     library: bool = False) -> dict[str, pd.DataFrame]:
     """:func:`~pmrag.annotate.judged.judged_scores` per retriever (index ``question_id``, sorted) over the judged
-    questions holding a relevance-2 chunk (none: an empty dict).  A question's scores depend on its own
-    judgments only, so the scores of a subset of questions are these rows (:func:`method_scores` of the subset
-    is :func:`_means` of them)."""
-    kept = kept_questions(judgments)
-    if kept.empty:   # no pooled primary gold at all: nothing can be scored
+    questions holding a relevance-2 chunk (none: an empty dict; :class:`~pmrag.annotate.judged.Judgments` hold
+    only such questions).  A question's scores depend on its own judgments only, so the scores of a subset of
+    questions are these rows (:func:`method_scores` of the subset is :func:`_means` of them)."""
+    judgments = judgments if isinstance(judgments, Judgments) else judgments_of(kept_questions(judgments))
+    if not len(judgments.question_ids):   # no pooled primary gold at all: nothing can be scored
         return {}
-    judgments = judgments_of(kept)
     evaluator = ir_measures_evaluator(judgments, k) if library else None
     return {name: judged_scores(ranking, judgments, k, evaluator=evaluator) for name, ranking in rankings.items()}
 
@@ -135,16 +148,16 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk
     kept_columns = {f"recall@{k}": f"recall@{k} complete kept", f"ndcg@{k}": f"ndcg@{k} complete kept"}
     parts = []
     for depth in [0, *depths]:
-        judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold) if depth else complete
-        sizes = judgments.groupby("question_id").size()
-        scores = method_scores(runs, judgments, k) if depth else _means(complete_scores, runs, k)
         if depth:
+            judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold)
+            size = pool_size(judgments, gold)
             kept = kept_questions(judgments)["question_id"].unique()
             same = _means(complete_scores, runs, k, kept)
-            scores = scores.join(same[list(kept_columns)].rename(columns=kept_columns))
+            scores = method_scores(runs, judgments, k).join(same[list(kept_columns)].rename(columns=kept_columns))
+        else:
+            size, scores = complete_pool_size(gold, chunk_ids), _means(complete_scores, runs, k)
         scores = scores.reset_index()
-        parts.append(scores.assign(depth=int(depth), pool_mean=float(sizes.mean()), pool_total=int(sizes.sum()),
-                                   **gold_coverage(judgments, gold), pooled=scores["retriever"].isin(list(pooled))))
+        parts.append(scores.assign(depth=int(depth), **size, pooled=scores["retriever"].isin(list(pooled))))
     table = pd.concat(parts, ignore_index=True)
     return table[[*POOL_SIZE, "retriever", "pooled", *measure_columns(k), *kept_columns.values()]]
 

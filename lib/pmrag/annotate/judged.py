@@ -14,6 +14,7 @@ Recall@k and nDCG@k (eq. 3–6, :mod:`pmrag.evaluate.metrics`) this module compu
 
   n_d the judged non-relevant chunks ranked above d (a term is 1 when n_d = 0).
 
+Complete judgments (every chunk judged: :func:`complete_judgments_of`) are held as the gold and the set of chunks.
 Everything is computed from matrices over questions × ranks (:func:`judgment_matrix`); :func:`condense` and
 :func:`bpref` are vectorised kernels, :func:`judged_at` the share of judged ranks.  :func:`ir_measures_scores`
 computes ``Judged@k`` and ``Bpref(rel=2)`` with ir-measures (pytrec_eval, i.e. trec_eval); the tests hold the
@@ -23,7 +24,7 @@ kernels to it.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -76,6 +77,7 @@ class Judgments:
     ideal_row: np.ndarray     # the judgments by question, then grade descending: their question row ...
     ideal_slot: np.ndarray    # ... their place in their question's ideal list (0-based) ...
     ideal_grade: np.ndarray   # ... and their grade (:func:`judgment_matrix` cuts this at each run's depth)
+    universe: pd.Index | None = None   # complete judgments: every chunk of it judged, 0 where not listed
 
 
 def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
@@ -104,6 +106,22 @@ def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
                      ideal_row, ideal_slot, grade[ideal])
 
 
+def complete_judgments_of(gold: Qrels | pd.DataFrame, chunk_ids) -> Judgments:
+    """Complete judgments: every chunk of ``chunk_ids`` judged for every question of ``gold`` holding a
+    relevance-2 chunk among them, with its gold grade, else 0.  Held as the gold's rows and the set of chunks
+    (``universe``), not a row per question and chunk (22 million at 10× the paper's scale): a ranked chunk of the
+    universe is judged, and N, the judged non-relevant chunks of a question, is the universe's size less R.
+    Scores equal those of the same judgments listed row by row (the tests compare them)."""
+    universe = pd.Index(np.asarray(chunk_ids, dtype=object))
+    if not universe.is_unique:
+        raise ValueError(f"chunk_ids must be unique: {universe[universe.duplicated()][0]!r} is listed twice")
+    frame = Qrels.of(gold).frame
+    frame = frame[frame["chunk_id"].isin(universe)]
+    primary = frame.loc[frame["relevance"] == PRIMARY, "question_id"]
+    listed = judgments_of(frame[frame["question_id"].isin(primary)].reset_index(drop=True))
+    return replace(listed, n_nonrelevant=len(universe) - listed.n_relevant, universe=universe)
+
+
 def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFrame, depth: int) -> JudgmentMatrix:
     """:class:`JudgmentMatrix` of ``run`` against ``judgments`` (:func:`judgments_of`).  The scored questions are
     the judged ones (the run's others are ignored; a judged question the run does not rank has an empty list)."""
@@ -120,7 +138,7 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     shape = (len(questions), depth)
     grades, judged, retrieved = np.zeros(shape, np.int8), np.zeros(shape, bool), np.zeros(shape, bool)
     grades[at] = np.where(position >= 0, grade[np.maximum(position, 0)], 0)
-    judged[at] = position >= 0
+    judged[at] = position >= 0 if judged_rows.universe is None else judged_rows.universe.get_indexer(top["chunk_id"]) >= 0
     retrieved[at] = True
 
     keep = judged_rows.ideal_slot < depth
@@ -198,8 +216,12 @@ def ir_measures_evaluator(judgments: Judgments | Qrels | pd.DataFrame, k: int = 
     many runs)."""
     import ir_measures
 
-    frame = judgments_of(judgments).qrels.frame
+    judgments = judgments_of(judgments)
+    frame = judgments.qrels.frame
     qrels: dict[str, dict[str, int]] = {}
+    if judgments.universe is not None:   # complete judgments, listed: every chunk of the universe at 0 first
+        every = dict.fromkeys(judgments.universe.astype(str), 0)
+        qrels = {str(question): dict(every) for question in judgments.question_ids}
     for question, chunk, grade in zip(frame["question_id"].astype(str).tolist(),
                                       frame["chunk_id"].astype(str).tolist(), frame["relevance"].tolist()):
         qrels.setdefault(question, {})[chunk] = int(grade)
