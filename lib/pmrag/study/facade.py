@@ -220,6 +220,11 @@ class Study:
     def chunks(self) -> pd.DataFrame:
         return self.get("chunks").chunks
 
+    def chunk_ids(self) -> pd.Index:
+        """Every chunk's id in chunk order: what a reader that counts or lists the chunks needs, without loading
+        their texts and messages (the ``chunk_ids`` stage)."""
+        return self.get("chunk_ids")
+
     def evaluation(self) -> EvaluationSet:
         """The evaluable questions (primary gold in some chunk) and their qrels."""
         return self.get("qrels")

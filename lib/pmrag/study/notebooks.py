@@ -36,8 +36,8 @@ NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
     "08_beyond_retrieval": ("qrels", "representations", "decomposition", "runs", "metrics", "sweep", "hybrids",
                             "learned_fusion"),
     "09_selection_and_power": ("qrels", "metrics", "hybrids", "statistics"),
-    "10_incomplete_gold": ("chunks", "qrels", "runs"),
-    "11_make_gold": ("ingest", "chunks", "runs"),
+    "10_incomplete_gold": ("chunk_ids", "qrels", "runs"),
+    "11_make_gold": ("ingest", "chunk_ids", "runs"),
     "12_answers": ("qrels", "answers"),
 }
 """The stages each numbered notebook reads (through :class:`~pmrag.study.facade.Study`), by stem: a bare name is

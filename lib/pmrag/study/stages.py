@@ -78,6 +78,11 @@ def chunks(ingest: Ingested, chunking: ChunkingSection, runtime: Runtime) -> Chu
     return chunk_study(runtime.store, chunking)   # chunks the messages ingest stored (worker processes at scale)
 
 
+@stage("every chunk's id, in chunk order (the chunks without their texts and messages)")
+def chunk_ids(chunks: Chunked) -> pd.Index:
+    return pd.Index(chunks.chunks["chunk_id"].to_numpy(dtype=object), name="chunk_id")
+
+
 @stage("evaluable questions and their qrels (qrels.trec)", outputs=lambda value, item: [QRELS_FILE])
 def qrels(ingest: Ingested, chunks: Chunked, dataset: Annotated[DatasetSection, Keys("include_types", "exclude_types")],
           analysis: Annotated[AnalysisSection, Keys("aggregate_type")], runtime: Runtime) -> EvaluationSet:
