@@ -84,7 +84,7 @@ def best_hybrid(study) -> str:
 # each declared figure as its notebook draws it (inputs read from the tables the notebooks saved, or the study)
 DRAW = {
     F.chunk_lengths.name: lambda s: plots.chunk_length_figure(s.chunks(), s.params.chunking.max_summary_input_chars),
-    F.representation_lengths.name: lambda s: plots.representation_length_figure(s.representations()),
+    F.representation_lengths.name: lambda s: plots.representation_length_figure(s.representation_profile().lengths),
     F.figure1_single_retriever_recall.name: lambda s: plots.recall_ci_figure(table(s, T.single_retriever_cis)),
     F.figure2_hybrid_recall.name: lambda s: plots.hybrid_sweep_figure(table(s, T.hybrid_sweep), "recall@5"),
     F.figure3_hybrid_ndcg.name: lambda s: plots.hybrid_sweep_figure(table(s, T.hybrid_sweep), "ndcg@5"),

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from pmrag.represent.representations import (
-    EmbeddingTextTemplate, build_representations, length_table, read_prompt, summary_input,
+    EmbeddingTextTemplate, build_representations, length_table, read_prompt, representation_lengths,
+    representation_profile, summary_input,
 )
 
 RAW = "2026-04-10 20:15 A: 明日何時?\n2026-04-10 20:16 B: 18時くらい\n2026-04-10 20:17 A: 塾あるから遅れるかも"
@@ -48,7 +49,21 @@ def test_build_representations_keeps_failed_summaries_visible():
 
 
 def test_length_table_counts_chunks_over_the_papers_thresholds():
-    reps = pd.DataFrame({"raw_text": ["a" * 7001, "b" * 4001, "c"], "summary": ["s"] * 3, "embedding_text": ["e" * 10] * 3})
-    table = length_table(reps)
+    reps = pd.DataFrame({"chunk_id": ["x", "y", "z"], "raw_text": ["a" * 7001, "b" * 4001, "c"], "summary": ["s"] * 3,
+                         "embedding_text": ["e" * 10] * 3})
+    table = length_table(representation_lengths(reps))
     assert table.loc["raw_text", "> 7,000"] == 1 and table.loc["raw_text", "> 4,000"] == 2
     assert table.loc["raw_text", "max"] == 7001 and table.loc["summary", "mean"] == 1
+
+
+def test_the_profile_holds_every_chunks_lengths_and_the_first_questions_first_primary_chunk():
+    reps = pd.DataFrame({"chunk_id": ["c1", "c2", "c3"], "raw_text": ["私の日記", "ab", ""],
+                         "summary": ["s", "", "sum"], "summary_status": ["ok", "error", "ok"],
+                         "embedding_text": ["e1", "e22", "e333"]})
+    qrels = pd.DataFrame({"question_id": ["q2", "q1", "q1"], "chunk_id": ["c1", "c3", "c2"], "relevance": [2, 2, 2]})
+    profile = representation_profile(reps, qrels)
+    assert profile.lengths.to_dict("list") == {"chunk_id": ["c1", "c2", "c3"], "raw_text": [4, 2, 0],
+                                               "summary": [1, 0, 3], "embedding_text": [2, 3, 4]}
+    assert profile.example.name == "c2" and profile.example.to_dict() == {"raw_text": "ab", "summary": "",
+                                                                          "embedding_text": "e22"}
+    assert representation_profile(reps, qrels.iloc[:0]).example.name == "c1"   # no primary gold: the first chunk

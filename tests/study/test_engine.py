@@ -32,7 +32,7 @@ PROMPTS = REPO / "lib" / "pmrag" / "represent" / "prompts" / "ja"
 SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 
 STAGES = [
-    "ingest", "chunks", "chunk_ids", "qrels", "summaries", "representations", "coverage",
+    "ingest", "chunks", "chunk_ids", "qrels", "summaries", "representations", "coverage", "representation_profile",
     "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
@@ -166,8 +166,9 @@ def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
     assert dependents(stages, {"ingest"}) == set(STAGES)
     assert dependents(stages, {"coverage"}) == {"coverage"}   # read by notebooks and the runner, by no stage
     assert dependents(stages, {"chunk_ids"}) == {"chunk_ids"}   # read by notebooks
+    assert dependents(stages, {"representation_profile"}) == {"representation_profile"}
     assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
-                                                                      "coverage", "chunk_ids", "graph",
+                                                                      "coverage", "chunk_ids", "representation_profile", "graph",
                                                                       "interest_relevance"} | {"sweep"})
     assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
 

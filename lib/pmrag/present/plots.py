@@ -33,11 +33,12 @@ def chunk_length_figure(chunks: pd.DataFrame, limit: int):
     return fig
 
 
-def representation_length_figure(representations: pd.DataFrame):
-    """Length distribution of raw_text, summary and embedding_text (characters, log-scaled)."""
+def representation_length_figure(lengths: pd.DataFrame):
+    """Length distribution of raw_text, summary and embedding_text (characters, log-scaled), from
+    :func:`pmrag.represent.representations.representation_lengths`."""
     long = pd.DataFrame({
-        "representation": [name for name in ("raw_text", "summary", "embedding_text") for _ in range(len(representations))],
-        "characters": pd.concat([representations[n].str.len() for n in ("raw_text", "summary", "embedding_text")],
+        "representation": [name for name in ("raw_text", "summary", "embedding_text") for _ in range(len(lengths))],
+        "characters": pd.concat([lengths[n] for n in ("raw_text", "summary", "embedding_text")],
                                 ignore_index=True).clip(lower=1),
     })
     fig, ax = column_figure(3.8)

@@ -96,13 +96,19 @@ def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, templat
     return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text", *ABLATION_REPRESENTATIONS]]
 
 
-def length_table(representations: pd.DataFrame, thresholds=(4000, 7000)) -> pd.DataFrame:
-    """Mean / p95 / max length of each representation and chunks over each threshold (paper §3.3)."""
+def representation_lengths(representations: pd.DataFrame) -> pd.DataFrame:
+    """Each chunk's ``chunk_id`` and the length in characters of its raw_text, summary and embedding_text."""
+    return pd.DataFrame({"chunk_id": representations["chunk_id"].to_numpy(),
+                         **{name: representations[name].str.len().to_numpy() for name in REPRESENTATIONS}})
+
+
+def length_table(lengths: pd.DataFrame, thresholds=(4000, 7000)) -> pd.DataFrame:
+    """Mean / p95 / max length of each representation and chunks over each threshold (paper §3.3), from
+    :func:`representation_lengths`."""
     from pmrag.chunking.stats import length_stats
 
-    return pd.DataFrame(
-        {name: length_stats(representations[name].str.len(), thresholds) for name in REPRESENTATIONS}
-    ).T.rename_axis("representation")
+    return pd.DataFrame({name: length_stats(lengths[name], thresholds) for name in REPRESENTATIONS}
+                        ).T.rename_axis("representation")
 
 
 def example_chunk(representations: pd.DataFrame, qrels: pd.DataFrame) -> pd.Series:
@@ -111,3 +117,17 @@ def example_chunk(representations: pd.DataFrame, qrels: pd.DataFrame) -> pd.Seri
     primary = qrels[qrels["relevance"] == 2].sort_values(["question_id", "chunk_id"])
     reps = representations.set_index("chunk_id")
     return reps.loc[primary["chunk_id"].iloc[0]] if len(primary) else reps.iloc[0]
+
+
+@dataclass(frozen=True)
+class RepresentationProfile:
+    """What is shown of a study's representations (§3.3, Table 2): every chunk's :func:`representation_lengths`
+    and :func:`example_chunk`, a few kilobytes where the representations are gigabytes at 10× the paper's scale."""
+
+    lengths: pd.DataFrame
+    example: pd.Series
+
+
+def representation_profile(representations: pd.DataFrame, qrels: pd.DataFrame) -> RepresentationProfile:
+    return RepresentationProfile(representation_lengths(representations),
+                                 example_chunk(representations, qrels)[list(REPRESENTATIONS)].copy())

@@ -248,6 +248,11 @@ class Study:
         """chunk_id, raw_text, summary, summary_status, embedding_text for every chunk (in chunk order)."""
         return self.get("representations")
 
+    def representation_profile(self):
+        """Every chunk's raw_text, summary and embedding_text lengths and one example chunk in all three forms
+        (:class:`~pmrag.represent.representations.RepresentationProfile`), without loading the representations."""
+        return self.get("representation_profile")
+
     def vectors(self, representation: str) -> tuple[np.ndarray, list[str]]:
         """``(matrix, chunk_ids)`` of one representation, checked against the texts that were sent."""
         return self.get(StageKey("vectors", representation)).load(self.store, self.run_dir)

@@ -27,7 +27,7 @@ NOTEBOOK_EXTRA_PACKAGES = {"10_incomplete_gold": ("ir-measures", "pytrec-eval-te
                            "11_make_gold": ("anywidget",)}                                  # the grading key pad
 NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
     "01_chunking": ("ingest", "chunks", "coverage"),
-    "02_representations": ("ingest", "qrels", "summaries", "representations", "vectors"),
+    "02_representations": ("ingest", "summaries", "representation_profile", "vectors"),
     "03_retrievers": ("qrels", "coverage", "runs", "metrics"),
     "04_hybrid_sweep": ("qrels", "runs", "sweep", "hybrids", "statistics", "multifusion"),
     "05_bootstrap": ("qrels", "metrics", "hybrids", "reliability"),

@@ -24,6 +24,7 @@ from pmrag.core.params import (AnalysisSection, AnswersSection, BM25Section, Boo
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.ingest.pipeline import Ingested
 from pmrag.represent.embed import QueryVectors, VectorSet, study_embedder
+from pmrag.represent.representations import RepresentationProfile
 from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
@@ -113,6 +114,13 @@ def representations(chunks: Chunked, summaries: pd.DataFrame, section: Represent
 
     template = EmbeddingTextTemplate.from_prompts(section.prompts, section.excerpt_chars)
     return build_representations(chunks.chunks, summaries, template)
+
+
+@stage("each chunk's representation lengths and one example chunk in all three forms (§3.3)")
+def representation_profile(representations: pd.DataFrame, qrels: EvaluationSet) -> RepresentationProfile:
+    from pmrag.represent.representations import representation_profile as profile
+
+    return profile(representations, qrels.qrels)
 
 
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
