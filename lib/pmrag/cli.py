@@ -328,8 +328,7 @@ def _rank_texts(study, question_ids: list[str], texts: list[str], retrievers: li
     from pmrag.study.items import retriever_component
 
     params = study.params
-    chunks = study.chunks()
-    corpus = Corpus.of(chunks, study.get, lambda found: found.load(study.store, study.run_dir))
+    corpus = Corpus.of(study.chunk_table(), study.get, lambda found: found.load(study.store, study.run_dir))
 
     def vectors():
         with study_embedder(params.embedding, params.cache_dir, params.allow_remote, params.proxy) as (embedder, cache):

@@ -29,6 +29,18 @@ def test_the_history_is_copied_and_the_annotation_kept_across_opens(grading, tmp
     again = annotation_store(tmp_path / "run" / "make_gold" / "annotation.sqlite", study_path)
     assert len(store.read_table(again, "chunk_messages")) == len(store.read_table(study, "chunk_messages"))
     assert len(read_candidates(again)) == 1 and len(read_pool(again, "mine")) == len(pooled)
+    assert history_indexes(again) == history_indexes(study)   # dropped for the copy, made again from their SQL
+    with again.connect() as conn:                             # ... and used: the merge key's is unique
+        assert conn.exec_driver_sql("PRAGMA main.integrity_check").scalar() == "ok"
+        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT message_id FROM messages WHERE merge_key = 'x'").all()
+    assert "ix_messages_merge_key" in str(plan)
+
+
+def history_indexes(engine):
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT tbl_name, name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name IN "
+            f"({', '.join('?' * len(HISTORY_TABLES))}) ORDER BY name", HISTORY_TABLES).all()
 
 
 def test_the_annotation_store_is_never_the_studys_and_needs_one(grading, tmp_path):

@@ -375,5 +375,5 @@ def test_study_and_status_on_params_with_a_missing_notebooks_dir(tmp_path):
     status = pmrag(tmp_path, "status", "elsewhere/p.yaml")
     assert status.returncode == 0 and status.stderr == "", status.stderr[-2000:]
     names = [line.split()[0] for line in status.stdout.split("\n\n")[0].splitlines()[1:]]   # the stages, then the calls
-    assert names[:4] == ["ingest", "chunks", "chunk_ids", "qrels"] and "failures" in names, status.stdout
+    assert names[:4] == ["ingest", "chunks", "chunk_table", "qrels"] and "failures" in names, status.stdout
     assert not any(name.startswith("notebook:") for name in names), status.stdout

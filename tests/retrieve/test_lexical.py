@@ -294,7 +294,7 @@ def test_the_stopwords_key_enters_the_word_rankings_key():
 
     def declared(stopwords):
         params = StudyParams(run="t", dataset={"synthetic": {"enabled": True}}, bm25={"stopwords": stopwords})
-        families = {"chunks": ("",), "qrels": ("",), "representations": ("",)}
+        families = {"chunk_table": ("",), "qrels": ("",), "representations": ("",)}
         return resolve_stage(stages.runs, params, families, item=RetrieverId.parse("raw_text_bm25_word"),
                              param_json=relocatable_params(params))
 

@@ -36,15 +36,28 @@ def annotation_store(path, study_store) -> Engine:
         connection.execute("ATTACH DATABASE ? AS study", (_uri(study_store) + "?mode=ro",))
         with connection:
             for table in HISTORY_TABLES:
-                columns = ", ".join(f'"{column.name}"' for column in metadata.tables[table].columns)
-                connection.execute(f"DELETE FROM main.{table}")
-                connection.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM study.{table}")
+                _copy_table(connection, table)
     except sqlite3.Error as exc:
         engine.dispose()
         raise StoreError(f"{study_store}: cannot copy the history into {path.name} ({exc})") from None
     finally:
         connection.close()
     return engine
+
+
+def _copy_table(connection: sqlite3.Connection, table: str) -> None:
+    """Replace ``main.table``'s rows by ``study.table``'s.  Its secondary indexes are dropped first and made
+    again after the copy, from their own SQL: an index made over the rows sorts them once, where inserting 3.6 million
+    messages into a random-key index (the merge key's) one by one took most of the copy's time."""
+    indexes = connection.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                                 "AND sql IS NOT NULL", (table,)).fetchall()
+    for name, _ in indexes:
+        connection.execute(f'DROP INDEX main."{name}"')
+    columns = ", ".join(f'"{column.name}"' for column in metadata.tables[table].columns)
+    connection.execute(f"DELETE FROM main.{table}")
+    connection.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM study.{table}")
+    for _, sql in indexes:
+        connection.execute(sql)
 
 
 def _uri(path: Path) -> str:

@@ -32,7 +32,7 @@ Units (the variant):
   - Deterministic: SciPy's linkage has no randomness and blocks follow the stored chunk order; unit numbers
     are the order of each unit's first chunk.
 
-The chunks' ``source`` and ``session_index`` come from the ``chunks`` stage (``corpus.table``),
+The chunks' ``source`` and ``session_index`` come from the ``chunk_table`` stage (``corpus.table``),
 aligned to the corpus by ``chunk_id`` (:func:`chunk_attributes`).
 """
 

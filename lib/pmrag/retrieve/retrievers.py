@@ -70,13 +70,14 @@ class Corpus:
     texts: Callable[[str], list[str]]
     vectors: Callable[[str], np.ndarray]
     upstream: Callable[[StageKey], object] | None = None
-    table: pd.DataFrame | None = None      # the chunks stage's table (source, session_index, ...), in this order
+    table: pd.DataFrame | None = None      # the chunk_table stage's (source, session_index, ...), in this order
 
     @classmethod
     def of(cls, chunks: pd.DataFrame, upstream: Callable[[StageKey], object],
            load_vectors: Callable[[object], tuple[np.ndarray, list[str]]]) -> Corpus:
-        """The corpus of a study's chunks table: texts from the representations stage, vectors loaded from a
-        vectors stage's result by ``load_vectors``, both checked to be in chunk order."""
+        """The corpus of a study's chunk table (the ``chunk_table`` stage; the chunks with their texts do too):
+        texts from the representations stage, vectors loaded from a vectors stage's result by ``load_vectors``,
+        both checked to be in chunk order."""
         chunk_ids = chunks["chunk_id"].to_numpy()
 
         def texts(representation: str) -> list[str]:

@@ -220,10 +220,14 @@ class Study:
     def chunks(self) -> pd.DataFrame:
         return self.get("chunks").chunks
 
+    def chunk_table(self) -> pd.DataFrame:
+        """:meth:`chunks` without their texts (ids, sources, sessions, times and message counts): what a reader
+        that counts, lists or orders the chunks needs, without loading their texts and messages."""
+        return self.get("chunk_table")
+
     def chunk_ids(self) -> pd.Index:
-        """Every chunk's id in chunk order: what a reader that counts or lists the chunks needs, without loading
-        their texts and messages (the ``chunk_ids`` stage)."""
-        return self.get("chunk_ids")
+        """Every chunk's id, in chunk order (from :meth:`chunk_table`)."""
+        return pd.Index(self.chunk_table()["chunk_id"], name="chunk_id")
 
     def evaluation(self) -> EvaluationSet:
         """The evaluable questions (primary gold in some chunk) and their qrels."""

@@ -104,7 +104,7 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
     graph = graph_stages(params)
     return {
         "synthetic": once if params.dataset.synthetic.enabled else (),
-        "ingest": once, "chunks": once, "chunk_ids": once, "qrels": once, "summaries": once, "representations": once,
+        "ingest": once, "chunks": once, "chunk_table": once, "qrels": once, "summaries": once, "representations": once,
         "coverage": once, "representation_profile": once,
         "vectors": tuple(dict.fromkeys([*embedded_representations(params),
                                         *(graph_representations(params) if "graph_evaluation" in graph else ())])),

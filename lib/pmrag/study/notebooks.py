@@ -33,11 +33,11 @@ NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
     "05_bootstrap": ("qrels", "metrics", "hybrids", "reliability"),
     "06_failure_analysis": ("ingest", "chunks", "qrels", "runs", "metrics", "hybrids", "reliability", "failures"),
     "07_memory_graph": ("ingest", "chunks", "qrels", "graph", "interest_relevance", "graph_evaluation"),
-    "08_beyond_retrieval": ("qrels", "representations", "decomposition", "runs", "metrics", "sweep", "hybrids",
+    "08_beyond_retrieval": ("qrels", "representation_profile", "decomposition", "runs", "metrics", "sweep", "hybrids",
                             "learned_fusion"),
     "09_selection_and_power": ("qrels", "metrics", "hybrids", "statistics"),
-    "10_incomplete_gold": ("chunk_ids", "qrels", "runs"),
-    "11_make_gold": ("ingest", "chunk_ids", "runs"),
+    "10_incomplete_gold": ("chunk_table", "qrels", "runs"),
+    "11_make_gold": ("ingest", "chunk_table", "runs"),
     "12_answers": ("qrels", "answers"),
 }
 """The stages each numbered notebook reads (through :class:`~pmrag.study.facade.Study`), by stem: a bare name is

@@ -79,9 +79,9 @@ def chunks(ingest: Ingested, chunking: ChunkingSection, runtime: Runtime) -> Chu
     return chunk_study(runtime.store, chunking)   # chunks the messages ingest stored (worker processes at scale)
 
 
-@stage("every chunk's id, in chunk order (the chunks without their texts and messages)")
-def chunk_ids(chunks: Chunked) -> pd.Index:
-    return pd.Index(chunks.chunks["chunk_id"].to_numpy(dtype=object), name="chunk_id")
+@stage("the chunks without their texts and messages (their ids, sources, sessions and times)")
+def chunk_table(chunks: Chunked) -> pd.DataFrame:
+    return chunks.chunks.drop(columns=["raw_text"])   # the texts are the representations' raw_text
 
 
 @stage("evaluable questions and their qrels (qrels.trec)", outputs=lambda value, item: [QRELS_FILE])
@@ -253,7 +253,7 @@ def interest_relevance(graph, qrels: EvaluationSet, query_vectors: QueryVectors,
        files=lambda p, rid: retriever_component(rid).files(rid, p),
        packages=lambda p, rid: retriever_component(rid).packages(rid),
        outputs=lambda ranked, rid: [f"{RUNS_DIR}/{rid.file_stem()}.trec"])
-def runs(retriever: RetrieverId, chunks: Chunked, qrels: EvaluationSet,
+def runs(retriever: RetrieverId, chunk_table: pd.DataFrame, qrels: EvaluationSet,
          retrieval: Annotated[RetrievalSection, Keys("depth")],
          params: Annotated[StudyParams, Restricted(lambda p, rid: retriever_component(rid).sections)],
          upstream: Annotated[dict, Upstreams(lambda p, rid: retriever_component(rid).needs(rid))],
@@ -263,7 +263,7 @@ def runs(retriever: RetrieverId, chunks: Chunked, qrels: EvaluationSet,
     from pmrag.retrieve.retrievers import QUERY_VECTORS, Corpus, Queries
 
     questions = qrels.questions
-    corpus = Corpus.of(chunks.chunks, upstream.__getitem__, lambda found: found.load(runtime.store, runtime.run_dir))
+    corpus = Corpus.of(chunk_table, upstream.__getitem__, lambda found: found.load(runtime.store, runtime.run_dir))
     queries = Queries(questions["question_id"].tolist(), questions["text"].tolist(),
                       lambda: upstream[QUERY_VECTORS].rows(questions["question_id"]))
     ranked = retriever_component(retriever)(retriever, params).rank(corpus, queries, retrieval.depth)
