@@ -5,7 +5,7 @@ import pytest
 
 from pmrag.represent.representations import (
     EmbeddingTextTemplate, build_representations, length_table, read_prompt, representation_lengths,
-    representation_profile, summary_input,
+    representation_profile, representation_texts, summary_input,
 )
 
 RAW = "2026-04-10 20:15 A: 明日何時?\n2026-04-10 20:16 B: 18時くらい\n2026-04-10 20:17 A: 塾あるから遅れるかも"
@@ -46,6 +46,26 @@ def test_build_representations_keeps_failed_summaries_visible():
     assert reps["summary"].tolist() == ["s1", "", ""]
     assert reps["summary_status"].tolist() == ["ok", "error", "missing"]
     assert reps["embedding_text"].tolist() == ["P\ns1\nL\nr1", "P\n\nL\nr2", "P\n\nL\nr3"]
+
+
+@pytest.mark.parametrize("prefix", ["P", "two\nlines", ""])
+def test_every_ablation_text_is_what_the_template_builds(prefix):
+    """summary_excerpt is not held but cut from embedding_text: it must equal build_without_prefix, a prefix of
+    several lines or none included; prefix and excerpt are held, the excerpt sharing raw_text when no longer."""
+    template = EmbeddingTextTemplate(prefix, "L:", excerpt_chars=5)
+    chunks = pd.DataFrame({"chunk_id": ["c1", "c2", "c3"], "raw_text": ["short", "a longer text", "x\ny"]})
+    summaries = pd.DataFrame({"chunk_id": ["c1", "c3"], "summary": ["要約\n二行", "s"], "status": ["ok", "ok"]})
+    reps = build_representations(chunks, summaries, template)
+    assert "summary_excerpt" not in reps.columns
+    summary, raw = reps["summary"].tolist(), reps["raw_text"].tolist()
+    assert representation_texts(reps, "summary_excerpt") == [template.build_without_prefix(s, r)
+                                                               for s, r in zip(summary, raw)]
+    assert representation_texts(reps, "excerpt") == [template.excerpt(r) for r in raw]
+    assert representation_texts(reps, "prefix") == [prefix] * 3
+    assert representation_texts(reps, "embedding_text") == [template.build(s, r) for s, r in zip(summary, raw)]
+    assert reps["excerpt"].iloc[0] is reps["raw_text"].iloc[0]
+    with pytest.raises(KeyError, match="no representation 'chunk_id'"):
+        representation_texts(reps, "chunk_id")
 
 
 def test_length_table_counts_chunks_over_the_papers_thresholds():

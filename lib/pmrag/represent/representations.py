@@ -78,8 +78,8 @@ def summary_input(raw_text: str, max_chars: int = 7000) -> str:
 
 
 def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, template: EmbeddingTextTemplate) -> pd.DataFrame:
-    """One row per chunk: chunk_id, raw_text, summary, summary_status, embedding_text, and the ablation's prefix,
-    excerpt and summary_excerpt.
+    """One row per chunk: chunk_id, raw_text, summary, summary_status, embedding_text, and the ablation's prefix
+    and excerpt (its summary_excerpt: :func:`representation_texts`).
 
     A chunk without an ``ok`` summary keeps an empty summary and its status, and its embedding_text (and
     summary_excerpt) still carries the label and the excerpt.
@@ -92,8 +92,27 @@ def build_representations(chunks: pd.DataFrame, summaries: pd.DataFrame, templat
     merged["embedding_text"] = [template.build(s, r) for s, r in zip(merged["summary"], merged["raw_text"])]
     merged["prefix"] = template.prefix
     merged["excerpt"] = [template.excerpt(r) for r in merged["raw_text"]]
-    merged["summary_excerpt"] = [template.build_without_prefix(s, r) for s, r in zip(merged["summary"], merged["raw_text"])]
-    return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text", *ABLATION_REPRESENTATIONS]]
+    return merged[["chunk_id", "raw_text", "summary", "summary_status", "embedding_text", *STORED_ABLATIONS]]
+
+
+STORED_ABLATIONS = ("prefix", "excerpt")
+"""The ablation texts :func:`build_representations` holds as columns: the prefix is one string for every chunk and
+an excerpt is its raw_text itself when that is no longer (CPython's slice of a whole string is the string), so
+neither costs memory.  ``summary_excerpt`` is not held: it is embedding_text after its prefix line
+(:func:`representation_texts`), and a second copy of every embedding_text was 0.7 GB at 10× the paper's scale."""
+
+
+def representation_texts(representations: pd.DataFrame, name: str) -> list[str]:
+    """One representation's texts in chunk order, from :func:`build_representations`' frame: a column, or for
+    ``summary_excerpt`` each embedding_text without its prefix line (``build`` is ``prefix \\n`` +
+    ``build_without_prefix``, so the two are equal)."""
+    if name in representations.columns and name != "chunk_id":
+        return representations[name].tolist()
+    if name == "summary_excerpt":
+        return [text[len(prefix) + 1:] for text, prefix in zip(representations["embedding_text"],
+                                                                representations["prefix"])]
+    raise KeyError(f"no representation {name!r}: the representations hold "
+                   f"{', '.join(c for c in representations.columns if c != 'chunk_id')} and summary_excerpt")
 
 
 def representation_lengths(representations: pd.DataFrame) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.ranking import rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
+from pmrag.represent.representations import representation_texts
 
 DEFAULT_TOKENIZER = "regex"
 PAPER = "paper"
@@ -84,7 +85,7 @@ class Corpus:
             reps = upstream(TEXTS)
             if not np.array_equal(reps["chunk_id"].to_numpy(), chunk_ids):
                 raise RuntimeError("representations are not in chunk order; recompute the representations stage")
-            return reps[representation].tolist()
+            return representation_texts(reps, representation)
 
         def vectors(representation: str) -> np.ndarray:
             matrix, order = load_vectors(upstream(vectors_of(representation)))

@@ -37,6 +37,7 @@ from pmrag.core.names import StageKey
 from pmrag.core.params import EmbeddingSection, ModelPrice, SummarizerSection
 from pmrag.represent.embed import EmbeddingCache, cache_key, embedder_model_id, passage_texts_sent
 from pmrag.represent.llm import Done, Prompts, input_sha256
+from pmrag.represent.representations import representation_texts
 
 REMOTE_BACKENDS = frozenset({"openai"})
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
@@ -491,9 +492,9 @@ def _passages(study, key: StageKey, inputs: _Inputs, chunks) -> StageCost:
     texts = None
     representations = inputs.get("representations")
     if representations is not None:
-        texts = representations[representation].tolist()
+        texts = representation_texts(representations, representation)
     elif representation in SUMMARY_FREE and chunks is not None:
-        texts = representations_without_summaries(study, chunks.chunks)[representation].tolist()
+        texts = representation_texts(representations_without_summaries(study, chunks.chunks), representation)
     if texts is None:   # texts made from the summaries, which are not made yet
         if chunks is None or key.name == "subvectors":
             return bound_cost(name, section.backend, section.resolved_model, None, None,

@@ -150,10 +150,11 @@ def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet,
 def vectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
             runtime: Runtime) -> VectorSet:
     from pmrag.represent.embed import embed_representation
+    from pmrag.represent.representations import representation_texts
 
+    texts = list(zip(representations["chunk_id"], representation_texts(representations, representation)))
     with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
-        path = embed_representation(runtime.store, cache, embedder, representation,
-                                    list(zip(representations["chunk_id"], representations[representation])),
+        path = embed_representation(runtime.store, cache, embedder, representation, texts,
                                     runtime.path(VECTORS_DIR, "."), embedding, progress=runtime.progress)
     return VectorSet(representation, embedder.model_id, runtime.relative(path))
 
@@ -162,11 +163,13 @@ def vectors(representation: str, representations: pd.DataFrame, embedding: Passa
        item="representation", packages=model_package)
 def subvectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
                multivector: Annotated[MultiVectorSection, Keys("window_lines", "stride_lines")], runtime: Runtime):
+    from pmrag.represent.representations import representation_texts
     from pmrag.represent.subwindows import subwindow_vectors
 
-    return subwindow_vectors(representations["chunk_id"].to_numpy(), representations[representation].tolist(),
-                             representation, multivector=multivector, embedding=embedding, cache_dir=runtime.cache_dir,
-                             allow_remote=runtime.allow_remote, proxy=runtime.proxy, progress=runtime.progress)
+    texts = representation_texts(representations, representation)
+    return subwindow_vectors(representations["chunk_id"].to_numpy(), texts, representation, multivector=multivector,
+                             embedding=embedding, cache_dir=runtime.cache_dir, allow_remote=runtime.allow_remote,
+                             proxy=runtime.proxy, progress=runtime.progress)
 
 
 @stage(lambda p, item: f"question vectors (§5.2){vectors_note(p)}", packages=model_package)
