@@ -131,6 +131,10 @@ def test_posting_weights_in_place_are_equation_8_bit_for_bit(zipf):
         found = posting_weights(counts.data, length_norm(index.doc_lengths, index.avgdl, b), counts.indices,
                                 index.idf, doc_freqs, k1)
         assert np.array_equal(found, expected) and found.dtype == np.float64
+        tf = counts.data.copy()
+        over = posting_weights(tf, length_norm(index.doc_lengths, index.avgdl, b), counts.indices, index.idf,
+                               doc_freqs, k1, overwrite_tf=True)
+        assert over is tf and np.array_equal(over, expected)   # written over the counts, the same bits
 
 
 def test_an_index_without_counts_scores_the_same_and_shares_its_postings(small_docs):
@@ -142,6 +146,11 @@ def test_an_index_without_counts_scores_the_same_and_shares_its_postings(small_d
     counted = BM25Index.fit_counts(kept.counts.T, kept.vocabulary, keep_counts=False)
     assert counted.counts is None
     np.testing.assert_array_equal(counted.scores_many(QUERIES), kept.scores_many(QUERIES))
+    given = kept.counts.copy()
+    by_term = BM25Index.fit_term_counts(given, kept.vocabulary, keep_counts=False)   # already terms × documents
+    np.testing.assert_array_equal(by_term.scores_many(QUERIES), kept.scores_many(QUERIES))
+    assert np.shares_memory(by_term.weights.data, given.data)   # taken over: the weights are where its counts were
+    assert kept.counts.data.max() >= 1 and np.array_equal(kept.counts.data, np.round(kept.counts.data))  # kept ones stay
 
 
 def test_tokenizer_feeds_queries_too(small_docs):
@@ -243,6 +252,8 @@ def test_dense_and_sparse_term_rows_sum_as_the_sparse_product_bit_for_bit(zipf):
     query = sp.csr_matrix((rng.choice([1.0, 2.0, 0.37], 150), np.concatenate(rows), np.arange(0, 151, 5)),
                           shape=(30, index.weights.shape[0]))
     assert np.array_equal(index.scores_matrix(query), (query @ index.weights).toarray())
+    assert np.array_equal(index.dense.rows, index.weights[dense_terms].toarray())   # each dense row, as stored
+    assert np.array_equal(index.dense.slot[dense_terms], np.arange(len(dense_terms)))
 
 
 @pytest.mark.agreement

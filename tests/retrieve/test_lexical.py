@@ -232,6 +232,8 @@ def test_fit_counts_checks_its_input():
         BM25Index.fit_counts(counts[:0], vocabulary)
     with pytest.raises(ValueError, match="non-negative"):
         BM25Index.fit_counts(-counts, vocabulary)
+    with pytest.raises(ValueError, match="2 term rows, the vocabulary 3"):   # documents × terms where terms × documents
+        BM25Index.fit_term_counts(char_ngram_counts(["abcd", "ab"], 2)[0], char_ngram_counts(["abcd"], 2)[1])
 
 
 # --- word ------------------------------------------------------------------------------------------------

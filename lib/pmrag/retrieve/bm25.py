@@ -65,18 +65,19 @@ def tf_weight(tf: np.ndarray, doc_len: np.ndarray | None, avgdl: float, k1: floa
 
 
 def posting_weights(tf: np.ndarray, doc_norm: np.ndarray, docs: np.ndarray, term_idf: np.ndarray,
-                    doc_freqs: np.ndarray, k1: float) -> np.ndarray:
+                    doc_freqs: np.ndarray, k1: float, *, overwrite_tf: bool = False) -> np.ndarray:
     """``IDF(t) · f(k1 + 1) / (f + k1·norm(d))`` for every posting (term-major: ``doc_freqs[t]`` postings of term
     ``t`` in a row, in documents ``docs``), given each document's :func:`length_norm` ``doc_norm``.
 
     The same floating-point operations, in the same order, as ``np.repeat(term_idf, doc_freqs) * tf_weight(tf,
     None, avgdl, k1, b, doc_norm[docs])``, so the same bits; done in place, with two posting-sized arrays alive
-    instead of six (at 10× the paper's scale a character-trigram index has 65 million postings, 520 MB each)."""
+    instead of six (at 10× the paper's scale a character-trigram index has 65 million postings, 520 MB each).
+    ``overwrite_tf``: the weights are written into ``tf`` itself (float64), one posting-sized array fewer."""
     tf = np.asarray(tf, dtype=np.float64)
-    weights = tf * (k1 + 1.0)
     denominator = doc_norm[docs]   # gathered per posting; the norm itself is computed once per document
     denominator *= k1
     denominator += tf
+    weights = np.multiply(tf, k1 + 1.0, out=tf if overwrite_tf else None)
     weights /= denominator
     del denominator
     weights *= np.repeat(term_idf, doc_freqs)
@@ -134,15 +135,17 @@ def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int
 
 
 def weight_matrix(
-    counts: sp.csr_matrix, doc_lengths: np.ndarray, params: BM25Section
+    counts: sp.csr_matrix, doc_lengths: np.ndarray, params: BM25Section, *, overwrite_counts: bool = False
 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """``W[t, d] = IDF(t) · tf_weight(f(t,d), |d|)`` on the nonzeros of ``counts``, and the IDF vector."""
+    """``W[t, d] = IDF(t) · tf_weight(f(t,d), |d|)`` on the nonzeros of ``counts``, and the IDF vector
+    (``overwrite_counts``: written over the counts' float64 values, for a caller that drops the counts)."""
     n_docs = counts.shape[1]
     doc_freqs = np.diff(counts.indptr)
     term_idf = idf(doc_freqs, n_docs)
     avgdl = float(doc_lengths.mean())
     data = posting_weights(counts.data, length_norm(doc_lengths, avgdl, params.b) if counts.nnz else np.zeros(0),
-                           counts.indices, term_idf, doc_freqs, params.k1)
+                           counts.indices, term_idf, doc_freqs, params.k1,
+                           overwrite_tf=overwrite_counts and counts.data.dtype == np.float64)
     # the same nonzeros as the counts: their index arrays are shared, not copied (neither matrix is changed in place)
     weights = sp.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape, copy=False)
     weights.has_canonical_format = True
@@ -199,7 +202,11 @@ class DenseRows:
         frequent = np.flatnonzero(np.diff(weights.indptr) * DENSE_SHARE >= max(n_docs, 1))
         slot = np.full(n_terms, -1, dtype=np.int64)
         slot[frequent] = np.arange(len(frequent))
-        return cls(slot, weights[frequent].toarray())
+        rows = np.zeros((len(frequent), n_docs), dtype=weights.dtype)
+        for row, term in zip(rows, frequent.tolist()):   # row by row: a sliced copy of these rows first was
+            postings = slice(weights.indptr[term], weights.indptr[term + 1])   # most of the postings again
+            row[weights.indices[postings]] = weights.data[postings]
+        return cls(slot, rows)
 
 
 def weighted_product(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows) -> np.ndarray:
@@ -289,7 +296,7 @@ class BM25Index:
         if not len(doc_lengths):
             raise ValueError("cannot fit BM25 on an empty corpus")
         counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))
-        weights, term_idf = weight_matrix(counts, doc_lengths, params)
+        weights, term_idf = weight_matrix(counts, doc_lengths, params, overwrite_counts=not keep_counts)
         counts = counts if keep_counts else None   # dropped before the dense rows are made
         return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()), counts)
 
@@ -307,19 +314,31 @@ class BM25Index:
         params : ``k1`` and ``b`` (default: the paper's)
         keep_counts : keep :attr:`counts` (as :meth:`fit`)
         """
+        return cls.fit_term_counts(counts_by_term(doc_term_counts, len(vocabulary)), vocabulary, params,
+                                   keep_counts=keep_counts)
+
+    @classmethod
+    def fit_term_counts(cls, term_counts: sp.csr_matrix, vocabulary: Mapping[str, int],
+                        params: BM25Section | None = None, *, keep_counts: bool = True) -> BM25Index:
+        """:meth:`fit_counts` of counts already made terms × documents (:func:`counts_by_term`), so that a caller
+        can drop its documents × terms matrix before the weights are made (at 10× the paper's scale, character
+        trigrams: 0.75 GB each).  The index takes ``term_counts`` over: with ``keep_counts`` as its
+        :attr:`counts`; without, their values are overwritten by the weights (one posting-sized array fewer)."""
         params = BM25Section() if params is None else params
         vocabulary = dict(vocabulary)
         if sorted(vocabulary.values()) != list(range(len(vocabulary))):
             raise ValueError(f"vocabulary must map its {len(vocabulary)} terms to the columns 0..{len(vocabulary) - 1}")
-        counts = counts_by_term(doc_term_counts, len(vocabulary))
+        counts = term_counts
+        if counts.shape[0] != len(vocabulary):
+            raise ValueError(f"the count matrix has {counts.shape[0]} term rows, the vocabulary {len(vocabulary)} terms")
         if counts.shape[1] == 0:
             raise ValueError("cannot fit BM25 on an empty corpus")
         doc_lengths = np.asarray(counts.sum(axis=0)).ravel()
         if not np.array_equal(doc_lengths, np.round(doc_lengths)):
             raise ValueError("term counts must be whole numbers")
         doc_lengths = doc_lengths.astype(np.int64)
-        weights, term_idf = weight_matrix(counts, doc_lengths, params)
-        counts = counts if keep_counts else None   # dropped before the dense rows are made
+        weights, term_idf = weight_matrix(counts, doc_lengths, params, overwrite_counts=not keep_counts)
+        counts = counts if keep_counts else None
         return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()), counts)
 
     @property

@@ -62,7 +62,7 @@ import scipy.sparse as sp
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import PmragError
 from pmrag.core.memory import trim_heap
-from pmrag.retrieve.bm25 import BM25Index, query_matrix
+from pmrag.retrieve.bm25 import BM25Index, counts_by_term, query_matrix
 from pmrag.retrieve.registry import TOKENIZERS
 
 TOKEN_CACHE_FILE = "tokens.sqlite"
@@ -368,10 +368,11 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
     import pandas as pd
 
     texts = [normalise_chars(t) for t in texts]   # once, for both passes over the blocks
-    blocks = _text_blocks(texts, BLOCK_CHARS)
+    blocks = [texts[a:b] for a, b in _text_blocks(texts, BLOCK_CHARS)]
+    del texts   # the blocks hold the texts, and each is let go once counted
     if vocabulary is None:   # the sorted distinct n-grams of every block
         terms = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [
-            np.asarray(pd.unique(_ngram_codes(texts[a:b], n)[0])) for a, b in blocks]))
+            np.asarray(pd.unique(_ngram_codes(block, n)[0])) for block in blocks]))
         column_of = np.arange(len(terms), dtype=np.int64)
         vocabulary = {term: i for i, term in enumerate(_decode_ngrams(terms, n))}
     else:
@@ -385,8 +386,10 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
         terms = _encode_ngrams(known, n)
         order = np.argsort(terms, kind="stable")
         terms, column_of = terms[order], column_of[order]
-    parts = [_block_counts(texts[a:b], n, terms, column_of, len(vocabulary)) for a, b in blocks]
-    del texts
+    parts = []
+    for i in range(len(blocks)):   # the counts grow as the normalised texts go: never both whole
+        parts.append(_block_counts(blocks[i], n, terms, column_of, len(vocabulary)))
+        blocks[i] = None
     trim_heap()   # the blocks' arrays and the normalised texts, before the parts are joined
     counts = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, len(vocabulary)))
     return counts, vocabulary
@@ -549,7 +552,10 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
     """
     if hasattr(tokenizer, "count_many"):
         doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries)
-        return BM25Index.fit_counts(doc_counts, vocabulary, section, keep_counts=keep_counts), query_counts
+        term_counts = counts_by_term(doc_counts, len(vocabulary))
+        del doc_counts   # before the weights: both layouts at once and the weights were the peak of a study at scale
+        trim_heap()
+        return BM25Index.fit_term_counts(term_counts, vocabulary, section, keep_counts=keep_counts), query_counts
     index = BM25Index.fit(tokenized_in_blocks(tokenizer, documents), section, keep_counts=keep_counts)
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
 
