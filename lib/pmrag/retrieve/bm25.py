@@ -146,7 +146,8 @@ def weight_matrix(
     data = posting_weights(counts.data, length_norm(doc_lengths, avgdl, params.b) if counts.nnz else np.zeros(0),
                            counts.indices, term_idf, doc_freqs, params.k1,
                            overwrite_tf=overwrite_counts and counts.data.dtype == np.float64)
-    # the same nonzeros as the counts: their index arrays are shared, not copied (neither matrix is changed in place)
+    # the same nonzeros as the counts: their index arrays are shared, not copied (changed in place: only the counts'
+    # values, and only with overwrite_counts)
     weights = sp.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape, copy=False)
     weights.has_canonical_format = True
     return weights, term_idf
@@ -203,8 +204,9 @@ class DenseRows:
         slot = np.full(n_terms, -1, dtype=np.int64)
         slot[frequent] = np.arange(len(frequent))
         rows = np.zeros((len(frequent), n_docs), dtype=weights.dtype)
-        for row, term in zip(rows, frequent.tolist()):   # row by row: a sliced copy of these rows first was
-            postings = slice(weights.indptr[term], weights.indptr[term + 1])   # most of the postings again
+        # filled row by row: a sliced copy of these rows first was most of the postings again, beside the rows
+        for row, term in zip(rows, frequent.tolist()):
+            postings = slice(weights.indptr[term], weights.indptr[term + 1])
             row[weights.indices[postings]] = weights.data[postings]
         return cls(slot, rows)
 
@@ -297,7 +299,7 @@ class BM25Index:
             raise ValueError("cannot fit BM25 on an empty corpus")
         counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))
         weights, term_idf = weight_matrix(counts, doc_lengths, params, overwrite_counts=not keep_counts)
-        counts = counts if keep_counts else None   # dropped before the dense rows are made
+        counts = counts if keep_counts else None   # not kept: its values are the weights now
         return cls(params, vocabulary, weights, term_idf, doc_lengths, float(doc_lengths.mean()), counts)
 
     @classmethod
