@@ -47,8 +47,9 @@ def annotation_store(path, study_store) -> Engine:
 
 def _copy_table(connection: sqlite3.Connection, table: str) -> None:
     """Replace ``main.table``'s rows by ``study.table``'s.  Its secondary indexes are dropped first and made
-    again after the copy, from their own SQL: an index made over the rows sorts them once, where inserting 3.6 million
-    messages into a random-key index (the merge key's) one by one took most of the copy's time."""
+    again after the copy, from their own SQL: an index made over the rows sorts them once, where filling them row by
+    row (the merge key's index takes 3.6 million random keys at 10× the paper's scale) made the first copy of that
+    history take 104 s instead of 55 s."""
     indexes = connection.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ? "
                                  "AND sql IS NOT NULL", (table,)).fetchall()
     for name, _ in indexes:
