@@ -21,14 +21,20 @@ $(STAMP): pyproject.toml
 study: $(STAMP)
 	$(BIN)/pmrag study params/demo.yaml
 
-# The notebooks first (the demo's stages are built before them: tests/conftest.py): nbval checks their numbers on
-# the demo and leaves its tables in outputs/demo, which the figure test (tests/present/test_figures_read.py) draws.
+# The notebooks, integration and browser tests first, one at a time (the demo's stages are built before them:
+# tests/conftest.py): nbval checks the notebooks' numbers on the demo and leaves its tables in outputs/demo, which
+# the figure test (tests/present/test_figures_read.py) draws.  Then the unit and agreement tests on two processes
+# (FAST, as make test-fast does).  Both runs seal and read stage results with one key of their own, removed after.
+FAST := (unit or agreement) and not integration
 test: $(STAMP)
-	$(BIN)/python -m pytest notebooks tests --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	@key_dir=$$(mktemp -d); export PMRAG_STAGE_KEY_FILE="$$key_dir/stage.key"; \
+	$(BIN)/python -m pytest notebooks tests --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+		-m "not ($(FAST))" && $(BIN)/python -m pytest tests -n 2 -m "$(FAST)"; \
+	status=$$?; rm -rf "$$key_dir"; exit $$status
 
 # Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -q -n auto -m "(unit or agreement) and not integration"
+	$(BIN)/python -m pytest tests -q -n auto -m "$(FAST)"
 
 # The browser tests alone: notebook 06's failure inspector in JupyterLab in headless Chromium (tests/browser;
 # skipped without Debian's chromium); screenshots in outputs/browser/.
