@@ -64,8 +64,9 @@ def test_every_ablation_text_is_what_the_template_builds(prefix):
     assert representation_texts(reps, "prefix") == [prefix] * 3
     assert representation_texts(reps, "embedding_text") == [template.build(s, r) for s, r in zip(summary, raw)]
     assert reps["excerpt"].iloc[0] is reps["raw_text"].iloc[0]
-    with pytest.raises(KeyError, match="no representation 'chunk_id'"):
-        representation_texts(reps, "chunk_id")
+    for not_a_text in ("chunk_id", "summary_status", "summary_excerpts"):
+        with pytest.raises(KeyError, match=f"no representation '{not_a_text}'"):
+            representation_texts(reps, not_a_text)
 
 
 def test_length_table_counts_chunks_over_the_papers_thresholds():

@@ -106,13 +106,16 @@ def representation_texts(representations: pd.DataFrame, name: str) -> list[str]:
     """One representation's texts in chunk order, from :func:`build_representations`' frame: a column, or for
     ``summary_excerpt`` each embedding_text without its prefix line (``build`` is ``prefix \\n`` +
     ``build_without_prefix``, so the two are equal)."""
-    if name in representations.columns and name != "chunk_id":
+    texts = [c for c in representations.columns if c not in NOT_TEXTS]
+    if name in texts:
         return representations[name].tolist()
     if name == "summary_excerpt":
         return [text[len(prefix) + 1:] for text, prefix in zip(representations["embedding_text"],
                                                                 representations["prefix"])]
-    raise KeyError(f"no representation {name!r}: the representations hold "
-                   f"{', '.join(c for c in representations.columns if c != 'chunk_id')} and summary_excerpt")
+    raise KeyError(f"no representation {name!r}: the representations hold {', '.join(texts)} and summary_excerpt")
+
+
+NOT_TEXTS = ("chunk_id", "summary_status")
 
 
 def representation_lengths(representations: pd.DataFrame) -> pd.DataFrame:
