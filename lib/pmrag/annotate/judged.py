@@ -109,7 +109,7 @@ def judgments_of(judgments: Judgments | Qrels | pd.DataFrame) -> Judgments:
 def complete_judgments_of(gold: Qrels | pd.DataFrame, chunk_ids) -> Judgments:
     """Complete judgments: every chunk of ``chunk_ids`` judged for every question of ``gold`` holding a
     relevance-2 chunk among them, with its gold grade, else 0.  Held as the gold's rows and the set of chunks
-    (``universe``), not a row per question and chunk (22 million at 10× the paper's scale): a ranked chunk of the
+    (``universe``), not a row per question and chunk (10 million at 10× the paper's scale): a ranked chunk of the
     universe is judged, and N, the judged non-relevant chunks of a question, is the universe's size less R.
     Scores equal those of the same judgments listed row by row (the tests compare them)."""
     universe = pd.Index(np.asarray(chunk_ids, dtype=object))
