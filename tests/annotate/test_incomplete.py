@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from pmrag.annotate import incomplete as inc
-from pmrag.annotate.judged import judged_scores, measure_columns
+from pmrag.annotate.judged import complete_judgments_of, judged_scores, measure_columns
 from pmrag.annotate.pool import pool_chunks
 from conftest import params_error, write_file
 
@@ -68,7 +68,7 @@ def test_complete_judgments_score_as_every_chunk_listed_for_every_question(seed)
                                           "chunk_id": ["elsewhere", "elsewhere", chunks[3]],
                                           "relevance": [2, 2, 2]})], ignore_index=True)
     listed = listed_complete_judgments(gold, chunks)
-    complete = inc.complete_judgments(gold, chunks)
+    complete = complete_judgments_of(gold, chunks)
     assert list(complete.question_ids) == sorted(listed["question_id"].unique())
     assert "q_out" not in complete.question_ids and "q_unranked" in complete.question_ids
     for ranking in rankings.values():
@@ -80,19 +80,19 @@ def test_complete_judgments_count_every_other_chunk_as_judged_non_relevant():
     """bpref's min(R, N) with N < R: three chunks, two of them relevant, so N = 1."""
     gold = pd.DataFrame({"question_id": ["q", "q"], "chunk_id": ["a", "b"], "relevance": [2, 2]})
     ranking = pd.DataFrame({"question_id": ["q"] * 3, "rank": [1, 2, 3], "chunk_id": ["c", "a", "b"]})
-    complete = inc.complete_judgments(gold, ["a", "b", "c"])
+    complete = complete_judgments_of(gold, ["a", "b", "c"])
     assert list(complete.n_nonrelevant) == [1]
     scores = judged_scores(ranking, complete, 5)
     assert scores.loc["q", "bpref"] == pytest.approx(0.0)   # both relevant below the one non-relevant: 1 − 1/1 each
     assert scores.loc["q", "judged@5"] == 1.0
     with pytest.raises(ValueError, match="'a' is listed twice"):
-        inc.complete_judgments(gold, ["a", "b", "a"])
+        complete_judgments_of(gold, ["a", "b", "a"])
 
 
 @pytest.mark.agreement
 def test_complete_judgments_give_ir_measures_numbers():
     rankings, gold, chunks = random_study(5, depth=8)
-    complete = inc.complete_judgments(gold, chunks)
+    complete = complete_judgments_of(gold, chunks)
     assert inc.library_agreement(rankings, complete).max() < 1e-12
     listed = listed_complete_judgments(gold, chunks)
     np.testing.assert_allclose(inc.method_scores(rankings, complete, library=True).to_numpy(float),

@@ -4,7 +4,7 @@ With gold that is complete by construction (the demo's: every evidence message i
 grade is known), a pool can be judged by a *simulated annotator* that gives each pooled chunk its complete-gold
 grade (:func:`pool_judgments`), and every number can be computed twice: with the pool's judgments (unjudged = 0,
 the paper's rule; questions without a pooled relevance-2 chunk dropped, as the paper dropped questions without
-primary gold) and with the complete gold (every chunk judged, :func:`complete_judgments`).
+primary gold) and with the complete gold (every chunk judged, :func:`~pmrag.annotate.judged.complete_judgments_of`).
 
 * :func:`depth_scores` / :func:`pool_depth_table`: pools of the paper's retrievers at depths k; per k the pool's
   size, the share of the complete gold it holds, every retriever's Recall@5 / nDCG@5 both ways and Kendall's τ
@@ -40,13 +40,6 @@ def pool_judgments(pool: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
     pairs = pool[["question_id", "chunk_id"]].drop_duplicates()
     graded = pairs.merge(Qrels.of(gold).frame, on=["question_id", "chunk_id"], how="left")
     return graded.assign(relevance=graded["relevance"].fillna(0).astype(np.int8)).reset_index(drop=True)
-
-
-def complete_judgments(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> Judgments:
-    """Every chunk of ``chunk_ids`` judged for every question of ``gold`` holding a relevance-2 chunk: its gold
-    grade, else 0 (complete gold; :func:`~pmrag.annotate.judged.complete_judgments_of`: the gold's rows and the
-    set of chunks, not a row per question and chunk)."""
-    return complete_judgments_of(gold, chunk_ids)
 
 
 def complete_pool_size(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str, float]:
@@ -143,7 +136,7 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk
     scores on the questions the pool keeps (so a pool's effect splits into the questions it drops and the chunks
     it leaves unjudged; NaN for the complete gold's own rows)."""
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
-    complete = complete_judgments(gold, chunk_ids)
+    complete = complete_judgments_of(gold, chunk_ids)
     complete_scores = question_scores(runs, complete, k)   # per question: a pool's kept questions are a subset
     kept_columns = {f"recall@{k}": f"recall@{k} complete kept", f"ndcg@{k}": f"ndcg@{k} complete kept"}
     parts = []
@@ -225,7 +218,7 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame
     can keep more of them, harder ones, so r's Recall@k there can be lower than left out."""
     recall_k, ndcg_k = f"recall@{k}", f"ndcg@{k}"
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
-    complete = method_scores(runs, complete_judgments(gold, chunk_ids), k)
+    complete = method_scores(runs, complete_judgments_of(gold, chunk_ids), k)
 
     def scored(pool_of: Sequence[str], who: Mapping[str, Run]) -> pd.DataFrame:
         return method_scores(who, pool_judgments(pool_chunks(rankings, depth, pool_of), gold), k)

@@ -102,6 +102,9 @@ neither costs memory.  ``summary_excerpt`` is not held: it is embedding_text aft
 (:func:`representation_texts`), and a second copy of every embedding_text was 0.7 GB at 10× the paper's scale."""
 
 
+NOT_TEXTS = ("chunk_id", "summary_status")   # the columns of build_representations' frame that are not texts
+
+
 def representation_texts(representations: pd.DataFrame, name: str) -> list[str]:
     """One representation's texts in chunk order, from :func:`build_representations`' frame: a column, or for
     ``summary_excerpt`` each embedding_text without its prefix line (``build`` is ``prefix \\n`` +
@@ -113,9 +116,6 @@ def representation_texts(representations: pd.DataFrame, name: str) -> list[str]:
         return [text[len(prefix) + 1:] for text, prefix in zip(representations["embedding_text"],
                                                                 representations["prefix"])]
     raise KeyError(f"no representation {name!r}: the representations hold {', '.join(texts)} and summary_excerpt")
-
-
-NOT_TEXTS = ("chunk_id", "summary_status")
 
 
 def representation_lengths(representations: pd.DataFrame) -> pd.DataFrame:

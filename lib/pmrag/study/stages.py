@@ -24,7 +24,7 @@ from pmrag.core.params import (AnalysisSection, AnswersSection, BM25Section, Boo
 from pmrag.evaluate.gold import EvaluationSet
 from pmrag.ingest.pipeline import Ingested
 from pmrag.represent.embed import QueryVectors, VectorSet, study_embedder
-from pmrag.represent.representations import RepresentationProfile
+from pmrag.represent.representations import RepresentationProfile, representation_texts
 from pmrag.represent.summarize import summaries_identity
 from pmrag.study.declare import Each, Keys, Restricted, Runtime, Upstreams, stage
 from pmrag.study.keyed import (CUT_KEYS, REPLY_KEYS, EmbeddingModel, MetricKs, PassageEmbedding,
@@ -150,7 +150,6 @@ def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet,
 def vectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
             runtime: Runtime) -> VectorSet:
     from pmrag.represent.embed import embed_representation
-    from pmrag.represent.representations import representation_texts
 
     texts = list(zip(representations["chunk_id"], representation_texts(representations, representation)))
     with study_embedder(embedding, runtime.cache_dir, runtime.allow_remote, runtime.proxy) as (embedder, cache):
@@ -163,7 +162,6 @@ def vectors(representation: str, representations: pd.DataFrame, embedding: Passa
        item="representation", packages=model_package)
 def subvectors(representation: str, representations: pd.DataFrame, embedding: PassageEmbedding,
                multivector: Annotated[MultiVectorSection, Keys("window_lines", "stride_lines")], runtime: Runtime):
-    from pmrag.represent.representations import representation_texts
     from pmrag.represent.subwindows import subwindow_vectors
 
     texts = representation_texts(representations, representation)
