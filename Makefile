@@ -21,15 +21,16 @@ $(STAMP): pyproject.toml
 study: $(STAMP)
 	$(BIN)/pmrag study params/demo.yaml
 
-# The notebooks, integration and browser tests first, one at a time (the demo's stages are built before them:
-# tests/conftest.py): nbval checks the notebooks' numbers on the demo and leaves its tables in outputs/demo, which
-# the figure test (tests/present/test_figures_read.py) draws.  Then the unit and agreement tests on two processes
-# (FAST, as make test-fast does).  Both runs seal and read stage results with one key of their own, removed after.
+# nbval first, one notebook at a time (the demo's stages and cohort are built before them: tests/conftest.py): it
+# checks the notebooks' numbers on the demo and leaves their tables in outputs/demo, which the figure test
+# (tests/present/test_figures_read.py) draws; the tests that read or write the repository's run folders follow in the
+# same process (shared_outputs: tests/conftest.py).  Then every other test on two processes.  Both runs seal and read
+# stage results with one key of their own, removed after.
 FAST := (unit or agreement) and not integration
 test: $(STAMP)
 	@key_dir=$$(mktemp -d); export PMRAG_STAGE_KEY_FILE="$$key_dir/stage.key"; \
 	$(BIN)/python -m pytest notebooks tests --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		-m "not ($(FAST))" && $(BIN)/python -m pytest tests -n 2 -m "$(FAST)"; \
+		-m "notebooks or shared_outputs" && $(BIN)/python -m pytest tests -n 2 -m "not shared_outputs"; \
 	status=$$?; rm -rf "$$key_dir"; exit $$status
 
 # Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.

@@ -176,13 +176,28 @@ def cached_vectors(cache_dir) -> int:
         return db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
 
 
+SHARED_OUTPUTS = ("browser/test_grading_browser.py", "browser/test_inspector_browser.py",
+                  "browser/test_notebooks_fit_browser.py", "cohort/test_cohort_cluster.py", "cohort/test_report.py",
+                  "demo/test_demo_cache.py", "present/test_analysis_public.py", "present/test_figures_read.py",
+                  "present/test_graph.py", "retrieve/test_graph_retrieval.py")
+"""Test modules that read or write the repository's own run folders (``outputs/demo``, ``outputs/cohort_demo``,
+``outputs/browser``) rather than a temporary one: the browser tests execute notebook copies that write the demo's
+tables while the figure test reads them, and a cohort test rebuilds the demo cohort when its process has none.
+Marked ``shared_outputs``: ``make test`` runs them in one process with nbval, in order, and the others on two."""
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest's -m reads the marks
 def pytest_collection_modifyitems(items):
-    """A notebook cell is a ``notebooks`` test; a test marked with no category is a ``unit`` test."""
+    """A notebook cell is a ``notebooks`` test; a test marked with no category is a ``unit`` test; a test of
+    :data:`SHARED_OUTPUTS` is also a ``shared_outputs`` test."""
+    shared = {Path(__file__).parent / name for name in SHARED_OUTPUTS}
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebooks)
         elif not {mark.name for mark in item.iter_markers()} & set(CATEGORIES):
             item.add_marker(pytest.mark.unit)
+        if item.path in shared:
+            item.add_marker(pytest.mark.shared_outputs)
 
 
 TINY_CACHE = Path(__file__).parent / "fixtures" / "tiny_cache" / "embeddings.sqlite"
