@@ -4,13 +4,15 @@ import math
 
 import bm25s
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 from bm25s.tokenization import Tokenized
 
 from pmrag.core.params import BM25Section
-from pmrag.retrieve.bm25 import BM25Index, idf, length_norm, posting_weights, tf_weight
-from pmrag.retrieve.ranking import Ranker, lower_bounds_of_kth, rank, split_at_kth
+from pmrag.retrieve.bm25 import BM25Index, idf, length_norm, posting_weights, query_matrix, tf_weight
+from pmrag.retrieve.ranking import (Ranker, lower_bounds_of_kth, rank, rankings_from_score_blocks, rankings_from_scores,
+                                    split_at_kth)
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
@@ -254,6 +256,52 @@ def test_dense_and_sparse_term_rows_sum_as_the_sparse_product_bit_for_bit(zipf):
     assert np.array_equal(index.scores_matrix(query), (query @ index.weights).toarray())
     assert np.array_equal(index.dense.rows, index.weights[dense_terms].toarray())   # each dense row, as stored
     assert np.array_equal(index.dense.slot[dense_terms], np.arange(len(dense_terms)))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, None])
+def test_score_blocks_are_the_rows_of_the_score_matrix_bit_for_bit(zipf, rows):
+    _, queries, index, _ = zipf
+    query = query_matrix(queries[:17], index.vocabulary)
+    whole = index.scores_matrix(query)
+    blocks = [block.copy() for block in index.score_blocks(query, rows)]   # one buffer: copied as they come
+    assert [len(block) for block in blocks[:-1]] == [rows or len(blocks[0])] * (len(blocks) - 1)
+    assert np.array_equal(np.vstack(blocks), whole)
+    assert list(index.score_blocks(query[:0], rows)) == []
+    with pytest.raises(ValueError, match="rows must be a positive integer"):
+        next(index.score_blocks(query, 0))
+
+
+def test_top_of_blocks_is_top_many(zipf):
+    docs, queries, index, _ = zipf
+    rng = np.random.default_rng(3)
+    ranker = Ranker(rng.integers(0, 40, size=len(docs)), np.arange(len(docs)))
+    query = query_matrix(queries, index.vocabulary)
+    expected = ranker.top_many(index.scores_matrix(query), 30)
+    tops = ranker.top_of_blocks(index.score_blocks(query, 3), 30)
+    assert len(tops) == len(expected) and all(np.array_equal(a, b) for a, b in zip(tops, expected))
+    with pytest.raises(ValueError, match="entries, the corpus"):
+        ranker.top_of_blocks([np.zeros((1, len(docs) + 1))], 3)
+    with pytest.raises(ValueError, match="finite"):
+        ranker.top_of_blocks([np.full((1, len(docs)), np.nan)], 3)
+
+
+@pytest.mark.parametrize("positive_only", [False, True])
+def test_rankings_from_score_blocks_equal_those_of_the_whole_matrix(positive_only):
+    rng = np.random.default_rng(8)
+    scores = np.where(rng.random((9, 300)) < np.linspace(0.0, 0.9, 9)[:, None], rng.integers(1, 4, (9, 300)) * 0.5, 0.0)
+    times = rng.integers(0, 20, size=300)
+    chunk_ids = np.array([f"c{i:03d}" for i in rng.permutation(300)], dtype=object)
+    question_ids = [f"q{i}" for i in range(9)]
+    expected = rankings_from_scores(scores, question_ids, chunk_ids, times, 40, scores > 0 if positive_only else None)
+    blocks = (scores[i:i + 4] for i in range(0, 9, 4))
+    rankings, matches = rankings_from_score_blocks(blocks, question_ids, chunk_ids, times, 40,
+                                                   positive_only=positive_only)
+    pd.testing.assert_frame_equal(rankings, expected)
+    assert matches.tolist() == (scores > 0).sum(axis=1).tolist()
+    assert len(rankings[rankings["question_id"] == "q0"]) == (0 if positive_only else 40)   # q0 scores 0 everywhere
+    assert (rankings.groupby("question_id")["rank"].min() == 1).all()
+    with pytest.raises(ValueError, match="hold 4 rows, for 9 questions"):
+        rankings_from_score_blocks([scores[:4]], question_ids, chunk_ids, times, 40)
 
 
 @pytest.mark.agreement

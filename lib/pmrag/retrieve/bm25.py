@@ -33,7 +33,7 @@ tokenization is the tokenizer component's (:mod:`pmrag.retrieve.tokenizer`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 
@@ -42,6 +42,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from pmrag.core.params import BM25Section
+from pmrag.retrieve.ranking import BLOCK_VALUES
 
 
 def idf(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
@@ -212,31 +213,43 @@ class DenseRows:
 
 
 def weighted_product(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows) -> np.ndarray:
-    """``Q · W`` as a dense ``(n_queries, n_docs)`` array, for a canonical CSR ``query`` (sorted, no duplicates).
+    """``Q · W`` as a dense ``(n_queries, n_docs)`` array, for a canonical CSR ``query`` (sorted, no duplicates)
+    (:func:`weighted_rows` of every row)."""
+    scores = np.zeros((query.shape[0], weights.shape[1]), dtype=np.float64)
+    weighted_rows(query, weights, dense, scores, zeroed=True)
+    return scores
+
+
+def weighted_rows(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows, out: np.ndarray, first: int = 0,
+                  *, zeroed: bool = False) -> None:
+    """Rows ``first, first + 1, …`` of ``Q · W`` written into ``out`` (one row of it each), for a canonical CSR
+    ``query`` (sorted, no duplicates); ``zeroed``: ``out`` holds zeros already.
 
     Each query's scores are summed term by term in column order, like the sparse product.  ``np.add.at`` adds
     its entries one after another, so a run of sparse terms is one call over their concatenated postings; a
     dense term adds its whole row, whose zeros leave the other documents' sums as they are."""
-    scores = np.zeros((query.shape[0], weights.shape[1]), dtype=np.float64)
-    slots = dense.slot[query.indices].tolist()
-    starts = weights.indptr[query.indices].tolist()
-    ends = weights.indptr[query.indices + 1].tolist()
-    values = query.data.tolist()
-    bounds = query.indptr.tolist()
-    for row, out in enumerate(scores):
+    if not zeroed:
+        out.fill(0.0)
+    lo, hi = int(query.indptr[first]), int(query.indptr[first + len(out)])
+    terms = query.indices[lo:hi]
+    slots = dense.slot[terms].tolist()
+    starts = weights.indptr[terms].tolist()
+    ends = weights.indptr[terms + 1].tolist()
+    values = query.data[lo:hi].tolist()
+    bounds = (query.indptr[first:first + len(out) + 1] - lo).tolist()
+    for row, scores in enumerate(out):
         run_docs: list[np.ndarray] = []
         run_values: list[np.ndarray] = []
         for i in range(bounds[row], bounds[row + 1]):
             if slots[i] >= 0:
-                _scatter_add(out, run_docs, run_values)
+                _scatter_add(scores, run_docs, run_values)
                 run_docs, run_values = [], []
-                out += dense.rows[slots[i]] if values[i] == 1.0 else values[i] * dense.rows[slots[i]]
+                scores += dense.rows[slots[i]] if values[i] == 1.0 else values[i] * dense.rows[slots[i]]
             else:
                 postings = slice(starts[i], ends[i])
                 run_docs.append(weights.indices[postings])
                 run_values.append(weights.data[postings] if values[i] == 1.0 else values[i] * weights.data[postings])
-        _scatter_add(out, run_docs, run_values)
-    return scores
+        _scatter_add(scores, run_docs, run_values)
 
 
 def _scatter_add(out: np.ndarray, docs: list[np.ndarray], values: list[np.ndarray]) -> None:
@@ -357,12 +370,33 @@ class BM25Index:
         index's vocabulary (token counts: :func:`query_matrix`; or any non-negative weights), ``(n_queries,
         n_docs)`` float64.  Each row is summed in term-column order, so equal rows give equal scores bit for
         bit whatever order their entries were stored in."""
+        return weighted_product(self._canonical_queries(query_weights), self.weights, self.dense)
+
+    def _canonical_queries(self, query_weights: sp.spmatrix) -> sp.csr_matrix:
         if query_weights.shape[1] != self.weights.shape[0]:
             raise ValueError(f"query weights have {query_weights.shape[1]} term columns, the index "
                              f"{self.weights.shape[0]} terms")
         query = sp.csr_matrix(query_weights, dtype=np.float64, copy=True)
         query.sum_duplicates()
-        return weighted_product(query, self.weights, self.dense)
+        return query
+
+    def score_blocks(self, query_weights: sp.spmatrix, rows: int | None = None) -> Iterator[np.ndarray]:
+        """:meth:`scores_matrix` a block of ``rows`` queries at a time (default: as many as fill
+        :data:`BLOCK_VALUES` scores), each block the same bits as those rows of the whole matrix.
+
+        The blocks are one buffer, overwritten by the next: use each before asking for the next.  Ranking 100
+        queries over 22,329 chunks block by block keeps each block in the CPU cache from its sums to its top k,
+        where the whole matrix (18 MB) is first written out to memory and then read back."""
+        query = self._canonical_queries(query_weights)
+        n_queries, n_docs = query.shape[0], self.n_docs
+        rows = max(BLOCK_VALUES // max(n_docs, 1), 1) if rows is None else rows
+        if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+            raise ValueError(f"rows must be a positive integer, got {rows!r}")
+        buffer = np.empty((min(int(rows), max(n_queries, 1)), n_docs), dtype=np.float64)
+        for first in range(0, n_queries, len(buffer)):
+            block = buffer[:min(len(buffer), n_queries - first)]
+            weighted_rows(query, self.weights, self.dense, block, first)
+            yield block
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 scores of every document for one tokenized query: ``(n_docs,)`` float64."""

@@ -37,7 +37,7 @@ from pmrag.core.params import BM25Section
 from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.ranking import Ranker
 from pmrag.retrieve.registry import RETRIEVERS
-from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries, Ranked, ranked_from_scores
+from pmrag.retrieve.retrievers import BM25Retriever, Corpus, Queries, Ranked, ranked_from_score_blocks
 
 
 def feedback_weights(scores: np.ndarray, ranker: Ranker, n_docs: int) -> sp.csr_matrix:
@@ -123,7 +123,8 @@ class RM3Retriever(BM25Retriever):
         index, query_counts = self.index(corpus, queries)
         first_pass = index.scores_matrix(query_counts)
         ranker = Ranker(corpus.start_times, corpus.chunk_ids)
-        scores = index.scores_matrix(rm3_queries(index, query_counts, first_pass, ranker, section))
-        keep = scores > 0 if section.zero_scores == "drop" else None
-        return ranked_from_scores(scores, corpus, queries, depth, keep)
+        expanded = rm3_queries(index, query_counts, first_pass, ranker, section)
+        del first_pass
+        return ranked_from_score_blocks(index.score_blocks(expanded), corpus, queries, depth,
+                                        positive_only=section.zero_scores == "drop")
 

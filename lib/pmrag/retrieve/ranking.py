@@ -12,7 +12,7 @@ chunks (``keep``: the BM25 ``zero_scores: drop`` reading).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -89,26 +89,37 @@ class Ranker:
         return self.top_many(scores[np.newaxis], k)[0]
 
     def top_many(self, scores: np.ndarray, k: int) -> list[np.ndarray]:
-        """:meth:`top` of each row of ``scores`` (queries × documents).  The bounds that spare most of the
-        partitioning (:func:`lower_bounds_of_kth`) are found for a block of rows at once, small enough
-        (:data:`BLOCK_VALUES`) that its rows are still in the CPU cache when each is ranked."""
+        """:meth:`top` of each row of ``scores`` (queries × documents), a block of rows at a time
+        (:meth:`top_of_blocks`): small enough (:data:`BLOCK_VALUES`) that its rows are still in the CPU cache when
+        each is ranked."""
         scores = np.asarray(scores, dtype=np.float64)
         if scores.ndim != 2:
             raise ValueError(f"scores must be 2-D, got shape {scores.shape}")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
         if scores.shape[1] != len(self.tiebreak_rank):
             raise ValueError(f"scores has {scores.shape[1]} entries, the corpus {len(self.tiebreak_rank)} documents")
-        k = min(int(k), scores.shape[1])
         step = max(BLOCK_VALUES // max(scores.shape[1], 1), 1)
+        return self.top_of_blocks((scores[start:start + step] for start in range(0, len(scores), step)), k)
+
+    def top_of_blocks(self, blocks: Iterable[np.ndarray], k: int) -> list[np.ndarray]:
+        """:meth:`top` of each row of each block (queries × documents) in turn, e.g. the blocks of
+        :meth:`pmrag.retrieve.bm25.BM25Index.score_blocks`: each block is ranked before the next is asked for.
+        The bounds that spare most of the partitioning (:func:`lower_bounds_of_kth`) are found for a block's
+        rows at once."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = min(int(k), len(self.tiebreak_rank))
         tops: list[np.ndarray] = []
-        for start in range(0, len(scores), step):
-            block = scores[start:start + step]
+        for block in blocks:
+            block = np.asarray(block, dtype=np.float64)
+            if block.ndim != 2:
+                raise ValueError(f"scores must be 2-D, got shape {block.shape}")
+            if block.shape[1] != len(self.tiebreak_rank):
+                raise ValueError(f"scores has {block.shape[1]} entries, the corpus {len(self.tiebreak_rank)} documents")
             if not np.isfinite(block).all():
                 raise ValueError("scores must be finite")
             if k == 0:   # an empty corpus
                 tops.extend(np.zeros(0, dtype=np.int64) for _ in block)
-            else:
+            elif len(block):
                 tops.extend(self._top_row(row, k, bound) for row, bound in zip(block, lower_bounds_of_kth(block, k)))
         return tops
 
@@ -172,19 +183,57 @@ def rankings_from_scores(scores: np.ndarray, question_ids: Sequence[str], chunk_
     """
     chunk_ids = np.asarray(chunk_ids)
     ranker = Ranker(start_times, chunk_ids)
-    tops = ranker.top_many(scores[: len(question_ids)], depth) if keep is None and len(question_ids) else None
-    frames = []
-    for row, question_id in enumerate(question_ids):
-        if tops is not None:
-            top = tops[row]
+    if keep is None:
+        tops = ranker.top_many(scores[: len(question_ids)], depth) if len(question_ids) else []
+    else:
+        tops = [_top_of_kept(ranker, scores[row], np.flatnonzero(keep[row]), depth) for row in range(len(question_ids))]
+    return ranking_table(question_ids, chunk_ids, tops, [scores[row, top] for row, top in enumerate(tops)])
+
+
+def rankings_from_score_blocks(blocks: Iterable[np.ndarray], question_ids: Sequence[str], chunk_ids: np.ndarray,
+                               start_times: np.ndarray, depth: int, *, positive_only: bool = False,
+                               ) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`rankings_from_scores` of a score matrix given a block of rows at a time (e.g.
+    :meth:`pmrag.retrieve.bm25.BM25Index.score_blocks`, whose blocks are one buffer: each is ranked before the next
+    is asked for), and how many chunks scored above 0 for each question.  ``positive_only`` is ``keep = scores >
+    0``; the blocks must hold ``len(question_ids)`` rows in all."""
+    chunk_ids = np.asarray(chunk_ids)
+    ranker = Ranker(start_times, chunk_ids)
+    tops: list[np.ndarray] = []
+    top_scores: list[np.ndarray] = []
+    matches: list[np.ndarray] = []
+    for block in blocks:
+        positive = block > 0
+        matches.append(positive.sum(axis=1))
+        if positive_only:
+            block_tops = [_top_of_kept(ranker, row, np.flatnonzero(kept), depth) for row, kept in zip(block, positive)]
         else:
-            kept = np.flatnonzero(keep[row])
-            top = kept[ranker.top_of(scores[row], kept, depth)] if len(kept) else kept
-        frames.append(pd.DataFrame({
-            "question_id": question_id, "chunk_id": chunk_ids[top],
-            "rank": np.arange(1, len(top) + 1), "score": scores[row, top].astype(np.float64),
-        }))
-    if not frames:
+            block_tops = ranker.top_of_blocks([block], depth)
+        tops.extend(block_tops)
+        top_scores.extend(row[top] for row, top in zip(block, block_tops))
+    if len(tops) != len(question_ids):
+        raise ValueError(f"the score blocks hold {len(tops)} rows, for {len(question_ids)} questions")
+    counts = np.concatenate(matches) if matches else np.zeros(0, dtype=np.int64)
+    return ranking_table(question_ids, chunk_ids, tops, top_scores), counts
+
+
+def _top_of_kept(ranker: Ranker, scores: np.ndarray, kept: np.ndarray, depth: int) -> np.ndarray:
+    return kept[ranker.top_of(scores, kept, depth)] if len(kept) else kept
+
+
+def ranking_table(question_ids: Sequence[str], chunk_ids: np.ndarray, tops: Sequence[np.ndarray],
+                  top_scores: Sequence[np.ndarray]) -> pd.DataFrame:
+    """The long ranking table (:data:`RANKING_COLUMNS`) of each question's top chunk indices, best first, and
+    their scores."""
+    if not len(question_ids):
         return pd.DataFrame({"question_id": pd.Series(dtype=object), "chunk_id": pd.Series(dtype=object),
                              "rank": pd.Series(dtype=np.int64), "score": pd.Series(dtype=np.float64)})
-    return pd.concat(frames, ignore_index=True)
+    lengths = np.array([len(top) for top in tops], dtype=np.int64)
+    every = np.concatenate(tops).astype(np.int64, copy=False)
+    first_rank = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return pd.DataFrame({
+        "question_id": np.repeat(np.asarray(list(question_ids), dtype=object), lengths),
+        "chunk_id": np.asarray(chunk_ids)[every],
+        "rank": np.arange(1, len(every) + 1, dtype=np.int64) - first_rank,
+        "score": np.concatenate(top_scores).astype(np.float64, copy=False),
+    })

@@ -31,7 +31,7 @@ from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import DENSE, LEXICAL
 from pmrag.retrieve.bm25 import BM25Index
 from pmrag.retrieve.dense import cosine_scores
-from pmrag.retrieve.ranking import rankings_from_scores
+from pmrag.retrieve.ranking import rankings_from_score_blocks, rankings_from_scores
 from pmrag.retrieve.registry import RETRIEVERS, TOKENIZERS
 from pmrag.represent.representations import representation_texts
 
@@ -205,6 +205,15 @@ def ranked_from_scores(scores: np.ndarray, corpus: Corpus, queries: Queries, dep
                                       name="matches"))
 
 
+def ranked_from_score_blocks(blocks: Iterable[np.ndarray], corpus: Corpus, queries: Queries, depth: int, *,
+                             positive_only: bool = False) -> Ranked:
+    """:class:`Ranked` from a ``(questions × chunks)`` score matrix given a block of rows at a time
+    (:func:`pmrag.retrieve.ranking.rankings_from_score_blocks`; ``positive_only``: only chunks scoring above 0)."""
+    rankings, matches = rankings_from_score_blocks(blocks, queries.question_ids, corpus.chunk_ids, corpus.start_times,
+                                                   depth, positive_only=positive_only)
+    return Ranked(rankings, pd.Series(matches, index=pd.Index(queries.question_ids, name="question_id"), name="matches"))
+
+
 @RETRIEVERS.register("bm25")
 class BM25Retriever(RetrieverComponent):
     """Okapi BM25 (§5.1) over one representation; the variant names the tokenizer (none: the paper's regex)."""
@@ -263,9 +272,8 @@ class BM25Retriever(RetrieverComponent):
 
     def rank(self, corpus: Corpus, queries: Queries, depth: int) -> Ranked:
         index, query_counts = self.index(corpus, queries, keep_counts=False)   # scores need the weights alone
-        scores = index.scores_matrix(query_counts)
-        keep = scores > 0 if self.params.bm25.zero_scores == "drop" else None
-        return ranked_from_scores(scores, corpus, queries, depth, keep)
+        return ranked_from_score_blocks(index.score_blocks(query_counts), corpus, queries, depth,
+                                        positive_only=self.params.bm25.zero_scores == "drop")
 
 
 @RETRIEVERS.register("vector")
