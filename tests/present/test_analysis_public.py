@@ -157,6 +157,18 @@ def test_demo_public_export_leaks_no_corpus_text_names_or_sources():
 
 
 @pytest.mark.integration
+def test_the_history_stages_hold_what_the_messages_and_chunks_give(study):
+    from pmrag.chunking.stats import chunk_speakers
+
+    private = study.private_strings()
+    assert private == public.private_strings(study.messages(), study.chunks(), study.questions())
+    assert private["sender"] and private["message text"] and private["question text"]
+    speakers = study.chunk_speakers()
+    pd.testing.assert_series_equal(speakers, chunk_speakers(study.chunk_messages(), study.messages()))
+    assert set(speakers.index) == set(study.chunk_table()["chunk_id"])
+
+
+@pytest.mark.integration
 def test_inspector_from_results_shows_the_gold_of_the_chosen_question(study, results):
     from pmrag.chunking.stats import chunk_speakers
     from pmrag.present.inspector import FailureInspector

@@ -33,13 +33,14 @@ SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 
 STAGES = [
     "ingest", "chunks", "chunk_table", "qrels", "summaries", "representations", "coverage", "representation_profile",
-    "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
+    "chunk_speakers", "private_strings", "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
     "metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation",
 ]
 BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
 ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation"}
+HISTORY = {"chunk_speakers", "private_strings"}   # read from the messages and chunks alone, by notebook 06
 
 
 @pytest.fixture(scope="module")
@@ -162,15 +163,18 @@ def test_dependents_helper_matches_the_declared_graph(tmp_path, warm_cache):
     stages = tiny(tmp_path, warm_cache).engine.stages
     assert dependents(stages, BM25_RUNS) == BM25_RUNS | ANALYSIS
     assert dependents(stages, {"chunks"}) == set(STAGES) - {"ingest", "query_vectors"}
-    assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "chunk_table", "qrels", "query_vectors"}
+    assert dependents(stages, {"summaries"}) == set(STAGES) - {"ingest", "chunks", "chunk_table", "qrels", "query_vectors",
+                                                               *HISTORY}
     assert dependents(stages, {"ingest"}) == set(STAGES)
     assert dependents(stages, {"coverage"}) == {"coverage"}   # read by notebooks and the runner, by no stage
     runs = {name for name in STAGES if name.startswith("runs:")}
-    assert dependents(stages, {"chunk_table"}) == {"chunk_table"} | runs | ANALYSIS   # not the chunks' other readers
+    assert dependents(stages, {"chunk_table"}) == {"chunk_table", "private_strings"} | runs | ANALYSIS   # not the
+    # chunks' other readers
+    assert dependents(stages, HISTORY) == HISTORY
     assert dependents(stages, {"representation_profile"}) == {"representation_profile"}
     assert ancestors(stages, {"sweep"}) == (set(STAGES) - ANALYSIS - {"runs:raw_text_vector", "vectors:raw_text",
                                                                       "coverage", "representation_profile", "graph",
-                                                                      "interest_relevance"} | {"sweep"})
+                                                                      "interest_relevance"} - HISTORY | {"sweep"})
     assert ancestors(stages, {"graph"}) == {"graph", "summaries", "chunks", "ingest"}
 
 
@@ -242,7 +246,7 @@ EXPECTED_STALE = {  # hard-coded, so that the dependents helper is checked too
     "tokenizer_spec": BM25_RUNS | ANALYSIS,
     "bm25_k1": BM25_RUNS | ANALYSIS | {"interest_relevance"},
     "chunking_code": set(STAGES) - {"ingest", "query_vectors"},
-    "summary_prompt": set(STAGES) - {"ingest", "chunks", "chunk_table", "qrels", "query_vectors"},
+    "summary_prompt": set(STAGES) - {"ingest", "chunks", "chunk_table", "qrels", "query_vectors", *HISTORY},
     "input_file": set(STAGES),
 }
 # what the next build recomputes: the stale stages, except where a stage's result came out unchanged and its

@@ -367,6 +367,15 @@ class Study:
         """Every question ingested (evaluable or not); :meth:`evaluation` has the evaluable ones."""
         return self.get("ingest").questions
 
+    def chunk_speakers(self) -> pd.Series:
+        """``chunk_id → "A, B"``: each chunk's distinct senders in order of first appearance
+        (:func:`pmrag.chunking.stats.chunk_speakers`)."""
+        return self.get("chunk_speakers")
+
+    def private_strings(self) -> dict[str, set[str]]:
+        """What a public export must never contain (:func:`pmrag.present.public.private_strings`)."""
+        return self.get("private_strings")
+
     def question_evidence(self) -> pd.DataFrame:
         return self.get("ingest").evidence
 

@@ -123,6 +123,22 @@ def representation_profile(representations: pd.DataFrame, qrels: EvaluationSet) 
     return profile(representations, qrels.qrels)
 
 
+@stage("each chunk's distinct senders, in order of first appearance (the failure inspector's speakers)",
+       reads_store=(INGESTED,))
+def chunk_speakers(ingest: Ingested, chunks: Chunked, runtime: Runtime) -> pd.Series:
+    from pmrag.chunking.stats import chunk_speakers as speakers
+
+    return speakers(chunks.members, stored_messages(runtime.store, ["message_id", "sender"]))
+
+
+@stage("what a public export must never contain: sources, senders, question and message texts (§9.2)",
+       reads_store=(INGESTED,))
+def private_strings(ingest: Ingested, chunk_table: pd.DataFrame, runtime: Runtime) -> dict[str, set[str]]:
+    from pmrag.present.public import private_strings as strings
+
+    return strings(stored_messages(runtime.store, ["source", "sender", "text"]), chunk_table, ingest.questions)
+
+
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
        components=lambda p, item: [retriever_component(rid) for rid in p.retrieval.retriever_ids()],
        reads_store=(INGESTED,))
