@@ -16,7 +16,8 @@ extractive summaries, hashed-stand-in vectors) on a clean run folder, then again
 (``stage_log.jsonl``) and the peak memory of the ``pmrag study`` process tree during it: the proportional set
 size (PSS, /proc/<pid>/smaps_rollup) summed over that process, its worker processes and its notebook kernels,
 sampled every 50 ms.  Notebooks run several at a time, so a notebook's peak includes the others' running
-beside it.  The study's stages are the rows: tokenising, indexing and scoring a BM25 retriever are its
+beside it.  Each run also prints its CPU seconds (user + system of the process tree): divided by the CPUs, the
+least wall time any scheduling of that work could take.  The study's stages are the rows: tokenising, indexing and scoring a BM25 retriever are its
 ``runs:<retriever>`` stage, dense scoring a ``runs:<…>_vector`` stage (its vectors: ``vectors:<representation>``),
 the hybrid sweep ``sweep`` + ``hybrids``, the bootstrap ``reliability``, the selection-aware statistics
 ``statistics``.  Targets on the 2-core machine: 1× ≤ 60 s and ≤ 2 GB from raw JSON to every table and figure; 10×
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -105,10 +107,14 @@ def changed(params: Path, section: str, key: str, value) -> Path:
     return path
 
 
-def measured_run(params: Path, jobs: int | None, timeout: float | None) -> tuple[float, list[tuple[float, int]], int]:
+def measured_run(params: Path, jobs: int | None, timeout: float | None
+                 ) -> tuple[float, list[tuple[float, int]], int, float]:
     """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)] sampled every 50 ms, exit
-    status; -9 when ``timeout`` stopped it)."""
+    status (-9 when ``timeout`` stopped it), CPU seconds).  The CPU seconds are user + system time of the process
+    and of every process under it that was waited for (stage workers, notebook kernels): on ``n`` CPUs the run
+    can take no less than that divided by ``n``, however its work is scheduled."""
     samples: list[tuple[float, int]] = []
+    before = cpu_of_children()
     started = time.perf_counter()
     process = subprocess.Popen(study_command(params, jobs), cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -117,11 +123,17 @@ def measured_run(params: Path, jobs: int | None, timeout: float | None) -> tuple
         if timeout is not None and time.perf_counter() - started > timeout:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            return time.perf_counter() - started, samples, -9
+            return time.perf_counter() - started, samples, -9, cpu_of_children() - before
         time.sleep(0.05)
     if process.returncode:
         print(process.stderr.read()[-3000:], file=sys.stderr)
-    return time.perf_counter() - started, samples, process.returncode
+    return time.perf_counter() - started, samples, process.returncode, cpu_of_children() - before
+
+
+def cpu_of_children() -> float:
+    """User + system seconds of this process's waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float | None:
@@ -137,10 +149,13 @@ def stage_table(lines: list[dict], samples: list[tuple[float, int]]) -> list[tup
             for line in lines if line["action"] == "computed"]
 
 
-def print_scale_run(label: str, wall: float, samples, lines: list[dict], status: int) -> dict:
+def print_scale_run(label: str, wall: float, samples, lines: list[dict], status: int, cpu: float) -> dict:
     rows = stage_table(lines, samples)
+    cpus = os.cpu_count() or 1
     print(f"\n{label}: {wall:.1f} s wall, peak {max((kb for _, kb in samples), default=0) / 1024:,.0f} MB "
           f"(PSS of the pmrag study process tree)" + ("" if status == 0 else f"   STOPPED (exit status {status})"))
+    print(f"  CPU {cpu:.1f} s (user + system of the process tree): on {cpus} CPUs no run of this work takes less "
+          f"than {cpu / cpus:.1f} s")
     print(f"  {'stage':<40} {'seconds':>8} {'peak MB':>9}")
     for stage, seconds, peak in rows:
         print(f"  {stage:<40} {seconds:>8.2f} {'–' if peak is None else format(peak, ',.0f'):>9}")
@@ -149,7 +164,7 @@ def print_scale_run(label: str, wall: float, samples, lines: list[dict], status:
     print(f"  {'stages, summed':<40} {stages:>8.2f}")
     print(f"  {'notebooks, summed (several at a time)':<40} {notebooks:>8.2f}")
     return {"wall": wall, "peak_mb": max((kb for _, kb in samples), default=0) / 1024, "stages_s": stages,
-            "rows": rows, "status": status}
+            "rows": rows, "status": status, "cpu_s": cpu}
 
 
 def verdict(value: float, target: float, unit: str, finished: bool = True) -> str:
@@ -175,10 +190,10 @@ def scale_main(args) -> None:
                       changed(params, "bootstrap", "n_resamples", 2000))]
         for label, path in runs:
             since = time.time()
-            wall, samples, status = measured_run(path, args.jobs, args.timeout)
+            wall, samples, status, cpu = measured_run(path, args.jobs, args.timeout)
             log = run_dir / "stage_log.jsonl"
             lines = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
-            results[label] = print_scale_run(label, wall, samples, [x for x in lines if x["at"] >= since], status)
+            results[label] = print_scale_run(label, wall, samples, [x for x in lines if x["at"] >= since], status, cpu)
             if status:
                 break
         clean = results["clean"]
@@ -193,6 +208,8 @@ def scale_main(args) -> None:
             SCALE_RESULT.parent.mkdir(parents=True, exist_ok=True)
             SCALE_RESULT.write_text(json.dumps({k: clean[k] for k in ("wall", "peak_mb", "stages_s")}))
         print(f"\n{'clean run, wall':<48} {clean['wall']:>9.1f} s   ({verdict(clean['wall'], targets['seconds'], 's', not clean['status'])})")
+        print(f"{'clean run, CPU':<48} {clean['cpu_s']:>9.1f} s   (at least {clean['cpu_s'] / (os.cpu_count() or 1):.1f} s "
+              f"of wall on {os.cpu_count() or 1} CPUs)")
         print(f"{'clean run, peak memory':<48} {clean['peak_mb']:>9,.0f} MB  "
               f"({verdict(clean['peak_mb'], targets['peak_mb'], 'MB', not clean['status'])})")
         for label, result in list(results.items())[1:]:
