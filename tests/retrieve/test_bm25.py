@@ -268,7 +268,9 @@ def test_score_blocks_are_the_rows_of_the_score_matrix_bit_for_bit(zipf, rows):
     assert np.array_equal(np.vstack(blocks), whole)
     assert list(index.score_blocks(query[:0], rows)) == []
     with pytest.raises(ValueError, match="rows must be a positive integer"):
-        next(index.score_blocks(query, 0))
+        index.score_blocks(query, 0)                # when called, before any block is asked for
+    with pytest.raises(ValueError, match="term columns"):
+        index.score_blocks(query[:, :-1])
 
 
 def test_top_of_blocks_is_top_many(zipf):

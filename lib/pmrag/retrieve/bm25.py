@@ -388,11 +388,14 @@ class BM25Index:
         queries over 22,329 chunks block by block keeps each block in the CPU cache from its sums to its top k,
         where the whole matrix (18 MB) is first written out to memory and then read back."""
         query = self._canonical_queries(query_weights)
-        n_queries, n_docs = query.shape[0], self.n_docs
-        rows = max(BLOCK_VALUES // max(n_docs, 1), 1) if rows is None else rows
+        rows = max(BLOCK_VALUES // max(self.n_docs, 1), 1) if rows is None else rows
         if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
             raise ValueError(f"rows must be a positive integer, got {rows!r}")
-        buffer = np.empty((min(int(rows), max(n_queries, 1)), n_docs), dtype=np.float64)
+        return self._blocks(query, int(rows))   # checked here, when called, not at the first block
+
+    def _blocks(self, query: sp.csr_matrix, rows: int) -> Iterator[np.ndarray]:
+        n_queries = query.shape[0]
+        buffer = np.empty((min(rows, max(n_queries, 1)), self.n_docs), dtype=np.float64)
         for first in range(0, n_queries, len(buffer)):
             block = buffer[:min(len(buffer), n_queries - first)]
             weighted_rows(query, self.weights, self.dense, block, first)
