@@ -43,3 +43,31 @@ def test_on_a_line_export_without_gold_it_says_there_are_no_grades_yet(tmp_path)
             assert store.read_table(engine, table).empty, table
     finally:
         engine.dispose()
+
+
+@pytest.mark.integration
+def test_on_the_embedded_demo_corpus_it_grades_with_simulated_annotators_reading_only_what_it_declares(tmp_path):
+    """The demo's branch (``simulated_annotator: auto`` on the embedded corpus) reads the dataset's chunk-level gold;
+    run as the runner runs it, an undeclared read would fail the notebook."""
+    params = tmp_path / "p.yaml"
+    params.write_text("run: demo\noutputs_dir: out\ncache_dir: cache\n"
+                      "dataset: {synthetic: {enabled: true, n_messages: 1100, n_questions: 6}}\n"
+                      "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
+                      "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n"
+                      "analysis: {diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, 0.5]}\n", encoding="utf-8")
+    target = tmp_path / "executed" / "11_make_gold.ipynb"
+    result = execute_notebook(REPO / "notebooks" / "11_make_gold.ipynb", target, params)
+    assert "error" not in result, result
+    cells = json.loads(target.read_text(encoding="utf-8"))["cells"]
+    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+    assert "SIMULATED grades (no person graded)" in printed and "wrote make_gold/gold/" in printed
+    assert "No grades yet" not in printed and str(tmp_path) not in printed
+    run = tmp_path / "out" / "demo"   # the history was copied after the notebook's study had stored it
+    counts = {}
+    for name in ("study.sqlite", "make_gold/annotation.sqlite"):
+        engine = store.open_store(run / name)
+        try:
+            counts[name] = [len(store.read_table(engine, table)) for table in ("messages", "chunk_messages")]
+        finally:
+            engine.dispose()
+    assert counts["make_gold/annotation.sqlite"] == counts["study.sqlite"] and counts["study.sqlite"][0] > 1000

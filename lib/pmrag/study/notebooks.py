@@ -38,7 +38,7 @@ NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
                             "learned_fusion"),
     "09_selection_and_power": ("qrels", "metrics", "hybrids", "statistics"),
     "10_incomplete_gold": ("chunk_table", "qrels", "runs"),
-    "11_make_gold": ("ingest", "chunk_table", "runs"),
+    "11_make_gold": ("ingest", "chunks", "chunk_table", "runs"),   # chunks: the dataset gold of simulated grades
     "12_answers": ("qrels", "answers"),
 }
 """The stages each numbered notebook reads (through :class:`~pmrag.study.facade.Study`), by stem: a bare name is
