@@ -15,6 +15,20 @@ from pmrag.study.notebooks import execute_notebook
 REPO = Path(__file__).resolve().parents[2]
 
 
+BM25_ONLY = ("retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
+             "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n")   # no vectors to compute
+DIAGNOSTIC = "diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, 0.5]"
+
+
+def executed_text(params: Path, folder: Path) -> str:
+    """Notebook 11 executed with ``params`` as the runner executes it (undeclared reads fail it): what it printed."""
+    target = folder / "11_make_gold.ipynb"
+    result = execute_notebook(REPO / "notebooks" / "11_make_gold.ipynb", target, params)
+    assert "error" not in result, result
+    cells = json.loads(target.read_text(encoding="utf-8"))["cells"]
+    return "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+
+
 @pytest.mark.integration
 def test_on_a_line_export_without_gold_it_says_there_are_no_grades_yet(tmp_path):
     (tmp_path / "data").mkdir()
@@ -22,15 +36,8 @@ def test_on_a_line_export_without_gold_it_says_there_are_no_grades_yet(tmp_path)
     warm_cache(tmp_path / "cache")
     params = tmp_path / "p.yaml"
     params.write_text("run: line\noutputs_dir: out\ncache_dir: cache\ndataset: {inputs: [data/family.json]}\n"
-                      "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
-                      "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n"
-                      "analysis: {aggregate_type: contextual, diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, "
-                      "0.5]}\n", encoding="utf-8")
-    target = tmp_path / "executed" / "11_make_gold.ipynb"
-    result = execute_notebook(REPO / "notebooks" / "11_make_gold.ipynb", target, params)
-    assert "error" not in result, result
-    cells = json.loads(target.read_text(encoding="utf-8"))["cells"]
-    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+                      + BM25_ONLY + "analysis: {aggregate_type: contextual, " + DIAGNOSTIC + "}\n", encoding="utf-8")
+    printed = executed_text(params, tmp_path / "executed")
     assert "The study has no questions to type in: type yours in the entry widget below" in printed
     assert "No grades yet: grade the pool in the grading widget above" in printed
     assert "Nothing to export yet: no annotator has graded the pool." in printed
@@ -52,14 +59,8 @@ def test_on_the_embedded_demo_corpus_it_grades_with_simulated_annotators_reading
     params = tmp_path / "p.yaml"
     params.write_text("run: demo\noutputs_dir: out\ncache_dir: cache\n"
                       "dataset: {synthetic: {enabled: true, n_messages: 1100, n_questions: 6}}\n"
-                      "retrieval: {retrievers: [raw_text_bm25, summary_bm25, embedding_text_bm25]}\n"
-                      "hybrid: {pairings: [[raw_text_bm25, embedding_text_bm25]]}\n"
-                      "analysis: {diagnostic_hybrid: [raw_text_bm25, embedding_text_bm25, 0.5]}\n", encoding="utf-8")
-    target = tmp_path / "executed" / "11_make_gold.ipynb"
-    result = execute_notebook(REPO / "notebooks" / "11_make_gold.ipynb", target, params)
-    assert "error" not in result, result
-    cells = json.loads(target.read_text(encoding="utf-8"))["cells"]
-    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+                      + BM25_ONLY + "analysis: {" + DIAGNOSTIC + "}\n", encoding="utf-8")
+    printed = executed_text(params, tmp_path / "executed")
     assert "SIMULATED grades (no person graded)" in printed and "wrote make_gold/gold/" in printed
     assert "No grades yet" not in printed and str(tmp_path) not in printed
     run = tmp_path / "out" / "demo"   # the history was copied after the notebook's study had stored it
