@@ -1,5 +1,5 @@
 """How ``make test`` splits the suite: the modules that share the repository's run folders (``SHARED_OUTPUTS`` in
-tests/conftest.py) run in one process after nbval, the others on two processes."""
+tests/conftest.py) run in one process after nbval, the others beside it on two processes."""
 
 import subprocess
 import sys
