@@ -36,10 +36,11 @@ STAGES = [
     "chunk_speakers", "private_strings", "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
-    "metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation",
+    "metrics", "sweep", "hybrids", "reliability", "failures", "selection_coverage", "statistics", "graph_evaluation",
 ]
 BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
-ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "statistics", "graph_evaluation"}
+ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "selection_coverage", "statistics",
+            "graph_evaluation"}
 HISTORY = {"chunk_speakers", "private_strings"}   # read from the messages and chunks alone, by notebook 06
 
 
@@ -294,6 +295,21 @@ def test_an_unchanged_upstream_result_leaves_its_dependents_loaded_through_an_ac
     changed.failures()
     after = log(changed)[before:]
     assert [line["stage"] for line in after if line["action"] == "computed"] == ["summaries"]
+
+
+@pytest.mark.integration
+def test_the_statistics_hold_the_coverage_stage_s_simulation_of_the_study_s_sweep(tmp_path, built):
+    from pmrag.evaluate.selection_coverage import selection_coverage
+
+    study = built(tmp_path)
+    stage = study.get("selection_coverage")
+    pd.testing.assert_frame_equal(study.statistics().coverage.table, stage.table)
+    p = study.params
+    pairings = [(str(a), str(b)) for a, b in p.hybrid.selection_pairing_ids()]
+    direct = selection_coverage(study.get("sweep"), p.statistics.coverage_datasets, p.statistics.coverage_resamples,
+                                p.bootstrap.seed, p.bootstrap.confidence, pairings=pairings)
+    pd.testing.assert_frame_equal(stage.table, direct.table)
+    pd.testing.assert_frame_equal(stage.per_dataset, direct.per_dataset)
 
 
 # ------------------------------------------------------------------------------------------- c: no stale numbers

@@ -16,6 +16,8 @@ import pandas as pd
 from pmrag.core.names import PAPER_FUSION, HybridId, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection, StatisticsSection
 
+SIMULATE = "simulate"   # selection_statistics(coverage=...): simulate the coverage check there
+
 
 @dataclass(frozen=True)
 class SelectionStatistics:
@@ -86,7 +88,8 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                          pairings: Sequence[tuple[RetrieverId, RetrieverId]], fusions: Sequence[str],
                          section: StatisticsSection, bootstrap: BootstrapSection, ks: Sequence[int],
                          diagnostic: HybridId | None = None,
-                         broader: Sequence[tuple[RetrieverId, RetrieverId]] | None = None) -> SelectionStatistics:
+                         broader: Sequence[tuple[RetrieverId, RetrieverId]] | None = None,
+                         coverage=SIMULATE) -> SelectionStatistics:
     """Every statistic of :class:`SelectionStatistics` for one study.
 
     ``swept``: the β sweep of every pairing and fusion; ``per_question``: metric rows of every single retriever and
@@ -95,7 +98,10 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     method); ``qrels`` and ``types`` of the evaluable questions; ``question_evidence`` and ``chunk_messages`` give
     the evidence groups and message-level recall; ``diagnostic``: ``analysis.diagnostic_hybrid`` (the role
     ``diagnostic`` of ``statistics.declared_comparisons``; its β is fixed by the params, not chosen on these
-    questions); ``broader``: every swept pairing, when more than ``pairings`` (the paper's selection's) were swept.
+    questions); ``broader``: every swept pairing, when more than ``pairings`` (the paper's selection's) were swept;
+    ``coverage``: the :func:`~pmrag.evaluate.selection_coverage.selection_coverage` of ``swept`` and ``pairings``
+    already simulated (or None: not simulated), else (:data:`SIMULATE`) simulated here under ``section`` and
+    ``bootstrap``.
     """
     from pmrag.evaluate import groups as eg
     from pmrag.evaluate import message_recall as em
@@ -156,8 +162,9 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         groups, group_rows, comparisons, power, pilot, observed, needed, sentence,
         {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others},
         message_rows=message_rows, evidence_messages=em.evidence_counts(evidence),
-        coverage=selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
-                                    bootstrap.confidence, pairings=names) if section.coverage_datasets else None,
+        coverage=(selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
+                                     bootstrap.confidence, pairings=names) if section.coverage_datasets else None)
+        if isinstance(coverage, str) and coverage == SIMULATE else coverage,
         aliases=aliases, detectable=detectable, threshold=threshold,
         held_out_broader=held_out_of(wider) if wider is not None else None,
         configurations=(configuration_count(swept, names), configuration_count(swept, wider or ())),

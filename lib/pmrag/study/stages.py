@@ -358,10 +358,25 @@ def failures(qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, hybri
                           question_types(qrels.questions))
 
 
+@stage("coverage, width and bias of the selected hybrid's intervals over studies simulated from these questions "
+       "(§8.1)", packages=lambda p, item: ("threadpoolctl",))
+def selection_coverage(sweep: pd.DataFrame, hybrid: Annotated[HybridSection, Keys("pairings", "selection")],
+                       section: Annotated[StatisticsSection, Keys("coverage_datasets", "coverage_resamples")],
+                       bootstrap: Annotated[BootstrapSection, Keys("seed", "confidence")]):
+    """A stage of its own, keyed on the keys it reads: a change to B alone (``bootstrap.n_resamples``) leaves its
+    D × B simulation cached (at the paper's scale ~3 s of the statistics)."""
+    from pmrag.evaluate.selection_coverage import selection_coverage as simulate
+
+    if not section.coverage_datasets:
+        return None
+    return simulate(sweep, section.coverage_datasets, section.coverage_resamples, bootstrap.seed, bootstrap.confidence,
+                    pairings=[(str(a), str(b)) for a, b in hybrid.selection_pairing_ids()])
+
+
 @stage("selection-aware intervals, evidence groups, many comparisons, power (§8.1, §9.1)",
        packages=lambda p, item: ("scikit-learn", "scipy"))
 def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, sweep: pd.DataFrame,
-               hybrids, runs: Annotated[dict, Each("runs", listed)], section: StatisticsSection,
+               hybrids, selection_coverage, runs: Annotated[dict, Each("runs", listed)], section: StatisticsSection,
                bootstrap: BootstrapSection, hybrid: Annotated[HybridSection, Keys("pairings", "selection", "fusions")],
                analysis: Analysis, ks: MetricKs):
     from pmrag.evaluate.statistics import selection_statistics
@@ -371,7 +386,7 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
                                 qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.selection_pairing_ids(),
                                 broader=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
-                                diagnostic=analysis.diagnostic())
+                                diagnostic=analysis.diagnostic(), coverage=selection_coverage)
 
 
 @stage("fusions of three or more retrievers, weights chosen on training folds and scored out of fold",
