@@ -12,7 +12,7 @@ Scale (``--scale 1``: the paper's 358,896 messages; ``--scale 10``: 3,588,960, t
 the synthetic corpus is generated once (``outputs/bench/corpus_<n>/``, not timed: the study starts from its raw
 JSON files, ingested as a user's export), then ``pmrag study`` runs ``params/scale.yaml`` (offline stand-ins:
 extractive summaries, hashed-stand-in vectors) on a clean run folder, then again after changing only the β grid
-(``hybrid.beta_step``), then only B (``bootstrap.n_resamples``).  Per stage and per notebook: its seconds
+(``hybrid.beta_step``), then only B (``bootstrap.n_resamples``, the β grid kept).  Per stage and per notebook: its seconds
 (``stage_log.jsonl``) and the peak memory of the ``pmrag study`` process tree during it: the proportional set
 size (PSS, /proc/<pid>/smaps_rollup) summed over that process, its worker processes and its notebook kernels,
 sampled every 50 ms.  Notebooks run several at a time, so a notebook's peak includes the others' running
@@ -185,9 +185,11 @@ def scale_main(args) -> None:
         results = {}
         runs = [("clean", params)]
         if not args.no_reruns:
-            runs += [("β grid changed (hybrid.beta_step 0.05 → 0.1)", changed(params, "hybrid", "beta_step", 0.1)),
-                     ("B changed (bootstrap.n_resamples 5000 → 2000)",
-                      changed(params, "bootstrap", "n_resamples", 2000))]
+            # each rerun changes one key against the run before it: the B run keeps the β run's grid (from the clean
+            # params it would change β back as well, and recompute the sweep's dependents a second time)
+            beta = changed(params, "hybrid", "beta_step", 0.1)
+            runs += [("β grid changed (hybrid.beta_step 0.05 → 0.1)", beta),
+                     ("B changed (bootstrap.n_resamples 5000 → 2000)", changed(beta, "bootstrap", "n_resamples", 2000))]
         for label, path in runs:
             since = time.time()
             wall, samples, status, cpu = measured_run(path, args.jobs, args.timeout)

@@ -43,7 +43,10 @@ def inputs(diagnostic_beta=0.5):
 
 def comparisons(section, diagnostic_beta=0.5):
     per_question, fused, rankings, selected, other, diagnostic = inputs(diagnostic_beta)
-    return _comparisons(per_question, fused, rankings, selected, "summary_bm25", diagnostic, [selected, other],
+    def fuse(hybrid):
+        return minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+
+    return _comparisons(per_question, fused, fuse, selected, "summary_bm25", diagnostic, [selected, other],
                         section=section, bootstrap=BootstrapSection(n_resamples=300, seed=1), ks=(5, 20)), selected
 
 

@@ -312,6 +312,21 @@ def test_the_statistics_hold_the_coverage_stage_s_simulation_of_the_study_s_swee
     pd.testing.assert_frame_equal(stage.per_dataset, direct.per_dataset)
 
 
+@pytest.mark.integration
+def test_the_statistics_from_the_hybrids_fused_rankings_equal_those_fused_again(tmp_path, built):
+    import dataclasses
+
+    study = built(tmp_path)
+    stage = study.engine.stage("statistics")
+    inputs = {need: study.get(need) for need in stage.needs}
+    [hybrids] = [need for need in inputs if str(need) == "hybrids"]
+    assert set(inputs[hybrids].rankings) >= {str(h) for h in inputs[hybrids].ids()}
+    inputs[hybrids] = dataclasses.replace(inputs[hybrids], rankings=None)
+    again, held = stage.run(inputs, study.engine.runtime.resumed(False)), study.statistics()
+    for field in ("group_rows", "message_rows", "comparisons", "aliases"):
+        pd.testing.assert_frame_equal(getattr(again, field), getattr(held, field))
+
+
 # ------------------------------------------------------------------------------------------- c: no stale numbers
 
 @pytest.mark.integration

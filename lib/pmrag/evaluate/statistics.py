@@ -7,7 +7,7 @@ once (:mod:`pmrag.evaluate.multiplicity`, :mod:`pmrag.evaluate.aliases`), and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +89,8 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                          section: StatisticsSection, bootstrap: BootstrapSection, ks: Sequence[int],
                          diagnostic: HybridId | None = None,
                          broader: Sequence[tuple[RetrieverId, RetrieverId]] | None = None,
-                         coverage=SIMULATE) -> SelectionStatistics:
+                         coverage=SIMULATE, hybrid_rankings: Mapping[str, pd.DataFrame] | None = None
+                         ) -> SelectionStatistics:
     """Every statistic of :class:`SelectionStatistics` for one study.
 
     ``swept``: the β sweep of every pairing and fusion; ``per_question``: metric rows of every single retriever and
@@ -101,7 +102,8 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     questions); ``broader``: every swept pairing, when more than ``pairings`` (the paper's selection's) were swept;
     ``coverage``: the :func:`~pmrag.evaluate.selection_coverage.selection_coverage` of ``swept`` and ``pairings``
     already simulated (or None: not simulated), else (:data:`SIMULATE`) simulated here under ``section`` and
-    ``bootstrap``.
+    ``bootstrap``; ``hybrid_rankings``: hybrids' min-max fused rankings already made, by name
+    (:attr:`pmrag.evaluate.sweep.Hybrids.rankings`); a hybrid not among them is fused here from ``rankings``.
     """
     from pmrag.evaluate import groups as eg
     from pmrag.evaluate import message_recall as em
@@ -128,9 +130,15 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     # evidence groups: every retriever's ranking and each selected hybrid, fused again from the runs
     groups = eg.evidence_groups(qrels, question_evidence, chunk_messages, rule=section.evidence_groups)
     judgments = eg.group_judgments(qrels, groups)
+    made = dict(hybrid_rankings or {})
+
+    def fuse(hybrid: HybridId) -> pd.DataFrame:
+        ranking = made.get(str(hybrid))
+        return minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta) if ranking is None else ranking
+
     fused = {str(rid): ranking for rid, ranking in rankings.items()}
     for hybrid in hybrids:
-        fused[str(hybrid)] = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+        fused[str(hybrid)] = fuse(hybrid)
     group_rows = pd.concat([eg.per_question_group_rows(ranking, name, judgments, None, types, ks)
                             for name, ranking in fused.items()], ignore_index=True)
     # message-level recall of the same rankings: each primary-evidence message once, whichever chunk holds it
@@ -139,7 +147,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
                               for name, ranking in fused.items()], ignore_index=True)
 
     per_question = per_question.drop_duplicates(["retriever", "question_id"])
-    comparisons, aliases = _comparisons(per_question, fused, rankings, selected, reference, diagnostic, hybrids,
+    comparisons, aliases = _comparisons(per_question, fused, fuse, selected, reference, diagnostic, hybrids,
                                         section=section, bootstrap=bootstrap, ks=ks)
     pilot = (str(selected), reference)
     differences = ep.pilot_differences(per_question, *pilot)
@@ -171,23 +179,24 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         broader_pairings=len(wider or ()))
 
 
-def _comparisons(per_question: pd.DataFrame, fused: dict, rankings: Mapping, selected: HybridId, reference: str,
+def _comparisons(per_question: pd.DataFrame, fused: dict, fuse: Callable[[HybridId], pd.DataFrame],
+                 selected: HybridId, reference: str,
                  diagnostic: HybridId | None, hybrids: Sequence[HybridId], *, section: StatisticsSection,
                  bootstrap: BootstrapSection, ks: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(comparisons, aliases)``: the methods with identical top-max(ks) rankings (the selected hybrid represents its
     own group, every other group its first method), then :func:`pmrag.evaluate.multiplicity.family_table` with the
-    declared pairs of the params and every pairing's selected β (the selected hybrid included) as chosen in sample."""
+    declared pairs of the params and every pairing's selected β (the selected hybrid included) as chosen in sample;
+    ``fuse`` makes a hybrid's min-max fused ranking."""
     from pmrag.evaluate.aliases import alias_groups
     from pmrag.evaluate.metric_names import RECALL5
     from pmrag.evaluate.multiplicity import family_table
-    from pmrag.retrieve.fusion import minmax_fuse
 
     methods = list(dict.fromkeys(per_question["retriever"]))
     ranked = dict(fused)
     for name in (m for m in methods if m not in ranked):   # the diagnostic hybrid, when no pairing selected it
         hybrid = parse_method(name)
         if isinstance(hybrid, HybridId) and hybrid.fusion == PAPER_FUSION:
-            ranked[name] = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+            ranked[name] = fuse(hybrid)
     order = [str(selected)] + [m for m in methods if m != str(selected) and m in ranked]
     aliases = alias_groups({m: ranked[m] for m in order}, max(ks), sorted(per_question["question_id"].unique()))
     roles = {"selected": str(selected), "reference": reference, "diagnostic": str(diagnostic)}

@@ -300,7 +300,9 @@ class Hybrids:
     the overall selected hybrid, the diagnostic hybrid, and per-question metric rows of every selected
     configuration (and of the diagnostic one).  A sweep broader than those pairings (``hybrid.pairings: auto`` or
     ``all``) adds ``broader``, each swept pairing's selected β (best Recall@5 first), and ``broader_selected``,
-    the same rule's choice among all of them: reported beside the paper's, never in its place."""
+    the same rule's choice among all of them: reported beside the paper's, never in its place.  ``rankings``: the
+    fused ranking of each selected configuration and of the diagnostic hybrid, by name (``str(HybridId)``), so
+    that what reads them (the statistics stage) does not fuse them again."""
 
     macro: pd.DataFrame
     best: pd.DataFrame
@@ -309,6 +311,7 @@ class Hybrids:
     per_question: pd.DataFrame
     broader: pd.DataFrame | None = None
     broader_selected: HybridId | None = None
+    rankings: dict[str, pd.DataFrame] | None = None
 
     def ids(self) -> list[HybridId]:
         """Each pairing's selected configuration, in ``best`` order."""
@@ -342,11 +345,11 @@ def select_hybrids(swept: pd.DataFrame, rankings: Mapping[RetrieverId, pd.DataFr
         order = list(dict.fromkeys(zip(minmax["bm25"].astype(str), minmax["vector"].astype(str))))
         [broader_selected] = hybrid_ids(pd.DataFrame([select_overall(broader, order)]))
     configurations = hybrid_ids(best)
-    frames = []
+    frames, fused_rankings = [], {}
     for hybrid in configurations + ([diagnostic] if diagnostic not in configurations else []):
-        fused = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
+        fused_rankings[str(hybrid)] = fused = minmax_fuse(rankings[hybrid.first], rankings[hybrid.second], hybrid.beta)
         if write_run is not None and hybrid in configurations:
             write_run(hybrid, fused)
         frames.append(per_question_rows(fused, str(hybrid), qrels, types, ks))
     return Hybrids(macro_table, best, selected, diagnostic, pd.concat(frames, ignore_index=True), broader,
-                   broader_selected)
+                   broader_selected, fused_rankings)

@@ -386,7 +386,8 @@ def statistics(ingest: Ingested, qrels: EvaluationSet, chunks: Chunked, metrics:
                                 qrels.types(), ingest.evidence, chunks.members, pairings=hybrid.selection_pairing_ids(),
                                 broader=hybrid.pairing_ids(),
                                 fusions=hybrid.fusions, section=section, bootstrap=bootstrap, ks=ks,
-                                diagnostic=analysis.diagnostic(), coverage=selection_coverage)
+                                diagnostic=analysis.diagnostic(), coverage=selection_coverage,
+                                hybrid_rankings=hybrids.rankings)
 
 
 @stage("fusions of three or more retrievers, weights chosen on training folds and scored out of fold",
