@@ -313,18 +313,24 @@ def test_the_statistics_hold_the_coverage_stage_s_simulation_of_the_study_s_swee
 
 
 @pytest.mark.integration
-def test_the_statistics_from_the_hybrids_fused_rankings_equal_those_fused_again(tmp_path, built):
+def test_statistics_that_fuse_and_simulate_themselves_equal_those_from_the_hybrids_and_coverage_stages(tmp_path,
+                                                                                                    built):
     import dataclasses
+
+    from pmrag.evaluate.statistics import SIMULATE
 
     study = built(tmp_path)
     stage = study.engine.stage("statistics")
     inputs = {need: study.get(need) for need in stage.needs}
-    [hybrids] = [need for need in inputs if str(need) == "hybrids"]
-    assert set(inputs[hybrids].rankings) >= {str(h) for h in inputs[hybrids].ids()}
-    inputs[hybrids] = dataclasses.replace(inputs[hybrids], rankings=None)
+    by_name = {str(need): need for need in inputs}
+    hybrids = inputs[by_name["hybrids"]]
+    assert set(hybrids.rankings) >= {str(h) for h in hybrids.ids()}
+    inputs[by_name["hybrids"]] = dataclasses.replace(hybrids, rankings=None)
+    inputs[by_name["selection_coverage"]] = SIMULATE
     again, held = stage.run(inputs, study.engine.runtime.resumed(False)), study.statistics()
     for field in ("group_rows", "message_rows", "comparisons", "aliases"):
         pd.testing.assert_frame_equal(getattr(again, field), getattr(held, field))
+    pd.testing.assert_frame_equal(again.coverage.table, held.coverage.table)
 
 
 # ------------------------------------------------------------------------------------------- c: no stale numbers

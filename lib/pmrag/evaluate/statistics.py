@@ -127,7 +127,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
 
     others = [fusion for fusion in fusions if fusion != PAPER_FUSION]
 
-    # evidence groups: every retriever's ranking and each selected hybrid, fused again from the runs
+    # evidence groups: every retriever's ranking and each selected hybrid's fused ranking
     groups = eg.evidence_groups(qrels, question_evidence, chunk_messages, rule=section.evidence_groups)
     judgments = eg.group_judgments(qrels, groups)
     made = dict(hybrid_rankings or {})
@@ -164,15 +164,16 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     else:   # every question differs by the same amount: nothing to resample
         power, needed = pd.DataFrame(columns=["n_questions", "detectable_difference"]), None
         sentence = f"The pilot's paired differences are all {observed:+.3f}: no spread to simulate studies from."
+    if isinstance(coverage, str) and coverage == SIMULATE:
+        coverage = selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
+                                      bootstrap.confidence, pairings=names) if section.coverage_datasets else None
     return SelectionStatistics(
         held_out_of(names), held_out_of(fixed), {fusion: held_out_of(names, fusion) for fusion in others},
         selection_bootstrap(swept, pairings=names, **resamples), selection_bootstrap(swept, pairings=fixed, **resamples),
         groups, group_rows, comparisons, power, pilot, observed, needed, sentence,
         {fusion: selection_bootstrap(swept, pairings=names, fusion=fusion, **resamples) for fusion in others},
         message_rows=message_rows, evidence_messages=em.evidence_counts(evidence),
-        coverage=(selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
-                                     bootstrap.confidence, pairings=names) if section.coverage_datasets else None)
-        if isinstance(coverage, str) and coverage == SIMULATE else coverage,
+        coverage=coverage,
         aliases=aliases, detectable=detectable, threshold=threshold,
         held_out_broader=held_out_of(wider) if wider is not None else None,
         configurations=(configuration_count(swept, names), configuration_count(swept, wider or ())),
