@@ -46,7 +46,7 @@ test: $(STAMP)
 	echo; echo "the tests run beside nbval (not shared_outputs):"; cat "$$key_dir/others.log"; \
 	rm -rf "$$key_dir"; [ $$first = 0 ] && [ $$second = 0 ]
 
-# Unit and agreement tests alone (no study, no notebook, no browser), on every core: under a minute on 2 cores.
+# Unit and agreement tests alone (no study, no notebook, no browser), on every core: 80–125 s on 2 cores.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -n auto -m "$(FAST)"
 
