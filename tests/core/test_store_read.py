@@ -59,3 +59,17 @@ def test_a_repeated_string_is_one_object_across_blocks_and_the_frame_is_unchange
     assert shared["location"].isna().sum() == 8 and shared["location"].dropna().map(id).nunique() == 1
     assert shared["message_id"].map(id).nunique() == 2_400
     assert shared["time_unknown"].dtype == bool and sorted(shared["source_order"]) == list(range(2_400))
+
+
+def test_unordered_messages_are_the_ordered_ones(tmp_path):
+    """``ordered=False`` skips the sort: the same rows and dtypes, in an order SQLite chooses (here the table's)."""
+    engine = store.open_store(tmp_path / "s.sqlite")
+    rows = _messages(12)
+    rows.reverse()   # stored latest first: MESSAGE_ORDER puts them the other way round
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), rows)
+    ordered = store.stored_messages(engine, ("message_id", "sender"))
+    unordered = store.stored_messages(engine, ("message_id", "sender"), ordered=False)
+    assert ordered["message_id"].tolist() == sorted(row["message_id"] for row in rows)
+    pd.testing.assert_frame_equal(unordered.sort_values("message_id", ignore_index=True),
+                                  ordered.sort_values("message_id", ignore_index=True))

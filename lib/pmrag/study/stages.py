@@ -128,7 +128,7 @@ def representation_profile(representations: pd.DataFrame, qrels: EvaluationSet) 
 def chunk_speakers(ingest: Ingested, chunks: Chunked, runtime: Runtime) -> pd.Series:
     from pmrag.chunking.stats import chunk_speakers as speakers
 
-    return speakers(chunks.members, stored_messages(runtime.store, ["message_id", "sender"]))
+    return speakers(chunks.members, stored_messages(runtime.store, ["message_id", "sender"], ordered=False))
 
 
 @stage("what a public export must never contain: sources, senders, question and message texts (§9.2)",
@@ -136,7 +136,8 @@ def chunk_speakers(ingest: Ingested, chunks: Chunked, runtime: Runtime) -> pd.Se
 def private_strings(ingest: Ingested, chunk_table: pd.DataFrame, runtime: Runtime) -> dict[str, set[str]]:
     from pmrag.present.public import private_strings as strings
 
-    return strings(stored_messages(runtime.store, ["source", "sender", "text"]), chunk_table, ingest.questions)
+    return strings(stored_messages(runtime.store, ["source", "sender", "text"], ordered=False), chunk_table,
+                   ingest.questions)
 
 
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
