@@ -100,9 +100,8 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     the evidence groups and message-level recall; ``diagnostic``: ``analysis.diagnostic_hybrid`` (the role
     ``diagnostic`` of ``statistics.declared_comparisons``; its β is fixed by the params, not chosen on these
     questions); ``broader``: every swept pairing, when more than ``pairings`` (the paper's selection's) were swept;
-    ``coverage``: the :func:`~pmrag.evaluate.selection_coverage.selection_coverage` of ``swept`` and ``pairings``
-    already simulated (or None: not simulated), else (:data:`SIMULATE`) simulated here under ``section`` and
-    ``bootstrap``; ``hybrid_rankings``: hybrids' min-max fused rankings already made, by name
+    ``coverage``: the :func:`coverage_check` of ``swept`` and ``pairings`` already made (or None: not simulated),
+    else (:data:`SIMULATE`) made here; ``hybrid_rankings``: hybrids' min-max fused rankings already made, by name
     (:attr:`pmrag.evaluate.sweep.Hybrids.rankings`); a hybrid not among them is fused here from ``rankings``.
     """
     from pmrag.evaluate import groups as eg
@@ -110,7 +109,6 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     from pmrag.evaluate import power as ep
     from pmrag.evaluate.metric_names import RECALL5
     from pmrag.evaluate.selection import held_out_selection, selection_bootstrap
-    from pmrag.evaluate.selection_coverage import selection_coverage
     from pmrag.retrieve.fusion import minmax_fuse
 
     names = [(str(a), str(b)) for a, b in pairings]
@@ -130,7 +128,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
     # evidence groups: every retriever's ranking and each selected hybrid's fused ranking
     groups = eg.evidence_groups(qrels, question_evidence, chunk_messages, rule=section.evidence_groups)
     judgments = eg.group_judgments(qrels, groups)
-    made = dict(hybrid_rankings or {})
+    made = hybrid_rankings or {}
 
     def fuse(hybrid: HybridId) -> pd.DataFrame:
         ranking = made.get(str(hybrid))
@@ -165,8 +163,7 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         power, needed = pd.DataFrame(columns=["n_questions", "detectable_difference"]), None
         sentence = f"The pilot's paired differences are all {observed:+.3f}: no spread to simulate studies from."
     if isinstance(coverage, str) and coverage == SIMULATE:
-        coverage = selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
-                                      bootstrap.confidence, pairings=names) if section.coverage_datasets else None
+        coverage = coverage_check(swept, pairings, section, bootstrap)
     return SelectionStatistics(
         held_out_of(names), held_out_of(fixed), {fusion: held_out_of(names, fusion) for fusion in others},
         selection_bootstrap(swept, pairings=names, **resamples), selection_bootstrap(swept, pairings=fixed, **resamples),
@@ -178,6 +175,21 @@ def selection_statistics(swept: pd.DataFrame, per_question: pd.DataFrame, rankin
         held_out_broader=held_out_of(wider) if wider is not None else None,
         configurations=(configuration_count(swept, names), configuration_count(swept, wider or ())),
         broader_pairings=len(wider or ()))
+
+
+def coverage_check(swept: pd.DataFrame, pairings: Sequence[tuple[RetrieverId, RetrieverId]],
+                   section: StatisticsSection, bootstrap: BootstrapSection):
+    """The coverage check of the selected hybrid's intervals among ``pairings``
+    (:func:`~pmrag.evaluate.selection_coverage.selection_coverage` with ``statistics.coverage_datasets`` studies of
+    ``statistics.coverage_resamples`` resamples, ``bootstrap.seed`` and ``confidence``), or None when
+    ``coverage_datasets`` is 0.  Reads no other key of either section (the study's ``selection_coverage`` stage is
+    keyed on these)."""
+    from pmrag.evaluate.selection_coverage import selection_coverage
+
+    if not section.coverage_datasets:
+        return None
+    return selection_coverage(swept, section.coverage_datasets, section.coverage_resamples, bootstrap.seed,
+                              bootstrap.confidence, pairings=[(str(a), str(b)) for a, b in pairings])
 
 
 def _comparisons(per_question: pd.DataFrame, fused: dict, fuse: Callable[[HybridId], pd.DataFrame],

@@ -366,12 +366,9 @@ def selection_coverage(sweep: pd.DataFrame, hybrid: Annotated[HybridSection, Key
                        bootstrap: Annotated[BootstrapSection, Keys("seed", "confidence")]):
     """A stage of its own, keyed on the keys it reads: a change to B alone (``bootstrap.n_resamples``) leaves its
     D × B simulation cached (at the paper's scale ~3 s of the statistics)."""
-    from pmrag.evaluate.selection_coverage import selection_coverage as simulate
+    from pmrag.evaluate.statistics import coverage_check
 
-    if not section.coverage_datasets:
-        return None
-    return simulate(sweep, section.coverage_datasets, section.coverage_resamples, bootstrap.seed, bootstrap.confidence,
-                    pairings=[(str(a), str(b)) for a, b in hybrid.selection_pairing_ids()])
+    return coverage_check(sweep, hybrid.selection_pairing_ids(), section, bootstrap)
 
 
 @stage("selection-aware intervals, evidence groups, many comparisons, power (§8.1, §9.1)",
