@@ -33,10 +33,33 @@ their own chats, §4.1):
   another answer (a destination with another inn, a café's pudding at another café), and the generic
   words of questions (カフェ, 予約, 友達, 先輩, ゼミ, バイト, サークル...) occur in dozens of chunks, so a
   question has many positive-score candidates and the planted chunk must win on the combination.
+
+Two kinds of question follow a rule of their own instead (``Episode.cue``), the two a real history
+holds, whose different winners the paper counts in Table 9 (§7.4):
+
+* **Exact token** (``cue="exact"``, 12 per 100): the question hinges on one rare exact string of its
+  episode (``key_token``: a booking, order or parcel-slip number, a friend code, an online meeting's id,
+  a ticket number, a station exit, a price, or a Katakana name of a wallet brand, a taxi company or an
+  office building), which is one token under the paper's tokenizer and is written in a primary
+  evidence line and in no other message.  Every other word of the question is in the evidence too.
+  :data:`EXACT_DECOYS` decoy scenes in other chats or on other dates tell the same situation in the
+  question's own words with another string of the key's shape (digits or capitals one or two off, a
+  Katakana name one or two sounds off) and another outcome.  BM25's evidence chunk scores the key on
+  top of every word a decoy shares; an embedding model blurs many such strings (multilingual-e5-small
+  loses most long numbers among their decoys, yet still finds most short codes and Katakana names).
+* **Paraphrase** (``cue="paraphrase"``, 9 per 100): the question is asked in words the chat never
+  used (a category for an instance, 「ワンちゃん」 for 「子犬」, 「郵便受け」 for 「ポスト」, 「用立てた」 for
+  「貸して」) and shares no token with its evidence lines; a decoy scene elsewhere uses the question's
+  own words about something else, so BM25 finds the decoy and only meaning leads to the evidence.
+
+Which questions follow which rule is fixed in the kinds below, not chosen by their scores; exact and
+paraphrase questions draw their codes and decoy dates from :meth:`Ctx.local`, so the other
+episodes' names and dates do not depend on them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +69,8 @@ from pmrag.demo.cast import SOURCE_BY_NAME, USER
 from pmrag.demo.vocab import EVIDENCE_POOLS
 
 QUESTION_TYPES = ("named_entity", "contextual", "aggregate")
+CUES = ("mixed", "exact", "paraphrase")
+EXACT_DECOYS = 8
 PAPER_MIX = {"named_entity": 34, "contextual": 49, "aggregate": 17}
 _WEEKDAY_JA = "月火水木金土日"
 U = USER
@@ -76,7 +101,9 @@ class Episode:
     """A question, its answer and the scenes holding its evidence.
 
     ``key_terms`` are strings that each appear in at least one primary evidence line: the part of
-    the answer a reader must find there (tests check them against the written files).
+    the answer a reader must find there (tests check them against the written files).  ``cue`` says
+    which words the question is asked in (:data:`CUES`, see the module's rules); ``key_token`` is the
+    rare exact string an ``exact`` question hinges on.
     """
 
     kind: str
@@ -86,6 +113,8 @@ class Episode:
     key_terms: tuple[str, ...]
     scenes: list[Scene]
     decoys: list[Scene] = field(default_factory=list)
+    cue: str = "mixed"
+    key_token: str | None = None
 
 
 def L(speaker: str, text: str, rel: int = 0, type: str = "text") -> Line:  # noqa: N802 - reads like a script line
@@ -151,13 +180,20 @@ class Ctx:
             raise ValueError(f"evidence pool {pool!r} exhausted")
         return values.pop()
 
-    def day(self, source: str, lo: str, hi: str, weekday: int | None = None) -> date:
-        """A random date in ``[lo, hi]`` within the source's active range, optionally on a weekday."""
+    def local(self, label: str) -> random.Random:
+        """A generator for one episode's own extra draws (codes, decoy dates), seeded from this context's
+        state and ``label`` without advancing it, so that the other episodes' draws stay as they were."""
+        digest = hashlib.sha256(repr((self.rng.getstate(), label)).encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def day(self, source: str, lo: str, hi: str, weekday: int | None = None, rng: random.Random | None = None) -> date:
+        """A random date in ``[lo, hi]`` within the source's active range, optionally on a weekday
+        (drawn from ``rng`` when given, else from the context's generator)."""
         spec = SOURCE_BY_NAME[source]
         first, last = max(iso(lo), spec.start), min(iso(hi), spec.end)
         if first > last:
             raise ValueError(f"empty date range {lo}..{hi} for source {source}")
-        d = first + timedelta(days=self.rng.randint(0, (last - first).days))
+        d = first + timedelta(days=(rng or self.rng).randint(0, (last - first).days))
         if weekday is not None:
             d += timedelta(days=(weekday - d.weekday()) % 7)
             if d > last:
@@ -194,9 +230,58 @@ def kind(qtype: str, *variants: dict):
     return register
 
 
-def episode(qtype: str, question: str, answer: str, keys, scenes, decoys=()) -> Episode:
+def episode(qtype: str, question: str, answer: str, keys, scenes, decoys=(), cue: str = "mixed",
+            key_token: str | None = None) -> Episode:
     """Assemble an episode (the kind name is filled in by :func:`build_episodes`)."""
-    return Episode("", qtype, question, answer, tuple(keys), list(scenes), list(decoys))
+    if cue not in CUES:
+        raise ValueError(f"cue must be one of {CUES}, got {cue!r}")
+    if (cue == "exact") != (key_token is not None):
+        raise ValueError("an exact-cue episode names its key token, and only it")
+    return Episode("", qtype, question, answer, tuple(keys), list(scenes), list(decoys), cue, key_token)
+
+
+def near_misses(rng: random.Random, token: str, n: int) -> list[str]:
+    """``n`` distinct strings of ``token``'s shape that differ from it in one or two characters:
+    digits become other digits, ASCII capitals other capitals; separators and everything else stay."""
+    slots = [i for i, c in enumerate(token) if c.isdigit() or "A" <= c <= "Z"]
+    if not slots:
+        raise ValueError(f"no digit or capital letter to vary in {token!r}")
+    seen, out = {token}, []
+    while len(out) < n:
+        chars = list(token)
+        for i in rng.sample(slots, min(len(slots), rng.choice((1, 2)))):
+            pool = "0123456789" if chars[i].isdigit() else "ABCDEFGHJKLMNPRSTUVWXY"   # no I O Q Z: read as digits
+            chars[i] = rng.choice([c for c in pool if c != chars[i] and not (i == 0 and c == "0")])
+        candidate = "".join(chars)
+        if candidate not in seen:
+            seen.add(candidate)
+            out.append(candidate)
+    return out
+
+
+# Who says an exact-token decoy, and where: a member of each talk room.
+DECOY_VOICES = (("family", "母"), ("family", "そうた"), ("partner", "けんと"), ("friends_highschool", "りな"),
+                ("friends_highschool", "あかり"), ("club_tennis", "はると"), ("club_tennis", "みゆ"),
+                ("parttime_cafe", "ちひろ"), ("study_group", "しょう"), ("dm_mai", "まい"), ("dm_saki", "さき"),
+                ("dm_souta", "そうた"))
+
+
+def exact_decoys(ctx: Ctx, rng: random.Random, tokens, write, replies, outcomes) -> list[Scene]:
+    """One decoy scene per token, the episode's situation told again with another key and another outcome:
+    ``write(token)`` said by one of :data:`DECOY_VOICES` (drawn from ``rng``, each voice once), the user's reply
+    (``replies`` in turn) and the outcome (``outcomes`` in turn) said by the same voice, on a date drawn from
+    ``rng``: every decoy in another chat or on another date."""
+    tokens = list(tokens)
+    voices = rng.sample(DECOY_VOICES, len(tokens))
+    scenes, seen = [], set()
+    for i, ((src, who), token) in enumerate(zip(voices, tokens)):
+        day = ctx.day(src, "2023-04-15", "2025-02-15", rng=rng)
+        while (src, day) in seen:
+            day = ctx.day(src, "2023-04-15", "2025-02-15", rng=rng)
+        seen.add((src, day))
+        scenes.append(Scene(src, day, [L(who, write(token)), L(U, replies[i % len(replies)]),
+                                       L(who, outcomes[i % len(outcomes)])]))
+    return scenes
 
 
 # ----------------------------------------------------------------------------- named_entity
@@ -242,7 +327,10 @@ def helpful_teacher(ctx: Ctx, v: dict) -> Episode:
             L("母", f"そうたの塾の{teacher}、面談で数学がすごく伸びてるって褒めてくれたよ", 2),
             L("母", "冬期講習も毎日見てくれるって", 1), L(U, "よかったじゃん"), L("そうた", "まあね"),
         ])
-        q = "弟の塾の面談で数学を褒めてくれた先生は誰？"
+        q = "弟の成績について三者で話したとき、理系の科目が伸びたってほめてくれた講師は？"
+        decoy = Scene("dm_saki", ctx.day("dm_saki", "2023-04-15", "2025-02-15", rng=ctx.local("helpful_teacher:decoy")),
+                      [L("さき", "理系の学部の友達、レポートで徹夜らしい"), L(U, "大変そう")])
+        return episode("named_entity", q, teacher, [teacher], [s], [decoy], cue="paraphrase")
     return episode("named_entity", q, teacher, [teacher], [s])
 
 
@@ -278,7 +366,10 @@ def forgotten_object(ctx: Ctx, v: dict) -> Episode:
             L("けんと", f"昨日のデートのあと、うちの玄関に{obj}置いてったでしょ", 2), L(U, "え、うそ、探してた！"),
             L("けんと", "次会うとき持ってくね"), L(U, "ありがと〜助かる"),
         ])
-        q = "デートの帰りにけんとの家の玄関に忘れてきた私の物は？"
+        q = "けんとの部屋から帰るとき、置きっぱなしにしちゃったものって何だっけ？"
+        decoy = Scene("dm_mai", ctx.day("dm_mai", "2023-04-15", "2025-02-15", rng=ctx.local("forgotten_object:decoy")),
+                      [L("まい", "部屋の掃除、やっと終わった"), L(U, "えらい")])
+        return episode("named_entity", q, obj, [obj], [s], [decoy], cue="paraphrase")
     elif v["variant"] == "family":
         d = ctx.day("family", "2023-05-01", "2025-02-28")
         s = Scene("family", d, [
@@ -352,7 +443,10 @@ def pet_name(ctx: Ctx, v: dict) -> Episode:
             photo("母"), L("母", f"今日から家族です。子犬の名前は{pet}になりました🐶", 2), L("そうた", "かわいすぎる"),
             L(U, "はやく帰りたい"),
         ])
-        q = "家族になった子犬の名前は何にした？"
+        q = "うちに来たワンちゃん、何て呼ぶことにした？"
+        decoy = Scene("partner", ctx.day("partner", "2023-04-15", "2025-02-15", rng=ctx.local("pet_name:decoy")),
+                      [L("けんと", "近所のワンちゃんに吠えられた"), L(U, "かわいいじゃん")])
+        return episode("named_entity", q, pet, [pet], [s], [decoy], cue="paraphrase")
     else:
         d = ctx.day("dm_mai", "2023-05-01", "2024-12-31")
         s = Scene("dm_mai", d, [
@@ -368,6 +462,18 @@ def cafe_menu(ctx: Ctx, v: dict) -> Episode:
     """A limited-time menu item announced at the café job."""
     menu = ctx.take("menu")
     d = ctx.day("parttime_cafe", *v["window"])
+    if v["window"][0].startswith("2024"):
+        r = ctx.local("cafe_menu:price")
+        price = f"{r.randint(52, 89)}0"
+        s = Scene("parttime_cafe", d, [
+            L("店長", f"来月から期間限定で{menu}を出します。新作は税込{price}円です", 2),
+            L("店長", "レシピはノートに載せたので各自確認お願いします"), L("ちひろ", "おいしそう！"), L(U, "試食楽しみです"),
+        ])
+        q = f"税込{price}円で出た期間限定の新作、何だっけ？"
+        decoys = exact_decoys(ctx, r, near_misses(r, price, EXACT_DECOYS), lambda p: f"税込{p}円で出た期間限定の新作、飲んでみた",
+                              ("飲んでみたい", "高っ", "気になる", "今度行こ", "あら"),
+                              ("ほうじ茶のラテだった", "桃のタルトだった", "チーズケーキだった"))
+        return episode("named_entity", q, menu, [menu], [s], decoys, cue="exact", key_token=price)
     s = Scene("parttime_cafe", d, [
         L("店長", f"来月から期間限定で{menu}を出します", 2), L("店長", "レシピはノートに載せたので各自確認お願いします"),
         L("ちひろ", "おいしそう！"), L(U, "試食楽しみです"),
@@ -382,11 +488,17 @@ def clinic(ctx: Ctx, v: dict) -> Episode:
     if v["variant"] == "dentist":
         name = ctx.take("dentist")
         d = ctx.day("family", "2023-06-01", "2024-12-31")
+        r = ctx.local("clinic:booking")
+        booking = f"R-{r.randint(1000, 9999)}"
         s = Scene("family", d, [
-            L(U, "親知らず痛くて夜寝れない", 1), L("母", f"{name}、木曜の17時で予約とっといたよ", 2),
+            L(U, "親知らず痛くて夜寝れない", 1), L("母", f"歯医者、{name}で木曜の17時に予約とっといたよ。予約番号{booking}", 2),
             L(U, "ありがとう…"), L("父", "抜くなら早いほうがいいぞ"),
         ])
-        q = "親知らずが痛かったとき、母が予約してくれた歯医者はどこ？"
+        q = f"予約番号{booking}の歯医者、どこだった？"
+        decoys = exact_decoys(ctx, r, near_misses(r, booking, EXACT_DECOYS), lambda b: f"予約番号{b}の歯医者、来週行ってくる",
+                              ("えらい", "がんば", "ふーん", "こわい", "お大事に"),
+                              ("駅前のさくら歯科ってとこ", "木曜の夕方にした", "親知らず抜くかも"))
+        return episode("named_entity", q, name, [name], [s], decoys, cue="exact", key_token=booking)
     else:
         name = ctx.take("bodycare")
         d = ctx.day("partner", "2023-06-01", "2024-12-31")
@@ -415,7 +527,10 @@ def celebration_restaurant(ctx: Ctx, v: dict) -> Episode:
             L("母", f"お父さんの誕生日、家族で{rest}でどう？", 2), L("そうた", "いいじゃん"), L(U, "賛成！予約する？"),
             L("母", "お母さんがしとくね"),
         ])
-        q = "父の誕生日に家族で食事したお店は？"
+        q = "親父の生まれた日のお祝い、みんなで外食したのはどこだった？"
+        decoy = Scene("dm_souta", ctx.day("dm_souta", "2023-04-15", "2025-02-15", rng=ctx.local("celebration_restaurant:decoy")),
+                      [L("そうた", "駅前の外食チェーン、新メニュー出てた"), L(U, "へー")])
+        return episode("named_entity", q, rest, [rest], [s], [decoy], cue="paraphrase")
     return episode("named_entity", q, rest, [rest], [s])
 
 
@@ -454,11 +569,18 @@ def employer(ctx: Ctx, v: dict) -> Episode:
         q = "まいが第一志望の会社から内定をもらった、その会社はどこ？"
     else:
         d = ctx.day("partner", "2024-04-20", "2024-05-31")
+        r = ctx.local("employer:office")
+        office, *others = r.sample(("グランベル", "グランデル", "グランヴェル", "グラベル", "グランメル", "グランセル", "グランテル",
+                                    "グランネル", "グランペル"), 1 + EXACT_DECOYS)
         s = Scene("partner", d, [
-            L("けんと", "研修おわった〜"), L("けんと", f"正式に{company}の営業企画部に配属になった", 2),
+            L("けんと", "研修おわった〜"), L("けんと", f"正式に{company}の営業企画部に配属になった、オフィスは{office}ってビル", 2),
             L(U, "おめでとう！スーツ姿見たい"),
         ])
-        q = "けんとが社会人になって配属された会社はどこ？"
+        q = f"けんとが配属された、{office}ってビルにオフィスがあるところはどこ？"
+        decoys = exact_decoys(ctx, r, others, lambda o: f"配属されたの、{o}ってビルにオフィスがあるところだった",
+                              ("おめでとうございます！", "すごい", "おつかれ", "頑張れよ", "かっこいい"),
+                              ("営業部に決まった", "研修は来月から", "駅から近くてよかった"))
+        return episode("named_entity", q, company, [company], [s], decoys, cue="exact", key_token=office)
     return episode("named_entity", q, company, [company], [s])
 
 
@@ -475,11 +597,17 @@ def live_band(ctx: Ctx, v: dict) -> Episode:
         q = "高校の友達と4人で当たったライブのツアー、どのバンドの？"
     else:
         d = ctx.day("partner", "2023-05-01", "2025-01-31")
+        r = ctx.local("live_band:ticket")
+        ticket = f"{r.choice('ABC')}{r.randint(101, 199)}"
         s = Scene("partner", d, [
-            L("けんと", f"{band}の対バン、チケット2枚とれた", 2), L(U, "え！行く！！"),
+            L("けんと", f"{band}ってバンドの対バンのライブ、チケット2枚とれた！整理番号{ticket}", 2), L(U, "え！行く！！"),
             L("けんと", "金曜の夜だけど大丈夫？"), L(U, "バイト休みもらう"),
         ])
-        q = "けんとがチケット2枚取ってくれた、対バンのライブのバンド名は？"
+        q = f"整理番号{ticket}のチケットで行ったライブ、どのバンドだった？"
+        decoys = exact_decoys(ctx, r, near_misses(r, ticket, EXACT_DECOYS), lambda t: f"整理番号{t}のチケットで行くライブ、好きなバンド出るの",
+                              ("いいな〜", "楽しんで！", "うらやま", "いいですね！", "へー"),
+                              ("整理番号いいほうかも", "グッズ列もすごそう", "前のほう行けるかな"))
+        return episode("named_entity", q, band, [band], [s], decoys, cue="exact", key_token=ticket)
     return episode("named_entity", q, band, [band], [s])
 
 
@@ -495,11 +623,17 @@ def video_game(ctx: Ctx, v: dict) -> Episode:
         q = "けんとが夜ふかしするくらいハマってたゲームのタイトルは？"
     else:
         d = ctx.day("dm_souta", "2023-05-01", "2025-02-28")
+        r = ctx.local("video_game:friend_code")
+        code = f"SW-{r.randint(1000, 9999)}-{r.randint(1000, 9999)}-{r.randint(1000, 9999)}"
         s = Scene("dm_souta", d, [
-            L("そうた", f"姉ちゃん{game}始めない？フレンドなろ", 2), L(U, "どんなゲーム？"),
-            L("そうた", "協力プレイできるやつ、ゆるいよ"), L(U, "ちょっとやってみる"),
+            L("そうた", f"姉ちゃん{game}始めない？協力プレイのゲーム、フレンドコード{code}", 2), L(U, "どんなゲーム？"),
+            L("そうた", "ゆるいやつだよ"), L(U, "ちょっとやってみる"),
         ])
-        q = "弟にフレンドになろうって誘われたゲームは何？"
+        q = f"{code}のフレンドコードで誘われたゲーム、何だっけ？"
+        decoys = exact_decoys(ctx, r, near_misses(r, code, EXACT_DECOYS), lambda c: f"{c}のフレンドコードでこのゲーム誘っていい？",
+                              ("あとでやる", "申請した！", "おっけー", "送った〜", "了解"),
+                              ("協力プレイのやつ", "ゆるく遊べるよ", "夜やろ"))
+        return episode("named_entity", q, game, [game], [s], decoys, cue="exact", key_token=code)
     return episode("named_entity", q, game, [game], [s])
 
 
@@ -524,8 +658,10 @@ def newcomer(ctx: Ctx, v: dict) -> Episode:
             L("高橋", f"来月から{person}さんがチームに加わります。デザインを担当してもらいます", 2),
             L(U, "よろしくお願いします！"), L("森本", "心強いです"),
         ])
-        q = "インターンのチームに途中から加わったデザイン担当の人は？"
-        scenes = [s]
+        q = "インターン先で途中から仲間になった、絵や見た目づくりの係の人は？"
+        decoy = Scene("dm_mai", ctx.day("dm_mai", "2023-04-15", "2025-02-15", rng=ctx.local("newcomer:decoy")),
+                      [L("まい", "サークルの仲間とカラオケ行ってきた"), L(U, "いいね")])
+        return episode("named_entity", q, person, [person], [s], [decoy], cue="paraphrase")
     return episode("named_entity", q, person, [person], scenes)
 
 
@@ -592,6 +728,18 @@ def hanami_park(ctx: Ctx, v: dict) -> Episode:
     """Where the high-school friends hold their cherry-blossom picnic that spring."""
     park = ctx.take("park")
     d = ctx.day("friends_highschool", *v["window"])
+    if v["window"][0].startswith("2023"):
+        r = ctx.local("hanami_park:exit")
+        exit_code = f"{r.choice('ABCD')}{r.randint(2, 9)}"
+        s = Scene("friends_highschool", d, [
+            L("あかり", f"お花見の場所、{park}にしない？駅の{exit_code}出口に集合で", 2), L("まい", "いいね"),
+            L("りな", "レジャーシート持ってく"), L(U, "お弁当係やる！"),
+        ])
+        q = f"駅の{exit_code}出口に集合したお花見、場所はどこだった？"
+        decoys = exact_decoys(ctx, r, near_misses(r, exit_code, EXACT_DECOYS), lambda e: f"駅の{e}出口に集合のお花見、場所とっといた",
+                              ("了解です", "わかった", "おけ", "りょ", "行きます！"),
+                              ("屋台もあるって", "レジャーシート持ってく", "お弁当つくる"))
+        return episode("named_entity", q, park, [park], [s], decoys, cue="exact", key_token=exit_code)
     s = Scene("friends_highschool", d, [
         L("あかり", f"お花見、{park}にしない？屋台も出るらしい", 2), L("まい", "いいね"),
         L("りな", "レジャーシート持ってく"), L(U, "お弁当係やる！"),
@@ -743,27 +891,40 @@ def lost_and_found(ctx: Ctx, v: dict) -> Episode:
             L(U, "やばい財布ない…"), L("けんと", "最後どこで出した？"), L(U, "たぶん駅のコンビニ"),
             L(U, "とりあえず交番に届け出してきた", 1),
         ])
+        r = ctx.local("lost_and_found:brand")
+        brand, *others = r.sample(("ルミナーレ", "ルミナリエ", "ルミナール", "ルミエーレ", "ルミナレ", "ルミナーラ", "ルミネーレ", "ルミナーロ",
+                                   "ルミアーレ"), 1 + EXACT_DECOYS)
         s1 = Scene("partner", d0 + timedelta(days=2), [
-            L(U, "財布見つかった！！", 1), L(U, "電車の忘れ物センターに届いてたって", 2), L("けんと", "よかった〜〜"),
+            L(U, "財布見つかった！！", 1), L(U, f"{brand}の財布、電車の忘れ物センターに届いてたって", 2), L("けんと", "よかった〜〜"),
             L(U, "中身も全部あった"),
         ])
-        q = "交番に届けた財布、結局どこに届いてたんだっけ？"
+        q = f"{brand}の財布をなくしたとき、どこに届いてたんだっけ？"
         ans = "交番に届けを出した2日後、電車の忘れ物センターに届いていたとわかった（中身も無事だった）。"
         keys = ["忘れ物センター"]
+        decoys = exact_decoys(ctx, r, others, lambda b: f"{b}の財布なくした…どこに届いてるんだろ",
+                              ("え、大丈夫？", "交番行った？", "まじか", "やば", "見つかるといいですね"),
+                              ("駅の交番に届いてたって", "カフェで預かってもらってた", "まだ見つからない…"))
+        key = brand
     else:
         d0 = ctx.day("family", "2023-05-01", "2025-02-28")
         s0 = Scene("family", d0, [
             L("父", "携帯をタクシーに置いてきたかもしれない", 1), L("母", "え、どこのタクシー？"),
             L("父", "駅から乗った緑のやつ", 1),
         ])
+        r = ctx.local("lost_and_found:taxi")
+        taxi, *other_taxis = r.sample(("サクラギ", "サクラダ", "サクラバ", "サカキギ", "サクラノ", "サクライ", "サクラガ",
+                                           "サクラマ", "サクラベ"), 1 + EXACT_DECOYS)
         s1 = Scene("family", d0 + timedelta(days=1), [
-            L("母", "タクシー会社に電話したら見つかったって。明日家まで届けてくれるそうです", 2), L(U, "よかった！"),
-            L("父", "ご迷惑おかけしました"),
+            L("母", f"{taxi}交通のタクシー会社に電話したら携帯が見つかったって。明日家まで届けてくれるそうです", 2),
+            L(U, "よかった！"), L("父", "ご迷惑おかけしました"),
         ])
-        q = "父が携帯をどこかに置き忘れたとき、どうやって戻ってきた？"
+        q = f"父が{taxi}交通のタクシーに携帯を置いてきたとき、どうやって戻ってきた？"
         ans = "駅から乗ったタクシーに置き忘れており、母がタクシー会社に電話して見つかり、家まで届けてもらえることになった。"
-        keys = ["タクシー会社"]
-    return episode("contextual", q, ans, keys, [s0, s1])
+        decoys = exact_decoys(ctx, r, other_taxis, lambda t: f"{t}交通のタクシーに携帯を置いてきちゃった",
+                              ("電話した？", "あるある", "大変！", "まじか", "戻ってくるといいね"),
+                              ("営業所に電話したら見つかった", "運転手さんが届けてくれるって", "まだ連絡ない"))
+        keys, key = ["タクシー会社"], taxi
+    return episode("contextual", q, ans, keys, [s0, s1], decoys, cue="exact", key_token=key)
 
 
 @kind("contextual", {"variant": "father"}, {"variant": "partner"})
@@ -810,13 +971,14 @@ def sick_visit(ctx: Ctx, v: dict) -> Episode:
         s = Scene("dm_mai", d, [
             L("まい", "インフルかかった…", 1), L(U, "のど飴と冷えピタ、ポストに入れといた！", 2), L("まい", "天使？ありがとう"),
         ])
-        q = "まいがインフルで寝込んでたとき、ポストに何を入れてあげた？"
+        q = "まいが高熱で倒れてたとき、郵便受けに届けてあげたものは？"
         ans = "のど飴と冷えピタをまいの家のポストに入れて届けた。"
         keys = ["のど飴", "冷えピタ"]
         scenes = [s]
-        dsrc, dline = "friends_highschool", L("りな", "インフルかも…のど飴なめて寝る")
+        dsrc, dline = "friends_highschool", L("りな", "郵便受けにピザのチラシ入ってた")
     dd = ctx.day(dsrc, "2023-04-15", "2025-03-15")
-    return episode("contextual", q, ans, keys, scenes, [Scene(dsrc, dd, [dline, L(U, "お大事に！")])])
+    return episode("contextual", q, ans, keys, scenes, [Scene(dsrc, dd, [dline, L(U, "お大事に！")])],
+                   cue="paraphrase" if v["variant"] == "mai" else "mixed")
 
 
 @kind("contextual", {"variant": "kouhei"}, {"variant": "father"})
@@ -866,9 +1028,13 @@ def meeting_mixup(ctx: Ctx, v: dict) -> Episode:
         s = Scene("partner", d, [
             L("けんと", "改札の中にいる", 1), L(U, "私、外にいる笑"), L("けんと", "じゃあ出口のパン屋の前で", 2), L(U, "はーい"),
         ])
-        q = "けんとと改札の中と外ですれ違ったとき、どこで待ち合わせし直した？"
+        q = "けんとと駅で会えなかった日、最終的にどこで落ち合った？"
         ans = "けんとは改札の中、ゆいは外にいたので、出口のパン屋の前で会うことにした。"
         keys = ["パン屋の前"]
+        decoy = Scene("friends_highschool",
+                      ctx.day("friends_highschool", "2023-04-15", "2025-02-15", rng=ctx.local("meeting_mixup:decoy")),
+                      [L("あかり", "レポート、最終的に手書きで出すことにした"), L(U, "えらい")])
+        return episode("contextual", q, ans, keys, [s], [decoy], cue="paraphrase")
     return episode("contextual", q, ans, keys, [s])
 
 
@@ -877,13 +1043,19 @@ def presentation_swap(ctx: Ctx, v: dict) -> Episode:
     """The user swaps seminar presentation slots with a classmate in exchange for a favour."""
     if v["variant"] == "daiki":
         d = ctx.day("study_group", "2023-05-01", "2023-12-20")
+        r = ctx.local("presentation_swap:room")
+        room = f"{r.randint(810, 899)}-{r.randint(1000, 9999)}-{r.randint(1000, 9999)}"
         s = Scene("study_group", d, [
-            L("だいき", "来週の発表、インフル明けで準備間に合わない…誰か順番代わってくれない？", 1),
-            L(U, "じゃあ私が先にやるよ", 2), L(U, "その代わりレジュメの印刷お願いしていい？", 2), L("だいき", "もちろん！ほんとありがとう"),
+            L("だいき", "来週のゼミ発表、インフル明けで準備間に合わない…誰か順番を代わってくれない？", 1),
+            L(U, f"じゃあ私が先にやるよ、ミーティングのIDは {room} の回", 2), L(U, "その代わりレジュメの印刷お願いしていい？", 2),
+            L("だいき", "もちろん！ほんとありがとう"),
         ])
-        q = "ゼミの発表の順番をだいきと代わってあげたとき、代わりに頼んだことは？"
+        q = f"ID {room} のミーティングでのゼミ発表、だいきと順番を代わったとき何を頼んだ？"
         ans = "病み上がりで準備が間に合わないだいきと順番を代わり、そのかわりレジュメの印刷を頼んだ。"
-        keys = ["レジュメの印刷"]
+        decoys = exact_decoys(ctx, r, near_misses(r, room, EXACT_DECOYS), lambda x: f"ID {x} のミーティングでのゼミ発表、順番を代わったかわりに資料を頼んだ",
+                              ("ありがと！", "助かる", "がんばって！", "えらい", "大変そう"),
+                              ("発表資料のコピーをお願いした", "次の回は私が先にやる", "スライドの確認を手伝ってもらう"))
+        return episode("contextual", q, ans, ["レジュメの印刷"], [s], decoys, cue="exact", key_token=room)
     else:
         d = ctx.day("study_group", "2024-03-01", "2024-06-30")
         s = Scene("study_group", d, [
@@ -983,13 +1155,19 @@ def house_sitting(ctx: Ctx, v: dict) -> Episode:
     """Chores the user is asked to do while someone is away."""
     if v["variant"] == "family":
         d = ctx.day("family", "2023-05-01", "2025-03-20")
+        r = ctx.local("house_sitting:slip")
+        slip = f"{r.randint(3000, 3999)}-{r.randint(1000, 9999)}-{r.randint(1000, 9999)}"
         s = Scene("family", d, [
-            L("母", "金土で法事に行くから、メダカのエサと植木の水やりお願いね", 2), L(U, "了解、毎朝やっとく"),
-            L("そうた", "俺も部活ないときやる"),
+            L("母", f"金土で法事に行くから、メダカのエサと植木の水やりお願いね。荷物も届くから受け取って、伝票番号{slip}", 2),
+            L(U, "了解、毎朝やっとく"), L("そうた", "俺も部活ないときやる"),
         ])
-        q = "両親が法事で留守にした週末、家のことで何を頼まれてた？"
+        q = f"伝票番号{slip}の荷物が届く日、ほかに何を頼まれてた？"
         ans = "メダカにエサをやることと、植木に水をやること。"
         keys = ["メダカ", "水やり"]
+        decoys = exact_decoys(ctx, r, near_misses(r, slip, EXACT_DECOYS), lambda x: f"伝票番号{x}の荷物が届く日、ほかにも頼みたいことあるんだけど",
+                              ("おっけー", "了解！", "へい", "わかりました", "はーい"),
+                              ("郵便物も見といて", "洗濯物とりこんどいて", "犬の散歩もお願い"))
+        return episode("contextual", q, ans, keys, [s], decoys, cue="exact", key_token=slip)
     else:
         d = ctx.day("dm_mai", "2023-05-01", "2025-03-20")
         s = Scene("dm_mai", d, [
@@ -1138,18 +1316,27 @@ def family_present(ctx: Ctx, v: dict) -> Episode:
             L("母", "敬老の日、おばあちゃんに何あげる？", 1), L(U, "ひざ掛けどう？最近寒いって言ってたし", 2),
             L("母", "いいね、ゆい土曜に買ってきてくれる？", 2), L(U, "りょ"),
         ])
-        q = "敬老の日のおばあちゃんへのプレゼント、何にして誰が買いに行った？"
+        q = "祖母に贈るお祝いの品、何に決まって誰が用意した？"
         ans = "最近寒いと言っていた祖母にひざ掛けを贈ることにし、ゆいが土曜に買いに行くことになった。"
         keys = ["ひざ掛け"]
+        decoy = Scene("dm_mai", ctx.day("dm_mai", "2023-04-15", "2025-02-15", rng=ctx.local("family_present:decoy")),
+                      [L("まい", "祖母の家の庭、梅が咲いたって"), L(U, "見たい！")])
+        return episode("contextual", q, ans, keys, [s], [decoy], cue="paraphrase")
     else:
         d = ctx.day("dm_souta", "2024-05-01", "2024-05-09")
+        r = ctx.local("family_present:order")
+        order = f"{r.randint(2400, 2499)}-{r.randint(1000, 9999)}-{r.randint(10, 99)}"
         s = Scene("dm_souta", d, [
             L("そうた", "母の日のプレゼントどうする？", 1), L(U, "カーネーションと、駅前のケーキ屋のロールケーキにしよ", 2),
-            L("そうた", "ケーキ俺が取りに行く", 2), L(U, "じゃあ花は私ね", 2),
+            L("そうた", "ケーキ俺が取りに行く", 2), L(U, f"じゃあ花は私ね。ネットで注文した、注文番号{order}", 2),
         ])
-        q = "2024年、母の日にあげるプレゼントを弟とどう手分けした？"
+        q = f"注文番号{order}のプレゼント、弟とどう分けたっけ？"
         ans = "カーネーションとロールケーキを贈ることにし、ケーキはそうたが受け取りに行き、花はゆいが用意した。"
         keys = ["カーネーション", "ロールケーキ"]
+        decoys = exact_decoys(ctx, r, near_misses(r, order, EXACT_DECOYS), lambda o: f"注文番号{o}のプレゼント、弟と半分ずつにしよ",
+                              ("ありがと", "届くの楽しみ", "あら", "センスいい", "素敵！"),
+                              ("カードも書こ", "ラッピングは私やる", "送料は割り勘ね"))
+        return episode("contextual", q, ans, keys, [s], decoys, cue="exact", key_token=order)
     return episode("contextual", q, ans, keys, [s])
 
 
@@ -1165,10 +1352,12 @@ def money_loan(ctx: Ctx, v: dict) -> Episode:
         repaid = Scene("dm_souta", next_day_of_month(d, 25), [
             L("そうた", "バイト代入ったから返した！", 1), L(U, "確認した、ありがと"),
         ])
-        q = "弟が友達へのプレゼント代を借りに来たとき、いくらをいつ返す約束だった？"
+        q = "弟にお金を用立てたとき、額と返済の期日はどう決めた？"
         ans = "5000円を貸し、25日にアルバイト代が入ったら返してもらう約束だった。"
         keys = ["5000円", "25日"]
-        scenes = [s, repaid]
+        decoy = Scene("family", ctx.day("family", "2023-04-15", "2025-02-15", rng=ctx.local("money_loan:decoy")),
+                      [L("父", "町内会の回覧板、期日までに回してな"), L(U, "わかってる")])
+        return episode("contextual", q, ans, keys, [s, repaid], [decoy], cue="paraphrase")
     else:
         d = ctx.day("partner", "2023-05-01", "2025-03-10")
         s = Scene("partner", d, [
@@ -1187,15 +1376,19 @@ def transport_booking(ctx: Ctx, v: dict) -> Episode:
     """Who booked the transport for a trip and its departure time."""
     if v["variant"] == "train":
         d = ctx.day("partner", "2023-05-01", "2025-02-28")
+        r = ctx.local("transport_booking:seat")
+        seat = f"{r.randint(1000, 9999)}-{r.randint(1000, 9999)}"
         s = Scene("partner", d, [
-            L("けんと", "新幹線とれた！", 1), L("けんと", "行きは9:12発のこだま、帰りは日曜の17:40発", 2),
+            L("けんと", "新幹線とれた！", 1), L("けんと", f"行きは9:12発のこだま、帰りは日曜の17:40発。予約番号{seat}", 2),
             L(U, "ありがとう！！"), L(U, "駅弁買お"),
         ])
         ride = Scene("partner", next_weekday(d, 5, 10), [L(U, "こだま乗れた！駅弁あけるね", 1), photo(U)])
-        q = "けんとが予約してくれた新幹線、行きは何時に出る便だった？"
+        q = f"予約番号{seat}の新幹線、行きはなんじ発だった？"
         ans = "けんとが新幹線を予約し、行きは9時12分発のこだま（帰りは日曜17時40分発）だった。"
-        keys = ["9:12"]
-        scenes = [s, ride]
+        decoys = exact_decoys(ctx, r, near_misses(r, seat, EXACT_DECOYS), lambda x: f"予約番号{x}の新幹線、行きは朝の便にした",
+                              ("気をつけて", "いいな", "了解", "ありがとう！", "窓側？"),
+                              ("帰りは夕方の便", "指定席とれた", "駅弁買お"))
+        return episode("contextual", q, ans, ["9:12"], [s, ride], decoys, cue="exact", key_token=seat)
     else:
         d = ctx.day("friends_highschool", "2023-05-01", "2025-02-28")
         s = Scene("friends_highschool", d, [
