@@ -84,6 +84,21 @@ def test_one_annotators_gold(engine, tmp_path):
     assert any("dropped by the annotator" in line for line in lines)
 
 
+def test_a_question_graded_on_chunks_no_longer_in_the_history_is_dropped_not_exported(engine, tmp_path):
+    a, b, c = engine.ids
+    with engine.begin() as conn:       # q2's only primary chunk was made by another version of the history
+        store.bulk_insert(conn, store.questions, [("q2", "old question", "contextual", None, None)])
+        store.bulk_insert(conn, store.judgments, [("q2", "c9", "ann", 2, None, "pool", "2026-12-01 10:00:00"),
+                                                  ("q2", "c3", "ann", 1, None, "pool", "2026-12-01 10:00:00")])
+    gold = gold_from_store(engine, "ann")
+    assert sorted(gold.questions["question_id"]) == sorted([a, "q1"])
+    assert dict(zip(gold.dropped["question_id"], gold.dropped["reason"]))["q2"] == (
+        "no relevance-2 chunk in the store's history (graded on another version of it)")
+    assert "q2" not in set(gold.qrels["question_id"]) | set(gold.evidence["question_id"])
+    _, questions_path = write_gold(gold, tmp_path / "gold")
+    assert {q.question_id for q in questions_json.read(questions_path).questions} == {a, "q1"}
+
+
 def test_adjudicated_gold(engine):
     a, b, c = engine.ids
     grades_, drops, unresolved = annotator_grades(engine, "adjudicated")
