@@ -110,8 +110,10 @@ def by_type_figure(by_type: pd.DataFrame, retriever: str, metric: Metric | str =
     ax.errorbar(x=range(len(rows)), y=rows["mean"], yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
                 fmt="none", ecolor="black", capsize=4)
     label = parse_metric(metric).label
+    # the name on a line of its own: a hybrid's name has no space to wrap at (hybrid:summary_bm25+…@0.55)
     ax.set(xlabel="", ylabel=label, ylim=(0, 1),
-           title=wrapped(f"{label} of {retriever} by question type (selection-conditioned)", 7))
+           title=f"{label} of {retriever}\n{wrapped('by question type (selection-conditioned)', 7)}")
+    ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
 
