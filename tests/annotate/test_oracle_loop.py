@@ -42,7 +42,7 @@ def loop(tmp_path_factory):
     from pmrag.study import Study
 
     root = tmp_path_factory.mktemp("oracle")
-    generate_corpus(root / "data", seed=SyntheticSection().seed, n_messages=1200, n_questions=30)
+    generate_corpus(root / "data", seed=SyntheticSection().seed, n_messages=1300, n_questions=30)
     annotate = params(root, "annotate", "data/questions.json")
     study = Study.from_params(annotate)
     messages, evidence, questions = study.messages().set_index("message_id"), study.question_evidence(), study.questions()

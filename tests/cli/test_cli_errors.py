@@ -279,14 +279,14 @@ def test_impossible_demo_sizes_are_one_line_naming_the_key_and_the_minimum(tmp_p
         assert result.returncode == 2, result.stderr
         assert result.stderr.splitlines() == [
             f"pmrag {command}: error: p.yaml: key 'dataset.synthetic.n_messages': too few for 30 questions: the demo "
-            "needs at least 1193 messages (the ones its questions plant, plus 100 per source), got 600"]
+            "needs at least 1293 messages (the ones its questions plant, plus 100 per source), got 600"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("sizes", "expected"), [
     (("--n-messages", "600", "--n-questions", "30"), "--n-messages: too few for 30 questions: the demo needs at least "
-                                                     "1193 messages, got 600"),
+                                                     "1293 messages, got 600"),
     (("--n-questions", "115"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 115"),
     (("--n-questions", "0"), "--n-questions: from 1 to 114, the distinct questions the demo defines, got 0"),
 ])

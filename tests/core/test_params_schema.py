@@ -198,7 +198,7 @@ def test_missing_input_file_and_bad_run_name(tmp_path):
 
 # ------------------------------------------------------------------------------------ the demo's sizes
 
-@pytest.mark.parametrize(("n_questions", "minimum"), [(30, 1193), (100, 1544)])
+@pytest.mark.parametrize(("n_questions", "minimum"), [(30, 1293), (100, 1848)])
 def test_too_few_synthetic_messages_name_the_key_and_the_minimum(tmp_path, n_questions, minimum):
     synthetic = f"run: x\ndataset: {{synthetic: {{enabled: true, n_questions: {n_questions}, n_messages: %d}}}}\n"
     path = write(tmp_path, synthetic % 600)

@@ -77,7 +77,7 @@ class SyntheticSection(Section):
                                 f"{SYNTHETIC_MAX_QUESTIONS}, the distinct questions the demo defines",
                            ge=1, le=SYNTHETIC_MAX_QUESTIONS)
     n_messages: int = key(12000, "messages the demo generates (met exactly); at least the messages its questions "
-                                 "plant plus 100 per source: 1544 for 100 questions, 1193 for 30",
+                                 "plant plus 100 per source: 1848 for 100 questions, 1293 for 30",
                           ge=1)
 
     @field_validator("n_messages")
