@@ -168,11 +168,9 @@ def gold_from_store(engine: Engine, annotator: str) -> GoldExport:
     for q in judged_ids:
         if q not in reasons and q not in primary:
             reasons[q] = "no relevance-2 chunk (no primary gold)"
-    placed = set(members["chunk_id"])
-    for q in primary - set(reasons):
-        if not set(grades.loc[(grades["question_id"] == q) & (grades["relevance"] == 2), "chunk_id"]) & placed:
-            # graded on another version of the history (its chunk ids changed since): no message to cite
-            reasons[q] = "no relevance-2 chunk in the store's history (graded on another version of it)"
+    placed = set(grades.loc[(grades["relevance"] == 2) & grades["chunk_id"].isin(members["chunk_id"]), "question_id"])
+    for q in primary - placed - set(reasons):   # graded on another version of the history: no message to cite
+        reasons[q] = "no relevance-2 chunk in the store's history (graded on another version of it)"
     kept_ids = [q for q in sorted(judged_ids) if q not in reasons]
     qrels = grades[grades["question_id"].isin(kept_ids)].reset_index(drop=True)
     evidence = evidence_messages(qrels, members, matched)

@@ -457,12 +457,12 @@ def pet_name(ctx: Ctx, v: dict) -> Episode:
     return episode("named_entity", q, pet, [pet], [s])
 
 
-@kind("named_entity", {"window": ("2023-08-20", "2023-09-20")}, {"window": ("2024-02-15", "2024-03-15")})
+@kind("named_entity", {"window": ("2023-08-20", "2023-09-20")}, {"window": ("2024-02-15", "2024-03-15"), "key": "price"})
 def cafe_menu(ctx: Ctx, v: dict) -> Episode:
     """A limited-time menu item announced at the café job."""
     menu = ctx.take("menu")
     d = ctx.day("parttime_cafe", *v["window"])
-    if v["window"][0].startswith("2024"):
+    if v.get("key") == "price":
         r = ctx.local("cafe_menu:price")
         price = f"{r.randint(52, 89)}0"
         s = Scene("parttime_cafe", d, [
@@ -723,12 +723,12 @@ def hair_stylist(ctx: Ctx, v: dict) -> Episode:
     return episode("named_entity", q, stylist, [stylist], [s])
 
 
-@kind("named_entity", {"window": ("2023-04-01", "2023-04-06")}, {"window": ("2024-03-25", "2024-04-06")})
+@kind("named_entity", {"window": ("2023-04-01", "2023-04-06"), "key": "exit"}, {"window": ("2024-03-25", "2024-04-06")})
 def hanami_park(ctx: Ctx, v: dict) -> Episode:
     """Where the high-school friends hold their cherry-blossom picnic that spring."""
     park = ctx.take("park")
     d = ctx.day("friends_highschool", *v["window"])
-    if v["window"][0].startswith("2023"):
+    if v.get("key") == "exit":
         r = ctx.local("hanami_park:exit")
         exit_code = f"{r.choice('ABCD')}{r.randint(2, 9)}"
         s = Scene("friends_highschool", d, [
