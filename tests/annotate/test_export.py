@@ -48,7 +48,7 @@ def engine(tmp_path):
     a, b, c = (x.candidate_id for x in candidates)
     with engine.begin() as conn:
         store.bulk_insert(conn, store.chunk_messages, MEMBERS)
-        store.bulk_insert(conn, store.questions, [("q1", "study question", "contextual", None, None)])
+        store.bulk_insert(conn, store.questions, [("q1", "study question", "contextual", None, None, '{"cue": "exact"}')])
         store.bulk_insert(conn, store.hint_matches, [(a, 0, "m3", "text", None)])
         stamp = "2026-12-01 10:00:00"
         store.bulk_insert(conn, store.judgments, [
@@ -87,7 +87,7 @@ def test_one_annotators_gold(engine, tmp_path):
 def test_a_question_graded_on_chunks_no_longer_in_the_history_is_dropped_not_exported(engine, tmp_path):
     a, b, c = engine.ids
     with engine.begin() as conn:       # q2's only primary chunk was made by another version of the history
-        store.bulk_insert(conn, store.questions, [("q2", "old question", "contextual", None, None)])
+        store.bulk_insert(conn, store.questions, [("q2", "old question", "contextual", None, None, None)])
         store.bulk_insert(conn, store.judgments, [("q2", "c9", "ann", 2, None, "pool", "2026-12-01 10:00:00"),
                                                   ("q2", "c3", "ann", 1, None, "pool", "2026-12-01 10:00:00")])
     gold = gold_from_store(engine, "ann")
@@ -153,3 +153,5 @@ def test_a_studys_questions_source(engine, tmp_path):
     written = questions_file("store:s.sqlite#ann", params_path, tmp_path / "gold" / "questions.json")
     assert written == tmp_path / "gold" / "questions.json"
     assert {q.question_id for q in questions_json.read(written).questions} == {engine.ids[0], "q1"}
+    tags = {q.question_id: q.tags for q in questions_json.read(written).questions}
+    assert tags == {engine.ids[0]: (), "q1": (("cue", "exact"),)}     # a study question's tags are kept

@@ -423,6 +423,12 @@ def _script(token: str) -> str:
     return "katakana" if re.fullmatch(r"[\u30a0-\u30ff]+", token) else "other"
 
 
+def test_each_question_is_tagged_with_its_cue(corpus):
+    cues = [ep.cue for ep in planted_episodes(SEED, 100)]
+    assert [q["tags"] for q in corpus.questions] == [{"cue": cue} for cue in cues]
+    assert set(cues) == {"mixed", "exact", "paraphrase"}
+
+
 def test_both_kinds_of_question_are_planted_outside_aggregate(corpus):
     exact, paraphrase = _cued(corpus, "exact"), _cued(corpus, "paraphrase")
     assert len(exact) >= 12 and len(paraphrase) >= 9

@@ -189,6 +189,24 @@ def test_inspector_from_results_shows_the_gold_of_the_chosen_question(study, res
 
 
 @pytest.mark.integration
+def test_the_studys_fused_rankings_are_the_ones_the_inspector_would_fuse(study, results):
+    """Notebook 06 gives the inspector ``rankings(fused=True)`` so that it does not fuse the hybrids again."""
+    from pmrag.present.inspector.data import InspectorData
+
+    _, _, found = results
+    evaluation, chosen = study.evaluation(), study.selection()
+    singles, fused = study.rankings(), study.rankings(fused=True)
+    assert list(fused)[:len(singles)] == list(singles) and str(chosen.best) in fused and str(chosen.diagnostic) in fused
+    made = [InspectorData.from_results(evaluation.questions, study.chunks().assign(speakers=""), evaluation.qrels,
+                                       given, study.hybrids().best, pairings=study.params.hybrid.pairings,
+                                       labels=found.labels, focus=str(chosen.best), diagnostic=chosen.diagnostic)
+            for given in (singles, fused)]
+    assert list(made[0].rankings) == list(made[1].rankings)
+    for name, ranking in made[0].rankings.items():
+        pd.testing.assert_frame_equal(ranking, made[1].rankings[name], check_exact=False, rtol=1e-12)
+
+
+@pytest.mark.integration
 def test_run_readme_lists_outputs_with_headline_numbers(study, results):
     _, rel, found = results
     study.save_table(T.bootstrap_cis, rel.cis)

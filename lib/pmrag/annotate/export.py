@@ -185,13 +185,14 @@ def gold_from_store(engine: Engine, annotator: str) -> GoldExport:
 
 def gradable_questions(conn) -> pd.DataFrame:
     """Every gradable question: the store's questions and its accepted or edited candidates (their graded text)."""
-    study = pd.read_sql(select(questions.c.question_id, questions.c.text.label("question"), questions.c.type), conn)
+    study = pd.read_sql(select(questions.c.question_id, questions.c.text.label("question"), questions.c.type,
+                               questions.c.tags), conn)
     candidates = pd.read_sql(select(question_candidates).where(question_candidates.c.status.in_(["accepted", "edited"])),
                              conn)
     candidates = pd.DataFrame({"question_id": candidates["candidate_id"], "type": candidates["type"],
                                "question": candidates["edited_text"].where(candidates["edited_text"].notna(),
                                                                            candidates["text"])})
-    both = pd.concat([study, candidates[["question_id", "question", "type"]]], ignore_index=True)
+    both = pd.concat([study, candidates[["question_id", "question", "type"]].assign(tags=None)], ignore_index=True)
     return both.drop_duplicates("question_id").set_index("question_id")
 
 
@@ -200,6 +201,7 @@ def questions_document(gold: GoldExport) -> dict:
     by_question = gold.evidence.groupby("question_id")
     return {"questions": [
         {"question_id": row.question_id, "question": row.question, "type": row.type,
+         **({"tags": json.loads(row.tags)} if isinstance(getattr(row, "tags", None), str) else {}),
          "evidence": [{"message_id": m, "relevance": int(r)} for m, r in
                       by_question.get_group(row.question_id)[["message_id", "relevance"]].itertuples(index=False)]}
         for row in gold.questions.itertuples(index=False)]}

@@ -8,6 +8,7 @@ messages on as it parses instead of holding them in ``messages``; it counts them
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -69,6 +70,12 @@ class QuestionRecord:
     evidence: tuple[Evidence, ...]
     answer: str | None = None
     source: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()   # (name, value) pairs sorted by name: how the question was made
+
+
+def tags_json(tags: tuple[tuple[str, str], ...]) -> str | None:
+    """A question's tags as stored (``questions.tags``): a JSON object with sorted keys, or None for none."""
+    return json.dumps(dict(sorted(tags)), ensure_ascii=False, sort_keys=True) if tags else None
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,10 @@ from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
-SCHEMA_VERSION = 8            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
+SCHEMA_VERSION = 9            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
                               # 3: rejections.action; 4: graph_nodes, graph_edges; 5: graph_extractions;
-                              # 6: revisions; 7: the gold-annotation tables; 8: candidate_hints.batch)
+                              # 6: revisions; 7: the gold-annotation tables; 8: candidate_hints.batch;
+                              # 9: questions.tags)
 BUSY_TIMEOUT_S = 3600.0       # how long a transaction waits for another process's write lock: storing one
                               # export is one all-or-nothing transaction (a 1 GB .txt takes about half an hour)
 
@@ -123,6 +124,7 @@ questions = Table(
     Column("type", String, nullable=False),
     Column("answer", Text),
     Column("source", String),
+    Column("tags", Text),                                # a JSON object name -> value (sorted keys); NULL: none
 )
 
 question_evidence = Table(
@@ -467,7 +469,8 @@ def _upgrade(conn) -> None:
     NULL merge key: they are never merged with later exports; the rejections it holds are all ``rejected``).
     Versions 4, 5, 6 and 7 only add tables (``graph_nodes``, ``graph_edges``; ``graph_extractions``;
     ``revisions``; the gold-annotation tables), which :func:`_claim` creates; version 8 adds
-    ``candidate_hints.batch`` (NULL for the hints already stored: the candidate's own batch)."""
+    ``candidate_hints.batch`` (NULL for the hints already stored: the candidate's own batch); version 9 adds
+    ``questions.tags`` (NULL for the questions already stored: no tags)."""
     tables = _schema_objects(conn)
     if "messages" in tables and "merge_key" not in _columns(conn, "messages"):
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN merge_key VARCHAR(40)")
@@ -476,6 +479,8 @@ def _upgrade(conn) -> None:
         conn.exec_driver_sql("ALTER TABLE rejections ADD COLUMN action VARCHAR NOT NULL DEFAULT 'rejected'")
     if "candidate_hints" in tables and "batch" not in _columns(conn, "candidate_hints"):
         conn.exec_driver_sql("ALTER TABLE candidate_hints ADD COLUMN batch VARCHAR")
+    if "questions" in tables and "tags" not in _columns(conn, "questions"):
+        conn.exec_driver_sql("ALTER TABLE questions ADD COLUMN tags TEXT")
     if "files" in tables:
         key = [row[1] for row in conn.exec_driver_sql('PRAGMA table_info("files")').all() if row[5]]
         if key == ["sha256"]:   # version 1: one row per content, the path of the last name ingested
@@ -495,7 +500,8 @@ def _schema_objects(conn) -> dict[str, str]:
 
 
 _EARLIER_COLUMNS = {"messages": [c.name for c in messages.columns if c.name != "merge_key"],
-                    "rejections": [c.name for c in rejections.columns if c.name != "action"]}
+                    "rejections": [c.name for c in rejections.columns if c.name != "action"],
+                    "questions": [c.name for c in questions.columns if c.name != "tags"]}
 """Tables whose columns changed since schema version 1 (:func:`_upgrade`), as version 1 had them."""
 
 

@@ -7,9 +7,10 @@
   ``dm_mai.json``, ``dm_saki.json``, ``dm_souta.json``): an object keyed by ``YYYY-MM-DD`` in date
   order whose values are lists of ``{"time", "sender", "type", "text"}`` messages (paper §3.2);
 * ``questions.json``: ``{"questions": [...]}`` with ``question_id``, ``question``, ``type``
-  (named_entity / contextual / aggregate, 34/49/17 per 100), ``answer`` and ``evidence`` as
-  ``{"source", "source_order", "relevance"}`` where ``source_order`` is the 0-based position of the
-  message in its file counted across all dates, and relevance 2 = primary, 1 = supporting;
+  (named_entity / contextual / aggregate, 34/49/17 per 100), ``answer``, ``tags`` (``{"cue": ...}``: the
+  rule the question's words follow, ``exact``, ``paraphrase`` or ``mixed``; see :mod:`pmrag.demo.episodes`) and
+  ``evidence`` as ``{"source", "source_order", "relevance"}`` where ``source_order`` is the 0-based position of
+  the message in its file counted across all dates, and relevance 2 = primary, 1 = supporting;
 * ``manifest.json``: the returned manifest: ``seed``, ``n_messages`` (written, = requested),
   ``messages_per_source``, ``n_questions``, ``questions_per_type``, ``files`` (the source files, in
   a fixed order) and ``questions_file``.  It is not a LINE export: ingest ``files`` only.

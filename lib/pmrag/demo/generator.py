@@ -508,7 +508,7 @@ def _question_records(episodes: list[Episode], positions: dict) -> list[dict]:
             for scene in ep.scenes for line in scene.lines if line.rel > 0
         ]
         records.append({"question_id": f"q{i:0{width}d}", "question": ep.question, "type": ep.qtype,
-                        "answer": ep.answer, "evidence": evidence})
+                        "answer": ep.answer, "tags": {"cue": ep.cue}, "evidence": evidence})
     return records
 
 

@@ -41,8 +41,9 @@ class Reliability:
 @dataclass(frozen=True)
 class FailureAnalysis:
     """§7: ``table7`` (Top-K failures of the best hybrid by type), ``labels`` (rule-based labels of the
-    diagnostic hybrid's failures), ``table8``, ``aggregate`` (§7.3 detail), ``sensitivity`` (Figure 6's data)
-    and ``table9`` (success overlap of the best hybrid's two components)."""
+    diagnostic hybrid's failures), ``table8``, ``aggregate`` (§7.3 detail), ``sensitivity`` (Figure 6's data),
+    ``table9`` (success overlap of the best hybrid's two components) and ``table9_by_tag`` (Table 9 within each
+    value of each question tag)."""
 
     table7: pd.DataFrame
     labels: pd.DataFrame
@@ -50,6 +51,7 @@ class FailureAnalysis:
     aggregate: pd.DataFrame
     sensitivity: pd.DataFrame
     table9: pd.DataFrame
+    table9_by_tag: pd.DataFrame
 
 
 def question_types(questions: pd.DataFrame) -> list[str]:
@@ -92,7 +94,7 @@ def reliability_tables(per_question: pd.DataFrame, selection: Selection, bootstr
 
 
 def failure_tables(per_question: pd.DataFrame, selection: Selection, qrels: pd.DataFrame, chunks: pd.DataFrame,
-                   settings: AnalysisSection, types: Sequence[str]) -> FailureAnalysis:
+                   settings: AnalysisSection, types: Sequence[str], tags: pd.DataFrame | None = None) -> FailureAnalysis:
     """§7's tables (see :class:`FailureAnalysis`).
 
     Parameters
@@ -103,16 +105,18 @@ def failure_tables(per_question: pd.DataFrame, selection: Selection, qrels: pd.D
     chunks : the chunks (``chunk_id, source, start_at``) for the aggregate detail
     settings : failure and recovery cut-offs, the aggregate type, the multiple-gold threshold
     types : question types in display order
+    tags : the questions' tags (``question_id, tag, value``) for Table 9 by tag; None: no tags
     """
     k, wider, aggregate_type = settings.failure_k, list(settings.recovery_ks), settings.aggregate_type
     diagnostic = _rows_of(per_question, selection.diagnostic)
     labels = failures.rule_labels(diagnostic, qrels, k, aggregate_type, settings.min_primary_gold)
+    bm25, vector = _rows_of(per_question, selection.best.first), _rows_of(per_question, selection.best.second)
     return FailureAnalysis(
         table7=failures.failure_table(_rows_of(per_question, selection.best), k, types),
         labels=labels,
         table8=failures.label_table(labels),
         aggregate=failures.aggregate_summary(diagnostic, qrels, chunks, k, wider, aggregate_type),
         sensitivity=failures.topk_sensitivity(diagnostic, [k, *wider], types),
-        table9=failures.success_overlap(_rows_of(per_question, selection.best.first),
-                                        _rows_of(per_question, selection.best.second), k),
+        table9=failures.success_overlap(bm25, vector, k),
+        table9_by_tag=failures.success_overlap_by_tag(bm25, vector, tags, k),
     )

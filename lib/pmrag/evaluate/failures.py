@@ -163,9 +163,36 @@ def success_overlap(bm25: pd.DataFrame, vector: pd.DataFrame, k: int = 5) -> pd.
 
     Both runs must score the same questions.
     """
+    a, b = _paired_successes(bm25, vector, k)
+    return pd.DataFrame({"Success pattern": OVERLAP_PATTERNS, "Questions": _pattern_counts(a, b)})
+
+
+def _paired_successes(bm25: pd.DataFrame, vector: pd.DataFrame, k: int) -> tuple[pd.Series, pd.Series]:
     a, b = successes(bm25, k), successes(vector, k)
     if set(a.index) != set(b.index):
         raise ValueError("the two runs must score the same questions")
-    b = b.reindex(a.index)
-    counts = [int((a & ~b).sum()), int((~a & b).sum()), int((a & b).sum()), int((~a & ~b).sum())]
-    return pd.DataFrame({"Success pattern": OVERLAP_PATTERNS, "Questions": counts})
+    return a, b.reindex(a.index)
+
+
+def _pattern_counts(a, b) -> list[int]:
+    """Questions in each of :data:`OVERLAP_PATTERNS`, from two aligned boolean success arrays."""
+    return [int((a & ~b).sum()), int((~a & b).sum()), int((a & b).sum()), int((~a & ~b).sum())]
+
+
+def success_overlap_by_tag(bm25: pd.DataFrame, vector: pd.DataFrame, tags: pd.DataFrame | None,
+                           k: int = 5) -> pd.DataFrame:
+    """Table 9 within each value of each question tag (``tags``: ``question_id, tag, value``, one row per tagged
+    question and tag; :meth:`pmrag.evaluate.gold.EvaluationSet.tags`): columns ``tag, value, questions`` and one
+    per success pattern, tags and values in name order.  A question without a tag is counted under the value
+    ``(none)``, so each tag's rows add up to Table 9.  No tags (None or no rows): no rows."""
+    a, b = _paired_successes(bm25, vector, k)
+    columns = ["tag", "value", "questions", *OVERLAP_PATTERNS]
+    rows = []
+    if tags is None:
+        tags = pd.DataFrame(columns=["question_id", "tag", "value"])
+    require_columns(tags, ["question_id", "tag", "value"], "tags")
+    for tag, part in tags.groupby("tag", sort=True):
+        value = part.drop_duplicates("question_id").set_index("question_id")["value"].reindex(a.index).fillna("(none)")
+        for name, ids in value.groupby(value, sort=True).groups.items():
+            rows.append([tag, name, len(ids), *_pattern_counts(a.loc[ids].to_numpy(), b.loc[ids].to_numpy())])
+    return pd.DataFrame(rows, columns=columns).astype({c: np.int64 for c in columns[2:]})

@@ -7,6 +7,7 @@ LoCoMo's adversarial questions have no evidence to retrieve).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,20 @@ class EvaluationSet:
     def types(self) -> pd.Series:
         """Each evaluable question's type, indexed by question ID."""
         return self.questions.set_index("question_id")["type"]
+
+    def tags(self) -> pd.DataFrame:
+        """The evaluable questions' tags (the questions file's ``tags``), ``question_id, tag, value`` in question
+        and tag order; no rows when no question has tags (or the questions came without a ``tags`` column)."""
+        return question_tags(self.questions)
+
+
+def question_tags(questions: pd.DataFrame) -> pd.DataFrame:
+    """``question_id, tag, value``: one row per tag of each question, from the stored ``tags`` column (a JSON
+    object per question, NULL for none)."""
+    stored = questions[["question_id", "tags"]].dropna() if "tags" in questions else questions.iloc[:0]
+    rows = [(qid, name, value) for qid, text in zip(stored["question_id"], stored["tags"])
+            for name, value in sorted(json.loads(text).items())]
+    return pd.DataFrame(rows, columns=["question_id", "tag", "value"], dtype=object)
 
 
 def evaluation_set(questions: pd.DataFrame, qrels: pd.DataFrame, dataset: DatasetSection, analysis: AnalysisSection,

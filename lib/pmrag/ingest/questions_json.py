@@ -1,10 +1,13 @@
 """A question file for data the user brings (and for the embedded demo).
 
 ``{"questions": [{"question_id": "q001", "question": "...", "type": "contextual", "answer": "...",
+"tags": {"cue": "exact"},
 "evidence": [{"message_id": "…", "relevance": 2} | {"source": "family", "source_order": 12, "relevance": 1}]}]}``
 
 Relevance 2 marks primary evidence (alone supports the answer or an explicit major part of it),
 1 supporting evidence (paper §4.3).  ``answer`` is optional (kept as text whatever its JSON type).
+``tags`` is optional (absent or null: none): an object of non-empty string names to string values saying how a question was made or
+asked (the demo's ``cue``: ``exact``, ``paraphrase`` or ``mixed``); notebook 06 splits Table 9 by each tag.
 
 Types are checked, never converted: ``question_id``, ``question``, ``type``, ``message_id`` and ``source`` are
 strings, ``relevance`` the integer 1 or 2 (not ``2.0``, not ``true``), ``source_order`` a non-negative integer
@@ -57,7 +60,19 @@ def _question(item, where: str) -> QuestionRecord:
         type=item["type"],
         evidence=tuple(_evidence(e, f"{where}.evidence[{i}]") for i, e in enumerate(evidence)),
         answer=None if answer is None else str(answer),
+        tags=_tags({} if item.get("tags") is None else item["tags"], f"{where}.tags"),
     )
+
+
+def _tags(tags, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(tags, dict):
+        raise ValueError(f"{where}: expected an object of tag names to string values")
+    for name, value in tags.items():
+        if not name:
+            raise ValueError(f"{where}: expected non-empty tag names")
+        if not isinstance(value, str):
+            raise ValueError(f"{where}[{shown(name)}]: expected a string, got {shown(value)}")
+    return tuple(sorted(tags.items()))
 
 
 def read(path: Path, *, permissive: bool = False, options: DatasetSection | None = None) -> SourceBatch:

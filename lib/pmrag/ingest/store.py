@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, delete, func, insert, select
 
 from pmrag.core.errors import InputError
-from pmrag.core.records import MessageRecord, QuestionRecord, SourceBatch
+from pmrag.core.records import MessageRecord, QuestionRecord, SourceBatch, tags_json
 from pmrag.core.store import bump_revision, files, messages, question_evidence, questions, rejections
 
 INSERT_ROWS = 10_000
@@ -223,7 +223,7 @@ def _store_question(conn, question: QuestionRecord, evidence: dict[str, int]) ->
     """Write ``question`` with its resolved ``evidence`` (``message_id -> relevance``) unless the store already
     holds it with the same content; True when it was written (new, or replacing other content)."""
     row = {"question_id": question.question_id, "text": question.text, "type": question.type,
-           "answer": question.answer, "source": question.source}
+           "answer": question.answer, "source": question.source, "tags": tags_json(question.tags)}
     stored = conn.execute(select(questions).where(questions.c.question_id == question.question_id)).first()
     if stored is not None and dict(stored._mapping) == row:
         stored_evidence = conn.execute(

@@ -226,6 +226,9 @@ class T:
     table9_success_overlap = TableSpec("table9_success_overlap", "06_failure_analysis",
                                        "Table 9 — success overlap of the selected pair",
                                        ("Success pattern", "Questions"), public=True)
+    table9_by_tag = TableSpec("table9_by_tag", "06_failure_analysis",
+                              "Table 9 within each value of each question tag (the questions file's `tags`)",
+                              ("tag", "value", "questions", "BM25 only", "Vector only", "Both", "Neither"))
     public_question_ids = TableSpec("public_question_ids", "06_failure_analysis",
                                     "Private map from question IDs to their public pseudonyms",
                                     ("question_id", "public_id"))

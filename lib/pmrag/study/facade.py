@@ -280,9 +280,11 @@ class Study:
         """One retriever's :class:`~pmrag.retrieve.retrievers.Ranked` (rankings and matching-chunk counts)."""
         return self.get(StageKey("runs", str(RetrieverId.parse(str(retriever)))))
 
-    def rankings(self) -> dict[str, pd.DataFrame]:
-        """Every single retriever's rankings, by name, in the configured order."""
-        return {str(rid): self.ranked(rid).rankings for rid in self.retrievers()}
+    def rankings(self, *, fused: bool = False) -> dict[str, pd.DataFrame]:
+        """Every single retriever's rankings, by name, in the configured order; ``fused``: then the fused ranking
+        of each pairing's selected hybrid and of the diagnostic hybrid (:attr:`Hybrids.rankings`), by name."""
+        singles = {str(rid): self.ranked(rid).rankings for rid in self.retrievers()}
+        return {**singles, **(self.hybrids().rankings or {})} if fused else singles
 
     def metrics(self) -> pd.DataFrame:
         """Per-question metrics of every single retriever (every cut-off of ``params.metric_ks()``)."""

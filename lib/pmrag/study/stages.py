@@ -356,7 +356,7 @@ def failures(qrels: EvaluationSet, chunks: Chunked, metrics: pd.DataFrame, hybri
 
     per_question = pd.concat([metrics, hybrids.per_question], ignore_index=True)
     return failure_tables(per_question, _selection(hybrids, analysis), qrels.qrels, chunks.chunks, analysis,
-                          question_types(qrels.questions))
+                          question_types(qrels.questions), qrels.tags())
 
 
 @stage("coverage, width and bias of the selected hybrid's intervals over studies simulated from these questions "
