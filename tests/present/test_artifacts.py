@@ -72,6 +72,15 @@ def test_committed_notebooks_carry_the_kernel_name_jupyterlab_writes():
         assert spec == {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, notebook.name
 
 
+def test_committed_notebooks_record_nothing_on_stderr():
+    """nbval compares every output: a warning a notebook wrote while it was recorded (e.g. "… was not sealed by this
+    user's pmrag" after a run with another stage key) is missing from a clean run, which then fails."""
+    for notebook in NOTEBOOKS:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        stderr = [i for i, cell in enumerate(cells) for output in cell.get("outputs", []) if output.get("name") == "stderr"]
+        assert stderr == [], (notebook.name, stderr)
+
+
 def test_declared_notebooks_exist():
     stems = {notebook.stem for notebook in NOTEBOOKS}
     for spec in [*TABLES.values(), *FIGURES.values()]:
