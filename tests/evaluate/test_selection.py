@@ -15,7 +15,8 @@ from sklearn.model_selection import RepeatedStratifiedKFold
 from pmrag.core.params import BootstrapSection
 from pmrag.evaluate.bootstrap import ci, resample_indices
 from pmrag.evaluate.selection import (
-    METRICS, POOLED_STRATUM, Configurations, held_out_selection, select_columns, selection_bootstrap, stratify,
+    METRICS, POOLED_STRATUM, Configurations, held_out_selection, repeated_stratified_folds, select_columns,
+    selection_bootstrap, stratify,
 )
 from pmrag.evaluate.sweep import best_per_pairing, macro_by_configuration, select_best, select_overall
 
@@ -105,6 +106,27 @@ def test_selection_uses_the_requested_fusion_only():
     assert key(configs.chosen(configs.select(np.ones((1, 8)))).iloc[0]) == paper_choice(rows)
     assert key(Configurations.of(sweep).chosen(Configurations.of(sweep).select(np.ones((1, 8)))).iloc[0]) == \
         paper_choice(sweep[sweep["fusion"] == "minmax"])
+
+
+@pytest.mark.agreement
+@pytest.mark.parametrize("seed", [0, 5, 2**32 - 1])
+def test_repeated_stratified_folds_are_scikit_learns(seed):
+    rng = np.random.default_rng(seed % 1000)
+    for n, n_splits, n_repeats, n_strata in [(20, 4, 3, 2), (100, 5, 2, 3), (37, 3, 4, 5), (9, 2, 1, 1), (61, 10, 2, 4)]:
+        strata = rng.choice([f"t{i}" for i in range(n_strata)], size=n)
+        while np.bincount(np.unique(strata, return_inverse=True)[1]).max() < n_splits:
+            strata = rng.choice([f"t{i}" for i in range(n_strata)], size=n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)      # a stratum smaller than n_splits: both warn
+            ours = repeated_stratified_folds(strata, n_splits, n_repeats, seed)
+            theirs = [test for _, test in RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats,
+                                                                  random_state=seed).split(np.zeros((n, 1)), strata)]
+        assert ours.shape == (n_repeats * n_splits, n)
+        assert [np.flatnonzero(mask).tolist() for mask in ours] == [test.tolist() for test in theirs], (n, n_splits)
+    with pytest.warns(UserWarning, match="only 1 members"):
+        repeated_stratified_folds(np.array(["a"] * 5 + ["b"]), 3, 1, 0)
+    with pytest.raises(ValueError, match="cannot be greater"):
+        repeated_stratified_folds(np.array(["a", "a", "b"]), 3, 1, 0)
 
 
 @pytest.mark.agreement

@@ -93,6 +93,7 @@ which treats the configuration as fixed in advance and ignores the selection).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -403,20 +404,47 @@ def resampled_selection(values: np.ndarray, counts: np.ndarray) -> ResampledSele
 def fold_masks(types: pd.Series, n_splits: int, n_repeats: int, seed: int,
                n_seeds: int = 1) -> tuple[np.ndarray, pd.Series]:
     """The held-out folds of :func:`held_out_selection`: ``(F, n)`` bool, row f marking fold f's held-out
-    questions (F = n_seeds · n_repeats · n_splits, seed-major, then repeat, then fold), from scikit-learn's
-    ``RepeatedStratifiedKFold`` over the questions of ``types`` (in its order) stratified by :func:`stratify`,
-    once per partition seed seed, seed + 1, …; and the strata."""
-    from sklearn.model_selection import RepeatedStratifiedKFold   # here: a process that only loads results skips ~2 s
-
+    questions (F = n_seeds · n_repeats · n_splits, seed-major, then repeat, then fold), from repeated stratified
+    k-fold partitions (:func:`repeated_stratified_folds`, scikit-learn's ``RepeatedStratifiedKFold``) of the
+    questions of ``types`` (in its order) stratified by :func:`stratify`, once per partition seed seed, seed + 1, …;
+    and the strata."""
     strata = stratify(types, n_splits)
-    n = len(types)
-    tests = [test for s in range(seed, seed + n_seeds)
-             for _, test in RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=int(s))
-             .split(np.zeros((n, 1)), strata.to_numpy())]
-    held_out = np.zeros((len(tests), n), dtype=bool)
-    for f, test in enumerate(tests):
-        held_out[f, test] = True
+    held_out = np.concatenate([repeated_stratified_folds(strata.to_numpy(), n_splits, n_repeats, s)
+                               for s in range(seed, seed + n_seeds)])
     return held_out, strata
+
+
+def repeated_stratified_folds(strata: np.ndarray, n_splits: int, n_repeats: int, seed: int) -> np.ndarray:
+    """``(n_repeats · n_splits, n)`` bool: the test folds of scikit-learn's ``RepeatedStratifiedKFold(n_splits,
+    n_repeats, random_state=seed)`` on ``strata``, in its order, the same partitions by the same steps.
+
+    Strata are numbered in order of first appearance; stratum k's members are dealt to the folds as the
+    round-robin over the sorted strata allots them (fold i gets the members at positions i, i + n_splits, … of
+    that order), its fold labels shuffled by one ``numpy.random.RandomState(seed)`` drawn in stratum order, repeat
+    after repeat.  Written out rather than imported: importing scikit-learn costs a statistics rerun ~1.5 s, and
+    the partitions (and every out-of-fold number) then no longer change with a scikit-learn release.  Tests
+    compare it with scikit-learn's."""
+    strata = np.asarray(strata)
+    _, first, inverse = np.unique(strata, return_index=True, return_inverse=True)
+    encoded = np.unique(first, return_inverse=True)[1][inverse.ravel()]
+    counts = np.bincount(encoded)
+    if np.all(n_splits > counts):
+        raise ValueError(f"n_splits={n_splits} cannot be greater than the number of members in each class.")
+    if n_splits > counts.min():
+        warnings.warn(f"The least populated class in y has only {counts.min()} members, which is less than "
+                      f"n_splits={n_splits}.", UserWarning, stacklevel=2)
+    dealt = np.sort(encoded)
+    allocation = np.asarray([np.bincount(dealt[i::n_splits], minlength=len(first)) for i in range(n_splits)])
+    rng = np.random.RandomState(seed)
+    masks = np.empty((n_repeats * n_splits, len(strata)), dtype=bool)
+    for repeat in range(n_repeats):
+        folds = np.empty(len(strata), dtype=np.int64)
+        for k in range(len(first)):
+            labels = np.arange(n_splits).repeat(allocation[:, k])
+            rng.shuffle(labels)
+            folds[encoded == k] = labels
+        masks[repeat * n_splits:(repeat + 1) * n_splits] = folds == np.arange(n_splits)[:, None]
+    return masks
 
 
 def stratify(types: pd.Series, n_splits: int) -> pd.Series:
