@@ -77,6 +77,10 @@ def test_tags_are_stored_and_a_change_of_tags_stores_the_question_again(tmp_path
     assert question_tags(store.read_table(engine, "questions")).values.tolist() == [["q1", "cue", "paraphrase"]]
 
 
+def test_questions_without_a_tags_column_have_no_tags():
+    assert question_tags(pd.DataFrame({"question_id": ["q1"], "type": ["t"]})).empty
+
+
 def test_a_store_of_schema_8_gains_the_questions_tags_column(tmp_path):
     path = tmp_path / "old.sqlite"
     store.open_store(path).dispose()

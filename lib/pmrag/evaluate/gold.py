@@ -40,7 +40,8 @@ class EvaluationSet:
 def question_tags(questions: pd.DataFrame) -> pd.DataFrame:
     """``question_id, tag, value``: one row per tag of each question, from the stored ``tags`` column (a JSON
     object per question, NULL for none)."""
-    stored = questions[["question_id", "tags"]].dropna() if "tags" in questions else questions.iloc[:0]
+    stored = questions[["question_id", "tags"]].dropna() if "tags" in questions else pd.DataFrame(
+        columns=["question_id", "tags"])
     rows = [(qid, name, value) for qid, text in zip(stored["question_id"], stored["tags"])
             for name, value in sorted(json.loads(text).items())]
     return pd.DataFrame(rows, columns=["question_id", "tag", "value"], dtype=object)
