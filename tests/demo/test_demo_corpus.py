@@ -436,8 +436,8 @@ def test_both_kinds_of_question_are_planted_outside_aggregate(corpus):
 
 
 def test_an_exact_question_hinges_on_a_key_token_found_only_in_its_evidence(corpus):
-    """The key is one token, in a primary evidence line and in no other message, so no chunk without
-    evidence holds it (fewer than the issue's three); every other word of the question is in the evidence."""
+    """The key is one token, in a primary evidence line and in no other message, so no chunk without evidence
+    holds it (stricter than "in at most 3 other chunks"); every other word of the question is in the evidence."""
     from pmrag.retrieve.tokenizer import tokenize
 
     evidence_keys = {(e["source"], e["source_order"]) for q in corpus.questions for e in q["evidence"]}
