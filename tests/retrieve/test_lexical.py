@@ -164,6 +164,9 @@ def test_char_ngram_counts_equal_count_vectorizer_and_a_brute_force_count(n):
     expected = reference.fit_transform(texts)
     assert vocabulary == reference.vocabulary_
     assert (counts != expected).nnz == 0
+    expected.sort_indices()   # canonical, as ours is built: each row's columns increasing, each cell once
+    assert np.array_equal(counts.indptr, expected.indptr) and np.array_equal(counts.indices, expected.indices)
+    assert np.array_equal(counts.data, expected.data) and counts.has_canonical_format
     for row, text in enumerate(texts):
         brute = Counter(brute_force_ngrams(text, n))
         assert {t: counts[row, vocabulary[t]] for t in brute} == brute and counts[row].sum() == sum(brute.values())

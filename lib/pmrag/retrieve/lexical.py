@@ -412,7 +412,12 @@ def _text_blocks(texts: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
 def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np.ndarray,
                   n_columns: int) -> sp.csr_matrix:
     """The count matrix of ``texts`` over the sorted n-gram codes ``terms`` (column ``column_of[i]`` for
-    ``terms[i]``, ``texts`` normalised); n-grams not in ``terms`` are dropped."""
+    ``terms[i]``, ``texts`` normalised); n-grams not in ``terms`` are dropped.
+
+    Each kept n-gram is one integer ``text · n_columns + column``; the sorted distinct ones and their counts are
+    the canonical CSR matrix as they stand (rows, then columns in order, no duplicates), where building it from
+    the (text, column) pairs and summing their duplicates sorted every row's columns again (~35 % of the counting:
+    ~0.7 s per character-trigram index at the paper's scale)."""
     import pandas as pd
 
     codes, rows = _ngram_codes(texts, n)
@@ -425,9 +430,13 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     column[hit] = column_of[at[hit]]
     column = column[labels]
     kept = column >= 0
-    counts = sp.csr_matrix((np.ones(int(kept.sum())), (rows[kept], column[kept])), shape=(len(texts), n_columns))
-    counts.sum_duplicates()
-    return counts
+    cells, counts = np.unique(rows[kept] * n_columns + column[kept], return_counts=True)
+    row = cells // n_columns
+    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=len(texts)), out=indptr[1:])
+    matrix = sp.csr_matrix((counts.astype(np.float64), cells - row * n_columns, indptr), shape=(len(texts), n_columns))
+    matrix.has_canonical_format = True
+    return matrix
 
 
 class CharNgramTokenizer:
