@@ -1,6 +1,8 @@
 """The BM25 tokenizers beside the paper's regex: sudachi, char2/char3, word; their cache, the
 count-matrix path into the BM25 kernel, and the retriever ids they make valid."""
 
+import random
+import re
 from collections import Counter
 
 import bm25s
@@ -146,6 +148,18 @@ def brute_force_ngrams(text: str, n: int) -> list[str]:
             chars.append(ch)
             last_space = False
     return ["".join(chars[i:i + n]) for i in range(len(chars) - n + 1)]
+
+
+def test_normalise_chars_is_the_whitespace_rule():
+    """Lower-cased and every run of ``\\s`` one space, at the ends too; on strings of whitespace of every kind."""
+    rng = random.Random(5)
+    alphabet = ["a", "B", "ア", "漢", "😂", "İ", " ", "\t", "\n", "\r", "\u3000", "\xa0", "\x1c", "\x85", "\u2028",
+                "\u200b"]
+    texts = ["", " ", "\n\t", " a ", "A  B\n", "\u3000x"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
+    for text in texts:
+        assert lexical.normalise_chars(text) == re.sub(r"\s+", " ", text.lower()), repr(text)
+    assert lexical.normalise_chars(" A\u3000\u3000b\n") == " a b " and lexical.normalise_chars("x\u200by") == "x\u200by"
 
 
 @pytest.mark.parametrize("n", [2, 3])
