@@ -134,7 +134,7 @@ class Study:
         return self.engine.get(stage)
 
     def build(self, *, progress: bool | None = None, before=None, after=None,
-              hold: Collection[str] | None = None) -> None:
+              hold: Collection[str] | None = None, helper: bool = False) -> None:
         """Compute every stage that is not cached (upstream first); notebooks are the runner's to execute.
 
         With ``progress`` (default: :attr:`progress`) a bar counts the stages (the current one as its postfix)
@@ -151,8 +151,13 @@ class Study:
         system (:mod:`pmrag.core.memory`), so the next stage's arrays do not come on top of them.  A result no stage
         reads (a table's, the coverage) stays for the caller; with ``hold`` only those of the stages it names do,
         the others are dropped as soon as they are stored (the runner holds the coverage, whose warnings it prints:
-        its notebooks load what they read in their own kernels)."""
+        its notebooks load what they read in their own kernels).
+
+        ``helper``: a second process computes some of the retrieval stages meanwhile, for a study of the size
+        :data:`~pmrag.study.helper.HELPER_MESSAGES` names (:class:`~pmrag.study.helper.StageHelper`)."""
         from tqdm.auto import tqdm
+
+        from pmrag.study.helper import StageHelper
 
         from pmrag.study.runner import held_run_folder
 
@@ -161,11 +166,16 @@ class Study:
             self.progress = previous if progress is None else progress
             bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
             last_read = self._last_reads()
+            second = None
             try:
                 for position, name in enumerate(self.computed_stages):
                     bar.set_postfix_str(name, refresh=True)
                     if before is not None:
                         before(name)
+                    if helper and second is None and name.startswith("runs:"):
+                        second = StageHelper.start(self, position, self.message_count())
+                    if second is not None:
+                        second.wait_for(name)
                     self.engine.get(name, retry=True)
                     read_out = [done for done, last in last_read.items() if last == position]
                     if hold is not None and name not in last_read and name not in hold:
@@ -180,6 +190,8 @@ class Study:
                         after(name)
                     bar.update(1)
             finally:
+                if second is not None:
+                    second.stop()
                 bar.close()
                 self.progress = previous
 

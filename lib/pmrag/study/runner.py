@@ -199,7 +199,7 @@ def _build(study, run: StudyRun, params, started: float, progress: bool, before,
     drop the results from memory (the kernels load what they read)."""
     from pmrag.study.provenance import write_environment
 
-    study.build(progress=progress, before=before, after=after, hold=("coverage",))
+    study.build(progress=progress, before=before, after=after, hold=("coverage",), helper=True)
     for warning in study.coverage().warnings:   # what the study loses is said whether or not --quiet
         _say(True, f"warning: {warning}")
     for line in stage_log(params.run_dir, started):
@@ -241,8 +241,9 @@ class NotebookQueue:
     (:func:`notebook_needs`), while the later stages are still being computed (up to
     :data:`BESIDE_STAGES_MAX_MESSAGES` messages; a larger study's notebooks wait for the last stage).
 
-    The stages are computed on one core; the first notebooks (chunking, representations) then run on the others
-    beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
+    The stages are computed on one core (a study of :data:`~pmrag.study.helper.HELPER_MESSAGES` messages ranks its
+    retrievers on two: :mod:`pmrag.study.helper`); the first notebooks (chunking, representations) then run on the
+    others beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
     ``jobs − 1`` notebooks run and no more than the other cores: a notebook beside the stages takes CPU time from
     them (on 2 cores, two notebooks beside them made the paper-scale study slower than none).  A notebook is checked
     for currency when it is ready, its stages' keys final by then.  Completions are booked in the building thread
