@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -45,7 +44,7 @@ from pathlib import Path
 import yaml
 
 from bench_ingest_chunk import ensure_corpus
-from proctree import process_tree, pss_kb
+from proctree import cpu_seconds, process_tree, pss_kb
 from pmrag.study.runner import default_jobs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,29 +110,28 @@ def measured_run(params: Path, jobs: int | None, timeout: float | None
                  ) -> tuple[float, list[tuple[float, int]], int, float]:
     """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)] sampled every 50 ms, exit
     status (-9 when ``timeout`` stopped it), CPU seconds).  The CPU seconds are user + system time of the process
-    and of every process under it that was waited for (stage workers, notebook kernels): on ``n`` CPUs the run
-    can take no less than that divided by ``n``, however its work is scheduled."""
+    and of every process under it (stage workers, the stage helper, notebook kernels), each as last read from /proc
+    in the same 50 ms samples, not from the waited-for children's usage: a process started by the fork server is
+    the fork server's child, never waited for by the study, so its time was not counted there.  A process loses at
+    most its last 50 ms, and one that lives less than 50 ms is not seen.  On ``n`` CPUs the run can take no less
+    than that divided by ``n``, however its work is scheduled."""
     samples: list[tuple[float, int]] = []
-    before = cpu_of_children()
+    cpu: dict[int, float] = {}
     started = time.perf_counter()
     process = subprocess.Popen(study_command(params, jobs), cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     while process.poll() is None:
-        samples.append((time.time(), sum(pss_kb(p) for p in process_tree(process.pid))))
+        tree = process_tree(process.pid)
+        samples.append((time.time(), sum(pss_kb(p) for p in tree)))
+        cpu.update((p, seconds) for p in tree if (seconds := cpu_seconds(p)) is not None)
         if timeout is not None and time.perf_counter() - started > timeout:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            return time.perf_counter() - started, samples, -9, cpu_of_children() - before
+            return time.perf_counter() - started, samples, -9, sum(cpu.values())
         time.sleep(0.05)
     if process.returncode:
         print(process.stderr.read()[-3000:], file=sys.stderr)
-    return time.perf_counter() - started, samples, process.returncode, cpu_of_children() - before
-
-
-def cpu_of_children() -> float:
-    """User + system seconds of this process's waited-for descendants so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return time.perf_counter() - started, samples, process.returncode, sum(cpu.values())
 
 
 def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def process_tree(pid: int) -> list[int]:
@@ -29,3 +32,13 @@ def pss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system seconds ``pid`` has run so far (``utime`` + ``stime`` of /proc/<pid>/stat, its own, not its
+    children's); None for a process that is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS

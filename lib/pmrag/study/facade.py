@@ -153,11 +153,11 @@ class Study:
         the others are dropped as soon as they are stored (the runner holds the coverage, whose warnings it prints:
         its notebooks load what they read in their own kernels).
 
-        ``helper``: a second process computes some of the retrieval stages meanwhile, for a study of the size
-        :data:`~pmrag.study.helper.HELPER_MESSAGES` names (:class:`~pmrag.study.helper.StageHelper`)."""
+        ``helper``: a second process computes later stages whose inputs are ready meanwhile, for a study of the
+        size :data:`~pmrag.study.helper.HELPER_MESSAGES` names (:class:`~pmrag.study.helper.StageHelper`)."""
         from tqdm.auto import tqdm
 
-        from pmrag.study.helper import StageHelper
+        from pmrag.study.helper import LOOP_ONLY, StageHelper
 
         from pmrag.study.runner import held_run_folder
 
@@ -166,14 +166,14 @@ class Study:
             self.progress = previous if progress is None else progress
             bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)
             last_read = self._last_reads()
-            second = None
+            second, pending = None, helper   # the helper starts once the ingest and the chunks are computed
             try:
                 for position, name in enumerate(self.computed_stages):
                     bar.set_postfix_str(name, refresh=True)
                     if before is not None:
                         before(name)
-                    if helper and second is None and name.startswith("runs:"):
-                        second = StageHelper.start(self, position, self.message_count())
+                    if pending and name.split(":")[0] not in LOOP_ONLY:
+                        pending, second = False, StageHelper.start(self)
                     if second is not None:
                         second.wait_for(name)
                     self.engine.get(name, retry=True)

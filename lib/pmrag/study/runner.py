@@ -241,8 +241,8 @@ class NotebookQueue:
     (:func:`notebook_needs`), while the later stages are still being computed (up to
     :data:`BESIDE_STAGES_MAX_MESSAGES` messages; a larger study's notebooks wait for the last stage).
 
-    The stages are computed on one core (a study of :data:`~pmrag.study.helper.HELPER_MESSAGES` messages ranks its
-    retrievers on two: :mod:`pmrag.study.helper`); the first notebooks (chunking, representations) then run on the
+    The stages are computed on one core (on two for a study of :data:`~pmrag.study.helper.HELPER_MESSAGES` messages:
+    :mod:`pmrag.study.helper`); the first notebooks (chunking, representations) then run on the
     others beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
     ``jobs − 1`` notebooks run and no more than the other cores: a notebook beside the stages takes CPU time from
     them (on 2 cores, two notebooks beside them made the paper-scale study slower than none).  A notebook is checked
