@@ -158,7 +158,6 @@ class Study:
         from tqdm.auto import tqdm
 
         from pmrag.study.helper import LOOP_ONLY, StageHelper
-
         from pmrag.study.runner import held_run_folder
 
         with held_run_folder(self.params.run_dir):
