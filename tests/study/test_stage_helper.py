@@ -23,15 +23,15 @@ READS = {"chunks": ["ingest"], "summaries": ["chunks"], "speakers": ["ingest", "
          "metrics": ["runs:a", "runs:b", "runs:wrapped"]}
 
 
-def _plan(recorded=()):
-    return Plan(COMPUTED, lambda name: READS.get(name, []), lambda name: name in recorded, ("summaries",))
+def _plan(cached=()):
+    return Plan(COMPUTED, lambda name: READS.get(name, []), lambda name: name in cached, ("summaries",))
 
 
 def test_the_helper_may_take_every_stage_but_the_ingest_the_chunks_and_the_model_stages():
     plan = _plan()
     assert plan.names == ["speakers", "runs:a", "runs:b", "runs:wrapped", "metrics"]
     assert plan.at == [3, 4, 5, 6, 7] and plan.reads[plan.names.index("runs:wrapped")] == [4]
-    assert _plan(recorded={"runs:b"}).names == ["speakers", "runs:a", "runs:wrapped", "metrics"]
+    assert _plan(cached={"runs:b"}).names == ["speakers", "runs:a", "runs:wrapped", "metrics"]
 
 
 def test_a_stage_is_ready_when_the_loop_has_passed_what_it_reads_or_the_helper_stored_it():

@@ -36,15 +36,16 @@ POLL_S = 0.05   # how often a process looks for the stage it waits for
 
 
 class Plan:
-    """Which stages a helper may take (:attr:`names`, in the loop's order ``computed``), the position of each there
-    (:attr:`at`) and the positions of the stages each reads (:attr:`reads`)."""
+    """Which stages a helper may take (:attr:`names`, in the loop's order ``computed``: neither the loop's own nor a
+    model stage nor one ``cached`` already), the position of each there (:attr:`at`) and the positions of the stages
+    each reads (:attr:`reads`)."""
 
-    def __init__(self, computed: Sequence[str], needs: Callable[[str], Sequence[str]], recorded: Callable[[str], bool],
+    def __init__(self, computed: Sequence[str], needs: Callable[[str], Sequence[str]], cached: Callable[[str], bool],
                  model_stages: Sequence[str]):
         order = {name: at for at, name in enumerate(computed)}
         self.computed = list(computed)
         self.names = [name for name in computed if name.split(":")[0] not in (*LOOP_ONLY, *model_stages)
-                      and not recorded(name)]
+                      and not cached(name)]
         self.at = [order[name] for name in self.names]
         self.reads = [[order[need] for need in needs(name) if need in order] for name in self.names]
 
@@ -63,17 +64,12 @@ class Plan:
         return None
 
 
-def _recorded(engine, name: str) -> bool:
-    """Whether ``name`` has a complete record under its current key (its result is not loaded to tell)."""
-    record = engine.record(name)
-    return record is not None and bool(record.get("complete")) and record["key"] == engine.key(name)
-
-
 def study_plan(study) -> Plan:
     from pmrag.study.costs import MODEL_STAGES
 
+    keys: dict = {}   # each stage's key worked out once, shared by the statuses (pmrag status does the same)
     return Plan(study.computed_stages, lambda name: [str(need) for need in study.engine.stage(name).needs],
-                lambda name: _recorded(study.engine, name), MODEL_STAGES)
+                lambda name: study.engine.status_of(name, keys).state == "cached", MODEL_STAGES)
 
 
 class Claims:
@@ -100,7 +96,7 @@ class StageHelper:
 
     def __init__(self, params, plan: Plan, computed: Sequence[str]):
         context = process_context()
-        self.plan, self.computed = plan, list(computed)
+        self.computed = list(computed)
         self.claims = Claims(plan.names, context)
         self.done = context.SimpleQueue()
         self.finished: set[str] = set()
