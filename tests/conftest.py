@@ -239,6 +239,23 @@ def make_tiny_study(root, extra_yaml: str = "", *, warm: bool = True):
     return Study.from_params(root / "p.yaml")
 
 
+def older_store(path, version: int, *statements: str):
+    """The store at ``path`` (a new one when missing) as an older pmrag left it: ``statements`` (SQL) run in order,
+    then its schema version set to ``version``; returns ``path``.  The next ``open_store`` upgrades it."""
+    import sqlite3
+    from contextlib import closing
+
+    from pmrag.core import store
+
+    if not Path(path).exists():
+        store.open_store(path).dispose()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    return path
+
+
 def write_file(folder, text: str, name: str = "p.yaml"):
     """``text`` written to ``folder/name`` (UTF-8); returns the path."""
     path = folder / name

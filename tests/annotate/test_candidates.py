@@ -10,6 +10,7 @@ from pmrag.annotate.candidates import (Candidate, Hint, accept_candidate, add_ty
                                        candidates_of_questions)
 from pmrag.core import store
 from pmrag.core.errors import InputError, PmragError
+from conftest import older_store
 
 YAML = """\
 - text: 弟がパソコンを借りた理由は？
@@ -188,16 +189,10 @@ def test_an_edit_can_change_the_type(engine):
 
 
 def test_a_store_of_schema_7_gains_the_hints_batch_column(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "old.sqlite"
-    store.open_store(path).dispose()
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE candidate_hints")
-        conn.execute("CREATE TABLE candidate_hints (candidate_id VARCHAR NOT NULL, hint INTEGER NOT NULL, "
-                     "time_from DATETIME, time_to DATETIME, speaker TEXT, excerpt TEXT, PRIMARY KEY (candidate_id, hint))")
-        conn.execute("INSERT INTO candidate_hints (candidate_id, hint, excerpt) VALUES ('c', 0, 'x')")
-        conn.execute("PRAGMA user_version = 7")
+    path = older_store(tmp_path / "old.sqlite", 7, "DROP TABLE candidate_hints",
+                       "CREATE TABLE candidate_hints (candidate_id VARCHAR NOT NULL, hint INTEGER NOT NULL, "
+                       "time_from DATETIME, time_to DATETIME, speaker TEXT, excerpt TEXT, PRIMARY KEY (candidate_id, hint))",
+                       "INSERT INTO candidate_hints (candidate_id, hint, excerpt) VALUES ('c', 0, 'x')")
     engine = store.open_store(path)
     assert read_hints(engine)[["excerpt", "batch"]].values.tolist() == [["x", None]]
     with engine.connect() as conn:

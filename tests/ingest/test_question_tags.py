@@ -2,7 +2,6 @@
 split by them."""
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ from pmrag.evaluate.gold import question_tags
 from pmrag.ingest import questions_json
 from pmrag.ingest import store as ingest_store
 from pmrag.ingest.line_json import read as read_line_json
+from conftest import older_store
 
 FAMILY = Path(__file__).parents[1] / "fixtures" / "line_json" / "family.json"
 
@@ -82,14 +82,10 @@ def test_questions_without_a_tags_column_have_no_tags():
 
 
 def test_a_store_of_schema_8_gains_the_questions_tags_column(tmp_path):
-    path = tmp_path / "old.sqlite"
-    store.open_store(path).dispose()
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE questions")
-        conn.execute("CREATE TABLE questions (question_id VARCHAR NOT NULL, text TEXT NOT NULL, type VARCHAR NOT NULL, "
-                     "answer TEXT, source VARCHAR, PRIMARY KEY (question_id))")
-        conn.execute("INSERT INTO questions VALUES ('q1', 'q?', 'contextual', NULL, NULL)")
-        conn.execute("PRAGMA user_version = 8")
+    path = older_store(tmp_path / "old.sqlite", 8, "DROP TABLE questions",
+                       "CREATE TABLE questions (question_id VARCHAR NOT NULL, text TEXT NOT NULL, type VARCHAR NOT NULL, "
+                       "answer TEXT, source VARCHAR, PRIMARY KEY (question_id))",
+                       "INSERT INTO questions VALUES ('q1', 'q?', 'contextual', NULL, NULL)")
     engine = store.open_store(path)
     stored = store.read_table(engine, "questions")
     assert stored["question_id"].tolist() == ["q1"] and stored["tags"].isna().all() and question_tags(stored).empty

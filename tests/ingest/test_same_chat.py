@@ -9,6 +9,7 @@ from pathlib import Path
 from pmrag.core import store
 from pmrag.core.params import DatasetSection
 from pmrag.ingest.pipeline import ingest_files
+from conftest import older_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -124,15 +125,11 @@ def test_a_re_export_is_merged_through_the_command_line_and_kept_with_keep_dupli
 def test_a_store_written_before_merge_keys_is_upgraded_and_its_files_kept(tmp_path):
     db = tmp_path / "old.sqlite"
     [one] = ingest(db, txt_export(tmp_path / "a.txt", list(DAYS)[:2]))
-    with sqlite3.connect(db) as conn:                                    # make it a version-1 store
-        conn.execute("DROP INDEX ix_messages_merge_key")
-        conn.execute("ALTER TABLE messages DROP COLUMN merge_key")
-        conn.execute("ALTER TABLE files RENAME TO files_new")
-        conn.execute("CREATE TABLE files (sha256 VARCHAR(64) PRIMARY KEY, path TEXT NOT NULL, format VARCHAR NOT NULL, "
-                     "encoding VARCHAR, dialect VARCHAR, records_read INTEGER NOT NULL, rejected INTEGER NOT NULL)")
-        conn.execute("INSERT INTO files SELECT * FROM files_new")
-        conn.execute("DROP TABLE files_new")
-        conn.execute("PRAGMA user_version = 1")
+    older_store(db, 1, "DROP INDEX ix_messages_merge_key", "ALTER TABLE messages DROP COLUMN merge_key",   # version 1
+                "ALTER TABLE files RENAME TO files_new",
+                "CREATE TABLE files (sha256 VARCHAR(64) PRIMARY KEY, path TEXT NOT NULL, format VARCHAR NOT NULL, "
+                "encoding VARCHAR, dialect VARCHAR, records_read INTEGER NOT NULL, rejected INTEGER NOT NULL)",
+                "INSERT INTO files SELECT * FROM files_new", "DROP TABLE files_new")
     [two] = ingest(db, txt_export(tmp_path / "b.txt", list(DAYS)[1:]))
     assert count(db, "PRAGMA user_version") == [(store.SCHEMA_VERSION,)]
     assert "merge_key" in [row[1] for row in count(db, "PRAGMA table_info(messages)")]

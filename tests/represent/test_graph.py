@@ -22,7 +22,7 @@ from pmrag.represent.graph import (
     Edge, MemoryGraph, Node, build_graph, chunk_memories, read_graph, stored_graphs, write_graph,
 )
 
-from conftest import params_error, write_file
+from conftest import older_store, params_error, write_file
 
 START = datetime(2024, 4, 10, 9, 0)
 
@@ -276,13 +276,9 @@ def test_store_round_trip_keeps_every_node_edge_and_alias(tmp_path):
 
 
 def test_a_version_3_store_is_upgraded_in_place_and_keeps_its_data(tmp_path):
-    path = tmp_path / "old.sqlite"
-    store.open_store(path).dispose()
-    with sqlite3.connect(path) as conn:                    # make it a version-3 store: no graph tables
-        conn.execute("INSERT INTO questions (question_id, text, type) VALUES ('q1', 'where?', 'factoid')")
-        conn.execute("DROP TABLE graph_edges")
-        conn.execute("DROP TABLE graph_nodes")
-        conn.execute("PRAGMA user_version = 3")
+    path = older_store(tmp_path / "old.sqlite", 3,        # a version-3 store: no graph tables
+                       "INSERT INTO questions (question_id, text, type) VALUES ('q1', 'where?', 'factoid')",
+                       "DROP TABLE graph_edges", "DROP TABLE graph_nodes")
     engine = store.open_store(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION >= 5

@@ -26,6 +26,7 @@ from pmrag.represent.graph import build_graph
 from pmrag.represent.llm import CallError
 from pmrag.represent.privacy import RemoteNotAllowed
 from pmrag.represent.representations import PROMPTS_DIR
+from conftest import older_store
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from responses_server import RESPONSE_MODEL, Reply  # noqa: E402
@@ -387,13 +388,10 @@ def test_graph_params_take_openai_and_an_interest_batch():
 # ------------------------------------------------------------------------------------------ the store
 
 def test_a_version_4_store_is_upgraded_in_place_and_keeps_its_data(tmp_path, server):
-    path = tmp_path / "old.sqlite"
-    store.open_store(path).dispose()
-    with sqlite3.connect(path) as conn:                    # make it a version-4 store: no graph_extractions
-        conn.execute("INSERT INTO questions (question_id, text, type) VALUES ('q1', 'where?', 'factoid')")
-        conn.execute("INSERT INTO graph_nodes VALUES ('g', 'm:a', 'memory', 'chunk', 'a', '[]')")
-        conn.execute("DROP TABLE graph_extractions")
-        conn.execute("PRAGMA user_version = 4")
+    path = older_store(tmp_path / "old.sqlite", 4,        # a version-4 store: no graph_extractions
+                       "INSERT INTO questions (question_id, text, type) VALUES ('q1', 'where?', 'factoid')",
+                       "INSERT INTO graph_nodes VALUES ('g', 'm:a', 'memory', 'chunk', 'a', '[]')",
+                       "DROP TABLE graph_extractions")
     engine = store.open_store(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION >= 5
