@@ -11,8 +11,8 @@ from bm25s.tokenization import Tokenized
 
 from pmrag.core.params import BM25Section
 from pmrag.retrieve.bm25 import BM25Index, idf, length_norm, posting_weights, query_matrix, tf_weight
-from pmrag.retrieve.ranking import (Ranker, lower_bounds_of_kth, rank, rankings_from_score_blocks, rankings_from_scores,
-                                    split_at_kth)
+from pmrag.retrieve.ranking import (Ranker, kth_bounds, lower_bounds_of_kth, rank, rankings_from_score_blocks,
+                                    rankings_from_scores, split_at_kth, top_k_candidates)
 from pmrag.retrieve.tokenizer import tokenize, tokenize_many
 
 CORPUS = [
@@ -253,7 +253,14 @@ def test_dense_and_sparse_term_rows_sum_as_the_sparse_product_bit_for_bit(zipf):
     rows = [np.sort(np.concatenate([rng.choice(dense_terms, 2, replace=False), rng.choice(sparse_terms, 3, replace=False)])) for _ in range(30)]
     query = sp.csr_matrix((rng.choice([1.0, 2.0, 0.37], 150), np.concatenate(rows), np.arange(0, 151, 5)),
                           shape=(30, index.weights.shape[0]))
-    assert np.array_equal(index.scores_matrix(query), (query @ index.weights).toarray())
+    product = (query @ index.weights).toarray()
+    assert np.array_equal(index.scores_matrix(query), product)
+    # blocks are written over the last block's scores: a row that starts with a dense term of weight 1 is written as
+    # 0 + its row, the others from zeros
+    first = query.indices[query.indptr[:-1]]
+    starts_dense = (index.dense.slot[first] >= 0) & (query.data[query.indptr[:-1]] == 1.0)
+    assert starts_dense.any() and not starts_dense.all()
+    assert np.array_equal(np.vstack([block.copy() for block in index.score_blocks(query, 4)]), product)
     assert np.array_equal(index.dense.rows, index.weights[dense_terms].toarray())   # each dense row, as stored
     assert np.array_equal(index.dense.slot[dense_terms], np.arange(len(dense_terms)))
 
@@ -365,7 +372,7 @@ def test_rank_matches_brute_force_with_many_ties():
             assert list(rank(scores, times, chunk_ids, k)) == expected
 
 
-def test_split_at_kth_from_any_lower_bound():
+def test_split_at_kth_from_any_lower_bound_and_any_likely_one():
     rng = np.random.default_rng(8)
     scores = rng.integers(0, 6, size=(3, 500)).astype(np.float64)
     for k in (1, 9, 120):
@@ -373,10 +380,45 @@ def test_split_at_kth_from_any_lower_bound():
         for row, bound in zip(scores, bounds):
             kth = np.sort(row)[::-1][k - 1]
             assert bound <= kth
+            # a likely bound may be right (below the k-th), the k-th itself or above it (too few above: fallback)
             for given in (bound, kth, row.min()):
-                above, tied = split_at_kth(row, k, given)
-                assert sorted(above) == list(np.flatnonzero(row > kth))
-                assert sorted(tied) == list(np.flatnonzero(row == kth))
+                for likely in (None, given, (given + kth) / 2, kth, kth + 0.5, row.max() + 1):
+                    above, tied = split_at_kth(row, k, given, likely)
+                    assert sorted(above) == list(np.flatnonzero(row > kth))
+                    assert sorted(tied) == list(np.flatnonzero(row == kth))
+                    candidates, found = top_k_candidates(row, k, given, likely)
+                    assert found == kth and sorted(candidates) == list(np.flatnonzero(row >= kth))
+
+
+def test_kth_bounds_sure_below_the_kth_and_likely_above_the_sure_one():
+    rng = np.random.default_rng(9)
+    scores = rng.gamma(2.0, size=(20, 22_329))
+    for k in (5, 200, 1_000):
+        sure, likely = kth_bounds(scores, k)
+        kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1]
+        assert (sure <= kth).all() and (likely >= sure).all()
+        assert np.array_equal(sure, lower_bounds_of_kth(scores, k))
+        if k == 200:   # the guess is tighter: far fewer scores above it than above the sure bound
+            assert (likely > sure).all() and (likely <= kth).all()
+            assert ((scores > likely[:, None]).sum(1) * 3 < (scores > sure[:, None]).sum(1)).all()
+
+
+def test_top_many_with_a_likely_bound_that_misses():
+    # a periodic row: 25 high scores every `period` places, the rest tied at 1.  The sample takes every 12th score
+    # (5,000 // (8 · 50)), so for period 12 it holds all 25 high ones, its guess lies above the 50th largest and the
+    # ranking falls back to the sure bound; the other periods rank through the thousands tied at 1
+    n, k = 5_000, 50
+    times = np.arange(n, dtype=np.int64) % 97
+    chunk_ids = np.array([f"c{i:05d}" for i in range(n)])
+    ranker = Ranker(times, chunk_ids)
+    for period in (2, 3, 5, 12, 13):
+        scores = np.where(np.arange(n) % period == 0, 3.0 + (np.arange(n) % 7) * 0.25, 1.0).astype(np.float64)
+        scores[::period][k // 2:] = 1.0
+        sure, likely = kth_bounds(scores[np.newaxis], k)
+        if period == 12:
+            assert likely[0] > sure[0] and (scores > likely[0]).sum() < k
+        expected = brute_force_rank(scores.tolist(), times.tolist(), chunk_ids.tolist(), k)
+        assert list(ranker.top_many(scores[np.newaxis], k)[0]) == expected
 
 
 def test_top_many_is_top_of_each_row_with_a_corpus_wide_tie_at_zero():

@@ -227,9 +227,9 @@ def weighted_rows(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows
 
     Each query's scores are summed term by term in column order, like the sparse product.  ``np.add.at`` adds
     its entries one after another, so a run of sparse terms is one call over their concatenated postings; a
-    dense term adds its whole row, whose zeros leave the other documents' sums as they are."""
-    if not zeroed:
-        out.fill(0.0)
+    dense term adds its whole row, whose zeros leave the other documents' sums as they are.  A row that starts
+    from zeros with a dense term is written as ``0 + that term's row`` in one pass (the same bits as zeros and then
+    the add)."""
     lo, hi = int(query.indptr[first]), int(query.indptr[first + len(out)])
     terms = query.indices[lo:hi]
     slots = dense.slot[terms].tolist()
@@ -238,9 +238,16 @@ def weighted_rows(query: sp.csr_matrix, weights: sp.csr_matrix, dense: DenseRows
     values = query.data[lo:hi].tolist()
     bounds = (query.indptr[first:first + len(out) + 1] - lo).tolist()
     for row, scores in enumerate(out):
+        begin, end = bounds[row], bounds[row + 1]
+        if not zeroed:
+            if begin < end and slots[begin] >= 0 and values[begin] == 1.0:
+                np.add(dense.rows[slots[begin]], 0.0, out=scores)
+                begin += 1
+            else:
+                scores.fill(0.0)
         run_docs: list[np.ndarray] = []
         run_values: list[np.ndarray] = []
-        for i in range(bounds[row], bounds[row + 1]):
+        for i in range(begin, end):
             if slots[i] >= 0:
                 _scatter_add(scores, run_docs, run_values)
                 run_docs, run_values = [], []
