@@ -449,6 +449,41 @@ def test_a_stand_ins_rows_are_committed_a_batch_at_a_time_and_all_of_them(engine
     assert read_table(engine, "summary_runs").iloc[0][["n_ok", "status"]].tolist() == [5, "done"]
 
 
+def test_a_pure_stand_ins_many_calls_run_in_worker_processes_and_store_the_same_rows(engine, monkeypatch):
+    """Above STAND_IN_PARALLEL_CHARS the extractive stand-in's calls run in two worker processes, a block of
+    STAND_IN_COMMIT items each; the rows, their commits and the outputs are those of the calls in this process."""
+    from pmrag.core import parallel
+    from pmrag.represent import llm
+
+    chunks = [(f"x{i}", realistic_chunk(3 + i % 40)) for i in range(9)]
+    section = SummarizerSection(backend="extractive")
+    monkeypatch.setattr(llm, "STAND_IN_COMMIT", 2)
+    batches, maps = [], []
+    record, ordered_map = llm.SummaryStore.record, parallel.ordered_map
+    monkeypatch.setattr(llm.SummaryStore, "record",
+                        lambda self, run_, calls, counts: (batches.append([c.item_id for c in calls]),
+                                                           record(self, run_, calls, counts)))
+    monkeypatch.setattr(parallel, "ordered_map",
+                        lambda function, calls, workers: (maps.append((len(calls), workers)),
+                                                          ordered_map(function, calls, workers))[1])
+    kept = ("chunk_id", "status", "summary", "backend", "requested_model", "input_chars", "input_sha256", "error")
+
+    def stored():
+        return {cid: tuple(row[k] for k in kept) for cid, row in rows(engine).items()}
+
+    assert run(engine, chunks, section).ok == 9 and not maps   # 9 short chunks: under the threshold, here
+    here, here_batches = stored(), batches[:]
+    with engine.begin() as conn:
+        conn.execute(summaries.delete())
+    batches.clear()
+    monkeypatch.setattr(llm, "STAND_IN_PARALLEL_CHARS", 1)
+    report = run(engine, chunks, section)
+    assert maps == [(5, llm.STAND_IN_WORKERS)]   # 9 items in blocks of 2, two workers
+    assert report.ok == 9 and stored() == here and batches == here_batches == [
+        ["x0", "x1"], ["x2", "x3"], ["x4", "x5"], ["x6", "x7"], ["x8"]]
+    assert all(row[1] == "ok" and row[2] for row in here.values())
+
+
 def test_a_model_calls_rows_are_committed_one_by_one(server, engine, monkeypatch):
     from pmrag.represent import llm
 

@@ -28,6 +28,26 @@ def test_tokens_are_one_per_kana_or_kanji_and_one_per_four_other_characters():
     assert text_tokens(["カフェ ok"]) == (6, 3 + 1)
 
 
+def test_japanese_characters_are_those_of_the_ranges_in_any_piece_of_the_texts(monkeypatch):
+    import re
+
+    import numpy as np
+
+    from pmrag.study import costs
+
+    pattern = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
+    edges = [c for low, high in costs.JAPANESE_RANGES for c in (low - 1, low, low + 1, high - 1, high, high + 1)]
+    rng = np.random.default_rng(4)
+    alphabet = [chr(c) for c in edges] + list("ab \n😀") + [chr(c) for c in rng.integers(0x20, 0x10FFFF, 300)
+                                                             if not 0xD800 <= c <= 0xDFFF]
+    texts = ["".join(rng.choice(alphabet, int(rng.integers(0, 40)))) for _ in range(200)]
+    assert all(costs.japanese_chars(t) == len(pattern.findall(t)) for t in texts)
+    whole = text_tokens(texts)
+    assert whole == (sum(map(len, texts)), approx_tokens(sum(map(len, texts)), sum(len(pattern.findall(t)) for t in texts)))
+    monkeypatch.setattr(costs, "COUNT_PIECE_CHARS", 7)   # counted a few texts at a time: the same
+    assert text_tokens(texts) == whole and text_tokens([]) == (0, 0)
+
+
 def test_an_llm_step_calls_the_items_without_an_ok_row_for_their_input_and_counts_the_prompts():
     import hashlib
 
@@ -157,6 +177,23 @@ def test_the_counts_equal_the_requests_the_server_receives_and_nothing_is_missin
 
     after = remote(study_costs(study))
     assert all(after[name].calls == 0 for name in counted if not name.startswith("graph")), after
+
+
+def test_the_hashed_stand_in_counts_each_stages_distinct_texts_and_looks_nothing_up(tmp_path, monkeypatch):
+    from pmrag.represent.embed import passage_texts_sent
+    from pmrag.study import costs
+
+    study = make_tiny_study(tmp_path, "embedding: {backend: hashed-stand-in, stand_in_dim: 16}\n")
+    study.get("summaries")
+    monkeypatch.setattr(costs, "cached_embedding_keys", lambda *args: pytest.fail("the stand-in is never cached"))
+    monkeypatch.setattr(costs, "cache_key", lambda *args: pytest.fail("no key to work out"))
+    counted = remote(study_costs(study, compute=True))
+    representations = study.representations()
+    for name in ("raw_text", "summary", "embedding_text"):
+        texts = passage_texts_sent(representations[name].tolist(), study.params.embedding)
+        cost = counted[f"vectors:{name}"]
+        assert cost.local and not cost.bound and cost.items == len(set(texts)) > 0, name
+        assert cost.input_chars == sum(map(len, dict.fromkeys(texts))), name
 
 
 def test_the_decomposition_and_the_graph_extraction_are_counted_by_their_resume_rule(server, tmp_path):

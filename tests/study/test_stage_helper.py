@@ -115,6 +115,7 @@ def test_a_helper_that_ends_without_a_stage_it_claimed_leaves_it_to_the_loop(tmp
     study = make_tiny_study(tmp_path, RETRIEVERS)
     runs = _up_to_the_first_ranking(study)
     second = StageHelper(study.params, study_plan(study), study.computed_stages)
+    second.starting.join()                                 # started beside the loop: here, waited for
     second.process.kill()
     second.process.join()
     second.claims.owner[:] = [HELPER] * len(second.claims.names)   # it had claimed them all before it was killed

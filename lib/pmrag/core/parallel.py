@@ -1,4 +1,4 @@
-"""An ordered, bounded process-pool map: the helper behind ingest and chunking on two cores; and the switch that
+"""An ordered, bounded process-pool map: the helper behind ingest, chunking, tokenizing and the extractive summaries on two cores; and the switch that
 keeps them in this process (:func:`in_this_process`).
 
 Worker processes pay off where a new process is cheap (a forked one starts in milliseconds) and the work is large.
@@ -23,7 +23,8 @@ from contextvars import ContextVar
 from itertools import islice
 
 # What the worker functions need, imported once by the fork server (not again by every worker it forks).
-WORKER_MODULES = ("pmrag.ingest.pipeline", "pmrag.chunking.store", "pmrag.retrieve.lexical")
+WORKER_MODULES = ("pmrag.ingest.pipeline", "pmrag.chunking.store", "pmrag.retrieve.lexical",
+                  "pmrag.represent.summarize")
 
 _IN_THIS_PROCESS: ContextVar[bool] = ContextVar("pmrag_in_this_process", default=False)
 

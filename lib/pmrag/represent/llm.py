@@ -62,7 +62,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from contextvars import ContextVar
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -198,7 +198,9 @@ class Client(Protocol):
     requested_model: str
     sdk_version: str | None
     calls_api: bool           # False: an offline stand-in, neither paced nor counted as a call
-    # optional: ``secrets``, what the client sends besides the environment's key (redacted from every reply)
+    # optional: ``secrets``, what the client sends besides the environment's key (redacted from every reply);
+    # ``pure`` (a stand-in): its reply is a function of the text alone and it pickles, so its calls may run in
+    # worker processes (:data:`STAND_IN_PARALLEL_CHARS`)
 
     def call(self, text: str) -> Reply: ...
 
@@ -548,6 +550,14 @@ def reporting_progress(listener: Callable[[StepProgress], None]) -> Iterator[Non
 STAND_IN_COMMIT = 1000
 """Rows an offline stand-in's run commits at a time (a model call's row is committed as it returns)."""
 
+STAND_IN_WORKERS = 2
+STAND_IN_PARALLEL_CHARS = 2_000_000
+"""A pure stand-in (``pure``: the extractive summarizer) runs its calls in :data:`STAND_IN_WORKERS` worker processes,
+:data:`STAND_IN_COMMIT` items a call, when the texts it is to call for hold this many characters: at the paper's
+scale (``params/scale.yaml``: 18,783 chunks, 12.8 M characters) the summaries' calls took 3.6 s instead of 5.5 s
+on two cores.  Below it (the demo: 1,249 chunks, 0.4 M characters), starting the workers costs about what they
+save."""
+
 
 def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store: StepStore, policy: CallPolicy,
              run_id: str | None = None, total: int | None = None, progress: bool = False,
@@ -575,9 +585,10 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
     Up to ``settings.concurrency`` calls are in flight (:func:`~pmrag.represent.calls.run_bounded`); each row is
     committed in this thread as its call returns, so a killed run loses only the calls in flight, and what an item
     stores does not depend on the order in which calls return.  An offline stand-in (``calls_api`` false) runs
-    one item at a time and its rows are committed :data:`STAND_IN_COMMIT` at a time (and when the run ends or
-    stops): a killed run loses at most that many items that cost nothing to redo, and a paper-scale corpus is not
-    slowed by one transaction per chunk.
+    one item at a time, or a pure one's many items in worker processes (:data:`STAND_IN_PARALLEL_CHARS`), and its
+    rows are committed :data:`STAND_IN_COMMIT` at a time, in the items' order (and when the run ends or stops): a
+    killed run loses at most that many items that cost nothing to redo, and a paper-scale corpus is not slowed by
+    one transaction per chunk.
 
     Nothing it stores, returns or raises holds the API key or a credential header value: replies are redacted
     before they are checked (:func:`call_item`), errors before they are recorded, stored outputs before they are
@@ -662,7 +673,14 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         return policy.stops
 
     try:
-        run_bounded(to_call(), call, limiter, record)
+        jobs = list(to_call()) if getattr(client, "pure", False) and not client.calls_api else to_call()
+        if isinstance(jobs, list) and sum(len(job[1].text) for job in jobs) >= STAND_IN_PARALLEL_CHARS:
+            with closing(stand_in_outcomes(step, client, policy.settings, [job[1] for job in jobs])) as outcomes:
+                for job, outcome in zip(jobs, outcomes):
+                    if record(job, outcome):
+                        break
+        else:
+            run_bounded(jobs, call, limiter, record)
         if not (failed and policy.stops):
             status = "done"
     finally:
@@ -682,6 +700,26 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         raise stopped
     outputs = {item_id: found_outputs[item_id] for item_id in order if item_id in found_outputs}
     return StepResult(outputs, report)
+
+
+def stand_in_outcomes(step: LLMStep, client: Client, settings: SummarizerSection, items: Sequence[StepItem]
+                      ) -> Iterator[Outcome]:
+    """:func:`call_item` of each item in turn for a pure stand-in, computed in :data:`STAND_IN_WORKERS` worker
+    processes (:func:`~pmrag.core.parallel.ordered_map`), :data:`STAND_IN_COMMIT` items a call; yielded in the
+    items' order, so what is stored is what the calls in this process would store."""
+    from pmrag.core.parallel import ordered_map
+
+    blocks = [(step, client, settings, items[start:start + STAND_IN_COMMIT])
+              for start in range(0, len(items), STAND_IN_COMMIT)]
+    for outcomes in ordered_map(_call_block, blocks, STAND_IN_WORKERS):
+        yield from outcomes
+
+
+def _call_block(step: LLMStep, client: Client, settings: SummarizerSection, items: Sequence[StepItem]
+                ) -> list[Outcome]:
+    """:func:`call_item` of each item, in a worker process (a stand-in calls no API: its policy paces nothing)."""
+    policy = CallPolicy(settings)
+    return [call_item(step, item, client, policy) for item in items]
 
 
 def _now() -> str:

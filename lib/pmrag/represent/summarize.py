@@ -200,6 +200,7 @@ class ExtractiveSummarizer:
     requested_model = EXTRACTIVE_MODEL
     sdk_version = None
     calls_api = False
+    pure = True   # the digest of a text alone: many calls may run in worker processes
 
     def __init__(self, *, lang: str = "ja", max_chars: int = 500, max_terms: int = 8, max_message_chars: int = 70):
         if lang not in ("ja", "en"):

@@ -29,18 +29,20 @@ embedding cache records no times); while calls run, :class:`~pmrag.represent.llm
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pmrag.core.names import StageKey
-from pmrag.core.params import EmbeddingSection, ModelPrice, SummarizerSection
+from pmrag.core.params import HASHED_STAND_IN, EmbeddingSection, ModelPrice, SummarizerSection
 from pmrag.represent.embed import EmbeddingCache, cache_key, embedder_model_id, passage_texts_sent
 from pmrag.represent.llm import Done, Prompts, input_sha256
 from pmrag.represent.representations import representation_texts
 
 REMOTE_BACKENDS = frozenset({"openai"})
-_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
+JAPANESE_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F))
+"""The code points counted as kana or kanji (inclusive): hiragana and katakana, CJK extension A, the unified
+ideographs, the compatibility ideographs, half-width katakana."""
+COUNT_PIECE_CHARS = 1 << 20   # characters counted at a time (4 bytes each as code points)
 
 
 def approx_tokens(chars: int, japanese_chars: int = 0) -> int:
@@ -52,10 +54,27 @@ def approx_tokens(chars: int, japanese_chars: int = 0) -> int:
 def text_tokens(texts: Iterable[str]) -> tuple[int, int]:
     """``(characters, ≈ tokens)`` of ``texts`` together (:func:`approx_tokens`)."""
     chars = japanese = 0
+    piece: list[str] = []
+    held = 0
     for text in texts:
-        chars += len(text)
-        japanese += len(_JAPANESE.findall(text))
+        piece.append(text)
+        held += len(text)
+        if held >= COUNT_PIECE_CHARS:
+            chars, japanese, piece, held = chars + held, japanese + japanese_chars("".join(piece)), [], 0
+    chars, japanese = chars + held, japanese + japanese_chars("".join(piece))
     return chars, approx_tokens(chars, japanese)
+
+
+def japanese_chars(text: str) -> int:
+    """How many characters of ``text`` lie in :data:`JAPANESE_RANGES`: its code points compared as an array (a
+    regular expression's ``findall`` took 0.8 s over the paper-scale chunks, this 0.07 s)."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    inside = np.zeros(len(codes), dtype=bool)
+    for low, high in JAPANESE_RANGES:
+        inside |= (codes >= low) & (codes <= high)
+    return int(np.count_nonzero(inside))
 
 
 @dataclass(frozen=True)
@@ -142,7 +161,8 @@ def embedding_cost(stage: str, texts: Sequence[str], kind: str, section: Embeddi
     batches of ``embedding.batch_size``."""
     model_id = embedder_model_id(section)
     cached = set(cached_keys)
-    missing = list(dict.fromkeys(t for t in texts if cache_key(model_id, kind, t) not in cached))
+    missing = list(dict.fromkeys(t for t in texts if cache_key(model_id, kind, t) not in cached) if cached
+                   else texts)   # nothing cached: no key to work out
     chars, tokens = text_tokens(missing)
     model = section.resolved_query_model if kind == "query" else section.resolved_model
     return StageCost(stage, section.backend, model, math.ceil(len(missing) / section.batch_size), len(missing),
@@ -473,6 +493,8 @@ def _embedding(study, inputs: _Inputs, name: str, texts: Sequence[str], kind: st
     from pathlib import Path
 
     section = study.params.embedding
+    if section.backend == HASHED_STAND_IN:   # never cached: each stage computes its texts again, none looked up
+        return embedding_cost(name, texts, kind, section, ())
     path = Path(study.params.cache_dir) / "embeddings.sqlite"
     cached: set[str] = set()
     if path.is_file():
