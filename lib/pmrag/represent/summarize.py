@@ -97,6 +97,7 @@ _KANJI_RE = re.compile(r"[一-龯々〆ヵヶ]{2,}+(?:(?![ぁ-ゖ])|(?=[のに�
 """A Kanji run followed by a particle, punctuation or nothing: noun-like.  One followed by other Hiragana is
 usually a verb or adjective stem (``調べ``, ``降って``), which makes a poor topic term."""
 _URL_RE = re.compile(r"https?://\S+")
+_FILLER_TAIL_RE = re.compile(r"[\s!！?？。、,.…〜~ー―\-wｗ笑♪☆★♡❤️😊😂🙏👍]+$")
 _QUOTED_RE = re.compile(r"「([^「」\n]{1,24})」|『([^『』\n]{1,24})』|[\"“]([^\"“”\n]{2,24})[\"”]")
 _CAPITAL_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-zA-Z0-9'’\-]{1,}")
 _ALNUM_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]{2,}")
@@ -154,7 +155,7 @@ def _parse_raw_text(raw_text: str) -> list[_Message]:
 def _is_filler(text: str) -> bool:
     if not text or _PLACEHOLDER_RE.match(text):
         return True
-    core = re.sub(r"[\s!！?？。、,.…〜~ー―\-wｗ笑♪☆★♡❤️😊😂🙏👍]+$", "", text).strip().lower()
+    core = _FILLER_TAIL_RE.sub("", text).strip().lower()
     return not core or core in _BACKCHANNELS or len(core) <= 2
 
 
