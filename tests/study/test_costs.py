@@ -81,6 +81,7 @@ def test_embeddings_call_for_the_distinct_texts_missing_from_the_cache_in_batche
     assert embedding_cost("q", texts, "query", section, cached).items == 5     # another kind: another key
     assert embedder_model_id(section) == "openai/e5@127.0.0.1:9"
     assert embedding_cost("v", texts, "passage", EmbeddingSection(), ()).local
+    assert embedding_cost("v", texts, "passage", section, ()).items == 5        # nothing cached: the distinct texts
 
 
 # ------------------------------------------------------------------------------------------- prices

@@ -673,8 +673,9 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
         return policy.stops
 
     try:
-        jobs = list(to_call()) if getattr(client, "pure", False) and not client.calls_api else to_call()
-        if isinstance(jobs, list) and sum(len(job[1].text) for job in jobs) >= STAND_IN_PARALLEL_CHARS:
+        pure = getattr(client, "pure", False) and not client.calls_api
+        jobs = list(to_call()) if pure else to_call()   # a pure stand-in's are listed first: how much is to call
+        if pure and sum(len(job[1].text) for job in jobs) >= STAND_IN_PARALLEL_CHARS:
             with closing(stand_in_outcomes(step, client, policy.settings, [job[1] for job in jobs])) as outcomes:
                 for job, outcome in zip(jobs, outcomes):
                     if record(job, outcome):

@@ -161,8 +161,8 @@ def embedding_cost(stage: str, texts: Sequence[str], kind: str, section: Embeddi
     batches of ``embedding.batch_size``."""
     model_id = embedder_model_id(section)
     cached = set(cached_keys)
-    missing = list(dict.fromkeys(t for t in texts if cache_key(model_id, kind, t) not in cached) if cached
-                   else texts)   # nothing cached: no key to work out
+    missing = list(dict.fromkeys((t for t in texts if cache_key(model_id, kind, t) not in cached) if cached
+                                 else texts))   # nothing cached: no key to work out
     chars, tokens = text_tokens(missing)
     model = section.resolved_query_model if kind == "query" else section.resolved_model
     return StageCost(stage, section.backend, model, math.ceil(len(missing) / section.batch_size), len(missing),
