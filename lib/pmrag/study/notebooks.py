@@ -108,6 +108,7 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
     import tempfile
     import time
 
+    without_iri_grammar()
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -131,6 +132,19 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
             if stderr_path.is_file() and not stop.is_set():
                 sys.stderr.write(kernel_stderr_without_noise(stderr_path.read_text(encoding="utf-8", errors="replace")))
     return {"notebook": str(target), "seconds": round(time.perf_counter() - started, 3)}
+
+
+def without_iri_grammar() -> None:
+    """Let jsonschema, which papermill imports through nbformat, go without ``rfc3987_syntax`` in this process.
+
+    jsonschema imports it, when installed, for its ``iri`` format check (jupyter-events asks for
+    ``jsonschema[format-nongpl]``, which installs it), and version 1.1.0 builds its grammar at import: 2.0 of the
+    2.4 s that importing papermill took here, in the runner's process beside the stages' (python-jsonschema issue
+    1392).  nbformat's schemas check no ``iri`` format and nothing else in the runner validates one, so the module
+    is marked missing (unless already imported) and jsonschema leaves that one check out."""
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)
 
 
 class KernelNotStarted(RuntimeError):
