@@ -97,3 +97,15 @@ def test_the_readme_rounds_the_full_precision_numbers_once(tmp_path):
     assert not any(shifted in text for shifted in ("0.574", "0.746", "0.234", "0.146", "0.324"))
     readme = report.write_run_readme(tmp_path, "demo").read_text(encoding="utf-8")
     assert "(0.653)" in readme and report.CSV_NOTE in readme and "](tables/bootstrap_cis.csv)" in readme
+
+
+def test_the_run_readme_reads_the_statistics_without_drawing_anything():
+    """The README's readings come from pmrag.present.statistics, whose figure functions import matplotlib and the
+    figure style only when called: writing the README imports neither seaborn nor scipy.stats (1.9 s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport pmrag.present.report\nfrom pmrag.present.statistics import comparisons_reading\n"
+            "print(*(name in sys.modules for name in ('matplotlib', 'seaborn', 'scipy.stats')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["False", "False", "False"], run.stderr

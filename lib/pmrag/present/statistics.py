@@ -3,7 +3,10 @@ inside the bootstrap; evidence-group metrics beside the chunk-level ones; the de
 method against the selected hybrid, with decisions adjusted within each family and methods ranking alike tested once;
 and the power curve, each with the plain-language reading the paper would print.
 
-The inputs are the ``statistics`` stage's results (:class:`pmrag.study.stages.SelectionStatistics`).
+The inputs are the ``statistics`` stage's results (:class:`pmrag.study.stages.SelectionStatistics`).  The two
+figure functions import matplotlib and the figure style when called: the run README (:mod:`pmrag.present.report`)
+prints the readings at the end of every ``pmrag study``, and importing seaborn (with scipy.stats) for them cost it
+1.9 s.
 """
 
 from __future__ import annotations
@@ -11,12 +14,9 @@ from __future__ import annotations
 import textwrap
 
 import pandas as pd
-from matplotlib.ticker import NullFormatter
 
 from pmrag.evaluate.metric_names import GROUP_METRICS, MESSAGE_METRICS, PAPER_COLUMNS, RECALL5, at_k
-from pmrag.present.figure_style import column_figure
 from pmrag.present.labels import short_label
-from pmrag.present.plots import wrapped
 
 METRICS = PAPER_COLUMNS   # recall@5, mrr@5, ndcg@5
 PAPER_PROCEDURE = "pairing and β (the paper's selection)"
@@ -234,6 +234,8 @@ def selection_figure(table: pd.DataFrame):
     """Recall@5 of each selection procedure: in sample (with the conditional interval), bias-corrected (with its
     interval: the selection-aware headline), out of fold (the range over partition seeds) and the selection
     bootstrap (with its interval: for the out-of-bag kind a conservative bound)."""
+    from pmrag.present.figure_style import column_figure
+
     rows = table[table["metric"] == str(RECALL5)].reset_index(drop=True)
     fig, ax = column_figure(1.1 * len(rows) + 2.2)
     y = range(len(rows))
@@ -266,6 +268,11 @@ def selection_figure(table: pd.DataFrame):
 def power_figure(curve: pd.DataFrame, pilot: tuple[str, str], power: float, alpha: float, observed: float):
     """The smallest paired difference in Recall@5 detected with ``power`` at ``alpha``, against the number of
     questions, with the pilot's observed difference as a line."""
+    from matplotlib.ticker import NullFormatter
+
+    from pmrag.present.figure_style import column_figure
+    from pmrag.present.plots import wrapped
+
     fig, ax = column_figure(4, width=7)
     ax.plot(curve["n_questions"], curve["detectable_difference"], marker="o")
     ax.axhline(abs(observed), color="grey", linestyle="--", label=f"observed |Δ| = {abs(observed):.3f}")
