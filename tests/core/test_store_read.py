@@ -73,3 +73,24 @@ def test_unordered_messages_are_the_ordered_ones(tmp_path):
     assert ordered["message_id"].tolist() == sorted(row["message_id"] for row in rows)
     pd.testing.assert_frame_equal(unordered.sort_values("message_id", ignore_index=True),
                                   ordered.sort_values("message_id", ignore_index=True))
+
+
+def test_messages_in_order_are_the_rows_sqlite_orders_ties_and_both_time_formats_included(tmp_path):
+    """stored_messages sorts a scan itself; the frame is SQLite's ORDER BY's, row for row: times stored with and
+    without microseconds, two files naming one source with the same positions (ties on every order column, kept in
+    the table's order), inserted out of order."""
+    engine = store.open_store(tmp_path / "s.sqlite")
+    rows = _messages(12)
+    for i, row in enumerate(rows):
+        row["source"] = ["room", "dm", "Room"][i % 3]
+        row["source_order"] = i % 4
+        row["occurred_at"] = datetime(2024, 1, 1, 9, 0) + timedelta(seconds=i % 5, microseconds=250_000 * (i % 2))
+    twins = [dict(row, message_id=f"t{n}") for n, row in enumerate(rows[:4])]   # the same order keys again
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), rows[::-1] + twins)
+    by_sqlite = store.read_table(engine, store.messages, store.MESSAGE_ORDER)
+    pd.testing.assert_frame_equal(store.stored_messages(engine), by_sqlite)
+    pd.testing.assert_frame_equal(store.stored_messages(engine, ["text", "source"]), by_sqlite[["text", "source"]])
+    assert by_sqlite["message_id"].tolist() != sorted(by_sqlite["message_id"])   # the order is the keys', not the ids'
+    unordered = store.stored_messages(engine, ordered=False)
+    assert unordered["message_id"].tolist() == [r["message_id"] for r in rows[::-1] + twins]

@@ -702,17 +702,25 @@ def stored_messages(engine: Engine, columns: Iterable[str] | None = None,
     """The store's messages in :data:`MESSAGE_ORDER`: every column, or only ``columns`` (a reader that needs a
     few columns of millions of messages reads a fraction of the table); every message, or only those ``ids``
     names (an id the store lacks is simply not there: the caller that must have it checks).  ``ordered=False``
-    reads every message in the store's own order, for a reader whose result does not depend on it: SQLite then
-    scans the table instead of sorting it (two columns of 3.6 million messages: 7.5 s against 16.9 s)."""
-    if ids is None:
-        return read_table(engine, messages, MESSAGE_ORDER if ordered else (), columns)
-    wanted = sorted(set(ids))
+    reads every message in the store's own order, for a reader whose result does not depend on it.
+
+    The order is made here, not by SQLite: the rows are read as the table is scanned and sorted by a stable sort
+    (ties, which the order's columns leave only between two files naming one source, stay in the table's order, as
+    SQLite's sorter leaves them).  SQLite sorting millions of rows spills to temporary files: two columns of 3.6
+    million messages took 16.9 s read in order against 7.5 s scanned."""
     columns = None if columns is None else list(columns)   # read twice below: an iterator would be spent
     names = None if columns is None else list(dict.fromkeys([*columns, *MESSAGE_ORDER]))
-    parts = [read_table(engine, messages, (), names, where=messages.c.message_id.in_(wanted[start:start + ID_BATCH]))
-             for start in range(0, max(len(wanted), 1), ID_BATCH)]
-    frame = (parts[0] if len(parts) == 1 else _joined(parts)).sort_values(list(MESSAGE_ORDER), ignore_index=True)
-    return frame if columns is None else frame[list(columns)]
+    if ids is None:
+        if not ordered:
+            return read_table(engine, messages, (), columns)
+        parts = [read_table(engine, messages, (), names)]
+    else:
+        wanted = sorted(set(ids))
+        parts = [read_table(engine, messages, (), names, where=messages.c.message_id.in_(wanted[at:at + ID_BATCH]))
+                 for at in range(0, max(len(wanted), 1), ID_BATCH)]
+    frame = parts[0] if len(parts) == 1 else _joined(parts)
+    frame = frame.sort_values(list(MESSAGE_ORDER), ignore_index=True, kind="stable")
+    return frame if columns is None else frame[columns]
 
 
 ID_BATCH = 10_000
