@@ -1,5 +1,5 @@
-"""An ordered, bounded process-pool map: the helper behind ingest, chunking, tokenizing and the extractive summaries on two cores; and the switch that
-keeps them in this process (:func:`in_this_process`).
+"""An ordered, bounded process-pool map: the helper behind ingest, chunking, tokenizing and the extractive summaries
+on two cores; and the switch that keeps them in this process (:func:`in_this_process`).
 
 Worker processes pay off where a new process is cheap (a forked one starts in milliseconds) and the work is large.
 Inside a Dask worker neither holds: the worker was started with ``spawn``, so every helper process it starts

@@ -106,8 +106,9 @@ class Ranker:
     The tie-break order depends only on the corpus, so it is computed once (one ``np.lexsort``); each
     query then costs a partition of a few candidates (:func:`top_k_candidates`): documents above the k-th
     score are all kept, and when more than ``k`` reach it, only the best ``k - n_above`` of those tied at it by
-    tie-break rank are selected (:meth:`first_in_tiebreak_order`) before the final small sort.  Queries with few terms tie
-    thousands of documents at score 0, which a full sort of the tied group per query made the slowest step.
+    tie-break rank are selected (:meth:`first_in_tiebreak_order`) before the final small sort.  Queries with few
+    terms tie thousands of documents at score 0, which a full sort of the tied group per query made the slowest
+    step.
     """
 
     def __init__(self, start_times: np.ndarray, chunk_ids: np.ndarray):
