@@ -74,6 +74,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import Engine, insert, select, update
 
 from pmrag.core.errors import PmragError
+from pmrag.core.interrupts import deferred_interrupt
 from pmrag.core.params import SummarizerSection
 from pmrag.core.store import graph_extractions, summaries, summary_runs
 from pmrag.represent import privacy
@@ -651,8 +652,9 @@ def run_step(step: LLMStep, items: Iterable[StepItem], *, client: Client, store:
 
     def save() -> None:
         if unsaved:
-            store.record(run, unsaved, counts)
-            unsaved.clear()
+            with deferred_interrupt():   # a batch is committed whole, never left holding the write lock
+                store.record(run, unsaved, counts)
+                unsaved.clear()
 
     def record(job: tuple[int, StepItem, str], outcome: Outcome) -> bool:
         position, item, digest = job
