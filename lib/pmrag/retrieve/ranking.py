@@ -95,7 +95,11 @@ def split_at_kth(scores: np.ndarray, k: int, bound: float, likely: float | None 
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the scores above the k-th largest (``1 ≤ k ≤ n``), and of those equal to it
     (:func:`top_k_candidates`, the same arguments)."""
-    candidates, kth = top_k_candidates(scores, k, bound, likely)
+    return _split(scores, *top_k_candidates(scores, k, bound, likely))
+
+
+def _split(scores: np.ndarray, candidates: np.ndarray, kth: float) -> tuple[np.ndarray, np.ndarray]:
+    """``candidates`` (indices) scoring above ``kth``, and those scoring ``kth``."""
     values = scores[candidates]
     return candidates[values > kth], candidates[values == kth]
 
@@ -167,9 +171,8 @@ class Ranker:
     def _top_row(self, scores: np.ndarray, k: int, bound: float, likely: float) -> np.ndarray:
         pool, kth = top_k_candidates(scores, k, bound, likely)
         if len(pool) > k:   # documents tied at the k-th score: the first of them in tie-break order
-            values = scores[pool]
-            above = pool[values > kth]
-            pool = np.concatenate([above, self.first_in_tiebreak_order(pool[values == kth], k - len(above))])
+            above, tied = _split(scores, pool, kth)
+            pool = np.concatenate([above, self.first_in_tiebreak_order(tied, k - len(above))])
         return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
 
     def first_in_tiebreak_order(self, documents: np.ndarray, wanted: int) -> np.ndarray:
