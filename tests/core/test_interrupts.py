@@ -49,3 +49,13 @@ def test_an_ignored_ctrl_c_stays_ignored_and_other_threads_run_the_block_as_it_i
     worker.start()
     worker.join()
     assert thread_ran == [signal.default_int_handler]
+
+
+def test_a_ctrl_c_while_sigint_is_ignored_is_dropped_and_the_handler_comes_back():
+    from pmrag.core.interrupts import sigint_ignored
+
+    with sigint_ignored():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import islice
 
+from pmrag.core.interrupts import ignore_interrupts
+
 # What the worker functions need, imported once by the fork server (not again by every worker it forks).
 WORKER_MODULES = ("pmrag.ingest.pipeline", "pmrag.chunking.store", "pmrag.retrieve.lexical",
                   "pmrag.represent.summarize")
@@ -62,13 +64,6 @@ def process_context():
         context.set_forkserver_preload(list(WORKER_MODULES))
         return context
     return multiprocessing.get_context("spawn")
-
-
-def ignore_interrupts() -> None:
-    """Worker processes ignore Ctrl-C: the parent handles it (one line, exit 130) and ends them."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def ordered_map(function: Callable, calls: Sequence[tuple], workers: int) -> Iterator:

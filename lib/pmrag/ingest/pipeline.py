@@ -15,7 +15,6 @@ arrives whole, as a list.  A single file is parsed in this process, as its rows 
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +25,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from pmrag.core.errors import InputError
+from pmrag.core.interrupts import ignore_interrupts
 from pmrag.core.parallel import process_context, worker_processes
 from pmrag.core.params import DatasetSection
 from pmrag.core.records import SourceBatch
@@ -249,7 +249,7 @@ def _work(calls: list[tuple], queue) -> None:
     Messages: ``("whole", batch, rows)``; or ``("start", batch, chunk)``, ``("rows", chunk)``...,
     ``("end", batch)``; or ``("input-error", path, location, reason)`` / ``("failed", traceback text)``.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent process handles an interrupt and ends the workers
+    ignore_interrupts()   # the parent process handles an interrupt and ends the workers
     for call in calls:
         try:
             batch, chunks = row_chunks(*call)

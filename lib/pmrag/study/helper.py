@@ -24,7 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from pmrag.core.parallel import ignore_interrupts, process_context, worker_processes
+from pmrag.core.interrupts import ignore_interrupts
+from pmrag.core.parallel import process_context, worker_processes
 
 HELPER_MESSAGES = (100_000, 1_000_000)
 """A study of this many messages (at least, at most) gets a helper.  Below: the demo's stages that a helper could

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pmrag.core.errors import PmragError
+from pmrag.core.interrupts import sigint_ignored
 from pmrag.core.memory import return_freed_memory
 from pmrag.core.names import StageKey
 from pmrag.study.params import load_params
@@ -384,7 +385,7 @@ def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float
     for future in futures:
         future.cancel()
     stop.set()
-    with _sigint_ignored():
+    with sigint_ignored():
         running = [f for f in futures if not f.done()]
         signalled: dict[int, float] = {}
         deadline = time.monotonic() + grace_s
@@ -434,19 +435,6 @@ def _send(kernel, signum: int | None) -> None:
 def _is_kernel(command: list[str]) -> bool:
     """A Jupyter kernel's command line: ``... -f <connection file>.json ...``."""
     return any(flag == "-f" and value.endswith(".json") for flag, value in zip(command, command[1:]))
-
-
-@contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored for the duration (only the main thread can change signal handling)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 _HELD = threading.local()   # .folders: the run folders this thread holds (run_folder_lock)
