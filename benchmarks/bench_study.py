@@ -24,8 +24,9 @@ the hybrid sweep ``sweep`` + ``hybrids``, the bootstrap ``reliability``, the sel
 ≤ 10× the 1× time and ≤ 5× its memory (``outputs/bench/study_scale1.json`` holds the last 1× run); a change to
 only β or B recomputes ≤ 10 s.  ``--timeout S`` stops a run that takes longer and reports how far it got.
 
-    .venv/bin/python benchmarks/bench_study.py [--jobs N] [--keep DIR]
+    .venv/bin/python benchmarks/bench_study.py [--jobs N] [--keep DIR] [--no-kernel-forks]
     .venv/bin/python benchmarks/bench_study.py --scale 1|10 [--jobs N] [--keep DIR] [--timeout S] [--no-reruns]
+                                                [--no-kernel-forks]
 """
 
 from __future__ import annotations
@@ -65,14 +66,18 @@ def study_params(folder: Path) -> Path:
     return path
 
 
-def study_command(params: Path, jobs: int | None) -> list[str]:
-    command = [str(Path(sys.executable).with_name("pmrag")), "study", str(params), "--quiet"]
-    return command + (["--jobs", str(jobs)] if jobs else [])
+def study_options(args) -> list[str]:
+    """``pmrag study``'s options from this script's: ``--jobs N``, ``--no-kernel-forks``."""
+    return (["--jobs", str(args.jobs)] if args.jobs else []) + (["--no-kernel-forks"] if args.no_kernel_forks else [])
 
 
-def run(params: Path, jobs: int | None) -> float:
+def study_command(params: Path, options: list[str]) -> list[str]:
+    return [str(Path(sys.executable).with_name("pmrag")), "study", str(params), "--quiet", *options]
+
+
+def run(params: Path, options: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run(study_command(params, jobs), check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    subprocess.run(study_command(params, options), check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
@@ -106,7 +111,7 @@ def changed(params: Path, section: str, key: str, value) -> Path:
     return path
 
 
-def measured_run(params: Path, jobs: int | None, timeout: float | None
+def measured_run(params: Path, options: list[str], timeout: float | None
                  ) -> tuple[float, list[tuple[float, int]], int, float]:
     """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)] sampled every 50 ms, exit
     status (-9 when ``timeout`` stopped it), CPU seconds).  The CPU seconds are user + system time of the process
@@ -118,7 +123,7 @@ def measured_run(params: Path, jobs: int | None, timeout: float | None
     samples: list[tuple[float, int]] = []
     cpu: dict[int, float] = {}
     started = time.perf_counter()
-    process = subprocess.Popen(study_command(params, jobs), cwd=REPO, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen(study_command(params, options), cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     while process.poll() is None:
         tree = process_tree(process.pid)
@@ -190,7 +195,7 @@ def scale_main(args) -> None:
                      ("B changed (bootstrap.n_resamples 5000 → 2000)", changed(beta, "bootstrap", "n_resamples", 2000))]
         for label, path in runs:
             since = time.time()
-            wall, samples, status, cpu = measured_run(path, args.jobs, args.timeout)
+            wall, samples, status, cpu = measured_run(path, study_options(args), args.timeout)
             log = run_dir / "stage_log.jsonl"
             lines = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
             results[label] = print_scale_run(label, wall, samples, [x for x in lines if x["at"] >= since], status, cpu)
@@ -228,6 +233,8 @@ def main() -> None:
                         help="params/scale.yaml at 1× or 10× the paper's messages (default: the demo)")
     parser.add_argument("--timeout", type=float, default=None, help="--scale: stop a run after this many seconds")
     parser.add_argument("--no-reruns", action="store_true", help="--scale: the clean run only")
+    parser.add_argument("--no-kernel-forks", action="store_true",
+                        help="pmrag study --no-kernel-forks: each kernel a new Python process")
     args = parser.parse_args()
     if args.scale:
         return scale_main(args)
@@ -240,7 +247,7 @@ def main() -> None:
         lines = {}
         for label in ("clean", "unchanged"):
             since = time.time()
-            figures[label] = run(params, args.jobs)
+            figures[label] = run(params, study_options(args))
             lines[label] = log_lines(run_dir, since)
         clean = [line for line in lines["clean"] if line["action"] == "computed"]
         print(f"{'stage':<32} {'seconds':>8}   (clean run; notebooks run {args.jobs or default_jobs()} at a time)")

@@ -59,7 +59,7 @@ def _study(args) -> int:
         if args.max_calls is not None and args.max_calls < 0:
             raise PmragError(f"--max-calls: an integer ≥ 0, got {args.max_calls}")
         run = run_study(args.params, progress=not args.quiet, fresh=args.fresh, jobs=args.jobs, force=args.force,
-                        dry_run=args.dry_run, max_calls=args.max_calls)
+                        dry_run=args.dry_run, max_calls=args.max_calls, fork_kernels=not args.no_kernel_forks)
     if run.dry_run:
         print("\n".join(run.costs))
         print("dry run: no model was called; run without --dry-run to make these calls")
@@ -410,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--max-calls", type=int, default=None, metavar="N",
                        help="stop (exit status 3, resumable) before a model stage that would bring this run's remote "
                             "model calls above N")
+    study.add_argument("--no-kernel-forks", action="store_true",
+                       help="start each notebook's kernel as a new Python process instead of forking it from one that "
+                            "has imported what the notebooks import (Linux)")
     study.set_defaults(func=_study)
 
     cohort = sub.add_parser("cohort", help="one study per participant of a cohort file, run on Dask (a LocalCluster or "

@@ -445,7 +445,8 @@ def test_ctrl_c_while_kernels_start_is_one_line(tiny_built, tmp_path, n_notebook
     """Kernels still starting (a ``sitecustomize`` holds them in Python's site import) when Ctrl-C arrives: they
     are stopped there ("Fatal Python error: init_import_site" on their stderr, "Kernel died before replying to
     kernel_info" from papermill), and the user sees only the one line.  (``pmrag study`` runs in a session of its
-    own here, as a terminal's foreground job: its session ID is its pid.)"""
+    own here, as a terminal's foreground job: its session ID is its pid.)  Kernels started as processes
+    (``--no-kernel-forks``): a forked kernel imports nothing as it starts (the next test)."""
     for old in (tiny_built / "nbs").glob("*"):
         old.unlink()
     for i in range(n_notebooks):
@@ -455,10 +456,52 @@ def test_ctrl_c_while_kernels_start_is_one_line(tiny_built, tmp_path, n_notebook
     starting = tmp_path / "kernel-starting"
     path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_KERNEL_STARTING=str(starting))
-    process = start(tiny_built, "study", "--quiet", "--jobs", str(jobs), "p.yaml", env=env)
+    process = start(tiny_built, "study", "--quiet", "--jobs", str(jobs), "--no-kernel-forks", "p.yaml", env=env)
     out, err, seconds = interrupt_when(process, lambda: len(list(tmp_path.glob("kernel-starting.*"))) == n_notebooks)
     assert process.returncode == 130, err
     assert err.splitlines() == [f"pmrag study: {INTERRUPTED}"]
     assert seconds < 15 and not any(tmp_path.glob("started-*"))   # stopped in start-up, no cell ran
     sessions = {path.read_text() for path in tmp_path.glob("kernel-starting.*")}
     assert str(process.pid) not in sessions   # each kernel in a session of its own: the terminal's Ctrl-C misses it
+
+
+SLOW_WARM_IMPORTS = """\
+import os, pathlib, sys, time
+if "kernel_forks import serve" in " ".join(sys.orig_argv):   # the process kernels are forked from, importing
+    pathlib.Path(os.environ["PMRAG_TEST_WARM_STARTING"]).write_text(str(os.getpid()))
+    time.sleep(30)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_ctrl_c_while_the_process_kernels_are_forked_from_imports_is_one_line(tiny_built, tmp_path):
+    """The notebooks wait for the warm process's imports (pmrag.study.kernel_forks) when Ctrl-C arrives: no
+    kernel starts, the warm process is ended, and the user sees only the one line."""
+    from pmrag.study import kernel_forks
+
+    if not kernel_forks.supported():
+        pytest.skip("kernels are forked on Linux only")
+    for old in (tiny_built / "nbs").glob("*"):
+        old.unlink()
+    for i in range(2):
+        sleeping_notebook(tiny_built / "nbs" / f"0{i + 1}_sleep.ipynb", tmp_path / f"started-{i}")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_WARM_IMPORTS, encoding="utf-8")
+    starting = tmp_path / "warm-starting"
+    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_WARM_STARTING=str(starting))
+    process = start(tiny_built, "study", "--quiet", "--jobs", "2", "p.yaml", env=env)
+    waited = []
+
+    def waiting() -> bool:            # the warm process is importing, and the notebooks have had time to ask
+        if not waited and starting.exists():
+            waited.append(time.monotonic())
+        return bool(waited) and time.monotonic() - waited[0] > 1.0
+
+    out, err, seconds = interrupt_when(process, waiting)
+    assert process.returncode == 130, err
+    assert err.splitlines() == [f"pmrag study: {INTERRUPTED}"]
+    assert seconds < 15 and not any(tmp_path.glob("started-*"))     # no kernel ran a cell
+    warm = int(starting.read_text())
+    assert not Path(f"/proc/{warm}").exists() or "zombie" in Path(f"/proc/{warm}/status").read_text()

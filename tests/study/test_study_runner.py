@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from conftest import warm_cache
+from pmrag.study import kernel_forks
 from pmrag.study.runner import NotebookFailed, StudyRun, numbered_notebooks, run_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +83,7 @@ def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys
     executed = ["01_a.ipynb", "02_b.ipynb"]
     assert first.notebooks == [tmp_path / "out" / "tiny" / "notebooks" / name for name in executed]
     assert sorted(first.notebook_seconds) == executed and all(s > 0 for s in first.notebook_seconds.values())
+    assert first.forked_kernels == (2 if kernel_forks.supported() else 0)   # from one warm process
     assert {"ingest", "chunks", "runs:raw_text_bm25", "hybrids", "reliability"} <= set(first.stage_seconds)
     progress = capsys.readouterr().err
     assert "[1/2] 01_a.ipynb" in progress and "[2/2] 02_b.ipynb" in progress

@@ -85,8 +85,15 @@ def current_reader() -> str | None:
     return _READER
 
 
+def adopt_reader() -> None:
+    """Read :data:`READER_ENV` again, as at import: for a kernel forked from a process that imported this module
+    (:mod:`pmrag.study.kernel_forks`), once its environment is the kernel's."""
+    global _READER
+    _READER = os.environ.pop(READER_ENV, None)
+
+
 def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_name: str = "python3",
-                     progress: bool = False, stop: threading.Event | None = None) -> dict:
+                     progress: bool = False, stop: threading.Event | None = None, forks=None) -> dict:
     """Execute ``notebook`` with papermill into ``target`` (``params_path`` as its parameter); a failure is
     returned as ``{"error": {...}}`` (cell index, execution count, error name and value), never raised, so it can
     cross a process boundary.
@@ -103,6 +110,8 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
     noise (the "without encryption" warning, a KeyboardInterrupt at shutdown, :func:`kernel_stderr_without_noise`);
     anything else it wrote (a crash, a real warning) still reaches stderr, after the notebook ends.  The kernel's
     environment names the notebook (:data:`READER_ENV`), so a read of a stage it does not declare fails it.
+    ``forks`` (a started :class:`~pmrag.study.kernel_forks.KernelForks`): the kernel is forked from its warm
+    process where it serves the kernelspec, else started as a subprocess.
     """
     import sys
     import tempfile
@@ -120,7 +129,7 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
         try:
             pm.execute_notebook(str(notebook), str(target), parameters={"params_path": str(params_path)},
                                 cwd=str(notebook.parent), kernel_name=kernel_name, progress_bar=progress,
-                                **_quiet_engine_options(stderr_path, stop, notebook.stem))
+                                **_quiet_engine_options(stderr_path, stop, notebook.stem, forks))
         except PapermillExecutionError as exc:
             return {"error": {"cell_index": exc.cell_index, "exec_count": exc.exec_count, "ename": exc.ename,
                               "evalue": exc.evalue}, "notebook": str(target)}
@@ -175,11 +184,11 @@ KERNEL_NOISE = ("Kernel is running over TCP without encryption", "KeyboardInterr
 at start-up when its transport is not encrypted, e.g. a kernelspec that does not declare CurveZMQ support)."""
 
 
-def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str = "") -> dict:
+def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str = "", forks=None) -> dict:
     """papermill engine options (passed on to nbclient's ``NotebookClient``): no widget state, the kernel ended
     at once when the last cell's outputs are in, and a kernel manager that encrypts the transport, sends the
-    kernel's stderr to ``stderr_path``, starts no kernel once ``stop`` is set and names the notebook ``reader`` in
-    the kernel's environment.
+    kernel's stderr to ``stderr_path``, starts no kernel once ``stop`` is set, names the notebook ``reader`` in
+    the kernel's environment and forks the kernel from ``forks`` where it can.
 
     Ended at once (``shutdown_kernel="immediate"``, as nbval does): a kernel asked to shut down collects its whole
     heap on the way out, and jupyter_client waits up to 2.5 s for it before sending SIGTERM: 2.7 s per notebook on a
@@ -190,7 +199,7 @@ def _quiet_engine_options(stderr_path: Path, stop: threading.Event, reader: str 
     manager = _kernel_manager_class()
     return {"store_widget_state": False, "shutdown_kernel": "immediate", "kernel_manager_class": manager,
             "config": Config({manager.__name__: {"stderr_path": str(stderr_path), "stop": Uncopied(stop),
-                                                 "reader": reader}})}
+                                                 "reader": reader, "forks": Uncopied(forks)}})}
 
 
 class Uncopied:
@@ -210,17 +219,22 @@ def _kernel_manager_class():
     where the kernelspec declares support (jupyter_client's ``transport_encryption = "auto"``; ipykernel 7 then
     has nothing to warn about), the kernel's stderr written to the ``stderr_path`` file, not inherited, no
     kernel launched once ``stop`` is set (:class:`KernelNotStarted`), and the notebook's stem in the kernel's
-    environment (:data:`READER_ENV`; without one, whatever the runner's environment held there is removed).
+    environment (:data:`READER_ENV`; without one, whatever the runner's environment held there is removed).  With
+    ``forks`` (a :class:`~pmrag.study.kernel_forks.KernelForks`) the kernel is forked from its warm process where
+    it serves the command and environment, and jupyter_client's local provisioner watches and signals it as the
+    process it would have started.
     jupyter_client starts each kernel in a session of its own, so the terminal's Ctrl-C never reaches it: the
     runner interrupts it."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
+    from jupyter_client.provisioning import LocalProvisioner
     from traitlets import Instance, Unicode, default
 
     class PmragKernelManager(AsyncKernelManager):
         stderr_path = Unicode("", config=True, help="file that receives the kernel's stderr ('' = inherit)")
         stop = Instance(Uncopied, allow_none=True, config=True, help="a threading.Event: once set, no kernel is launched")
         reader = Unicode("", config=True, help="the stem of the notebook the kernel executes")
+        forks = Instance(Uncopied, allow_none=True, config=True, help="a KernelForks the kernel is forked from")
 
         if "transport_encryption" in AsyncKernelManager.class_trait_names():
             @default("transport_encryption")
@@ -232,10 +246,30 @@ def _kernel_manager_class():
                 raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
             env = {name: value for name, value in kw.get("env", os.environ).items() if name != READER_ENV}
             kw = {**kw, "env": {**env, READER_ENV: self.reader} if self.reader else env}
+            if self._forked(kernel_cmd, kw):
+                return None
             if not self.stderr_path:
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
             with open(self.stderr_path, "ab") as stderr:   # the kernel keeps its own copy of the descriptor
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr})
+
+        def _forked(self, kernel_cmd, kw) -> bool:
+            forks = None if self.forks is None else self.forks.value
+            if forks is None or not isinstance(self.provisioner, LocalProvisioner):
+                return False
+            stop = None if self.stop is None else self.stop.value
+            kernel = forks.launch(kernel_cmd, kw["env"], kw.get("cwd"), self.stderr_path, stop)
+            if stop is not None and stop.is_set():
+                if kernel is not None:
+                    kernel.kill()
+                raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
+            if kernel is None:
+                return False
+            provisioner = self.provisioner   # what LocalProvisioner.launch_kernel records of the process it starts
+            provisioner.process, provisioner.pid, provisioner.pgid = kernel, kernel.pid, kernel.pid
+            provisioner.cwd = kw.get("cwd", os.getcwd())
+            self._reconcile_connection_info(provisioner.connection_info)
+            return True
 
     return PmragKernelManager
 

@@ -67,6 +67,7 @@ class StudyRun:
     dry_run: bool = False
     stage_seconds: dict[str, float] = field(default_factory=dict)      # computed in the runner, by stage
     notebook_seconds: dict[str, float] = field(default_factory=dict)   # executed ones, kernel start included
+    forked_kernels: int = 0          # kernels forked from the warm process (pmrag.study.kernel_forks)
 
 
 def numbered_notebooks(folder: Path) -> list[Path]:
@@ -115,7 +116,7 @@ def default_jobs() -> int:
 
 def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: int | None = None,
               kernel_name: str = "python3", force: bool = False, dry_run: bool = False,
-              max_calls: int | None = None) -> StudyRun:
+              max_calls: int | None = None, fork_kernels: bool = True) -> StudyRun:
     """Compute the stages, execute every numbered notebook whose executed copy is not current (``jobs`` at a
     time, each once the stages it reads are computed; ``jobs=1``: one at a time after the last stage) with
     ``params_path`` as its parameter, write ``environment.json`` and the run README.
@@ -132,6 +133,9 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     stages that call no model are computed for it).  ``dry_run``: stop there, no model called.  ``max_calls``:
     before each model stage, its remote calls are counted again (exactly, its inputs now made); the run stops with
     :class:`CallBudgetReached` before a stage that would bring this run's remote calls above ``max_calls``.
+
+    ``fork_kernels`` (on Linux): the notebooks' kernels are forked from one process that imported what they
+    import (:mod:`pmrag.study.kernel_forks`), started with the stages; False: each kernel starts as a subprocess.
     """
     params = load_params(params_path)
     notebooks = study_notebooks(params)
@@ -141,11 +145,11 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     claim_run_folder(params.run_dir, force=force)
     with run_folder_lock(params.run_dir):
         return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name,
-                           dry_run=dry_run, max_calls=max_calls)
+                           dry_run=dry_run, max_calls=max_calls, fork_kernels=fork_kernels)
 
 
 def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, jobs: int, kernel_name: str,
-                dry_run: bool = False, max_calls: int | None = None) -> StudyRun:
+                dry_run: bool = False, max_calls: int | None = None, fork_kernels: bool = True) -> StudyRun:
     """:func:`run_study`'s work, under the run folder's lock."""
     from pmrag.present.report import write_run_readme
     from pmrag.study.facade import Study
@@ -168,19 +172,23 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     failures = {}
     stop = threading.Event()   # set on Ctrl-C: no kernel starts after it (pmrag.study.notebooks.execute_notebook)
     before = None if max_calls is None else CallBudget(study, max_calls)
-    if jobs == 1 or len(notebooks) <= 1:
-        _build(study, run, params, started, progress, before)
-        stale = _stale(study, notebooks, progress)
-        for number, notebook in enumerate(stale, start=1):
-            _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
-            result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress, stop)
-            if not _record(study, run, notebook, result, failures):
-                break
-    else:
-        queue = NotebookQueue(study, run, notebooks, out_dir, params.path, jobs, kernel_name, progress, failures, stop)
-        with queue:
-            _build(study, run, params, started, progress, before, after=queue.stage_done)
-            queue.finish()
+    with _kernel_forks(notebooks, fork_kernels, progress) as forks:
+        if jobs == 1 or len(notebooks) <= 1:
+            _build(study, run, params, started, progress, before)
+            stale = _stale(study, notebooks, progress)
+            for number, notebook in enumerate(stale, start=1):
+                _say(progress, f"[{number}/{len(stale)}] {notebook.name}")
+                result = _execute_interruptibly(notebook, out_dir / notebook.name, params.path, kernel_name, progress,
+                                                stop, forks)
+                if not _record(study, run, notebook, result, failures):
+                    break
+        else:
+            queue = NotebookQueue(study, run, notebooks, out_dir, params.path, jobs, kernel_name, progress, failures,
+                                  stop, forks)
+            with queue:
+                _build(study, run, params, started, progress, before, after=queue.stage_done)
+                queue.finish()
+        run.forked_kernels = 0 if forks is None else len(forks.kernels)
     if failures:
         first = min(failures, key=lambda nb: notebooks.index(nb))
         error, target = failures[first]
@@ -254,9 +262,10 @@ class NotebookQueue:
     """
 
     def __init__(self, study, run: StudyRun, notebooks: list[Path], out_dir: Path, params_path: Path, jobs: int,
-                 kernel_name: str, progress: bool, failures: dict, stop: threading.Event):
+                 kernel_name: str, progress: bool, failures: dict, stop: threading.Event, forks=None):
         self.study, self.run, self.out_dir, self.params_path = study, run, out_dir, params_path
         self.jobs, self.kernel_name, self.progress, self.failures, self.stop = jobs, kernel_name, progress, failures, stop
+        self.forks = forks
         self.waiting = {nb: notebook_needs(study, nb) for nb in notebooks}   # not yet checked, numeric order
         self.ready: list[Path] = []
         self.running: dict[Future, Path] = {}
@@ -274,7 +283,7 @@ class NotebookQueue:
         try:
             if kind is not None:
                 self.ready.clear()
-                _stop_notebooks(list(self.running), self.stop)
+                _stop_notebooks(list(self.running), self.stop, self.forks)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -310,7 +319,7 @@ class NotebookQueue:
             self.started += 1
             _say(self.progress, f"[start] {notebook.name}")
             future = self.pool.submit(execute_notebook, notebook, self.out_dir / notebook.name, self.params_path,
-                                      kernel_name=self.kernel_name, stop=self.stop)
+                                      kernel_name=self.kernel_name, stop=self.stop, forks=self.forks)
             self.running[future] = notebook
 
     def _while_building(self) -> int:
@@ -359,20 +368,21 @@ class CallBudget:
 
 
 def _execute_interruptibly(notebook: Path, target: Path, params_path: Path, kernel_name: str, progress: bool,
-                           stop: threading.Event) -> dict:
+                           stop: threading.Event, forks=None) -> dict:
     """:func:`~pmrag.study.notebooks.execute_notebook` driven by a thread while this one waits: on Ctrl-C here the
     kernel is interrupted and shut down cleanly (:func:`_stop_notebooks`), not torn down in the middle of a cell."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(execute_notebook, notebook, target, params_path, kernel_name=kernel_name,
-                             progress=progress, stop=stop)
+                             progress=progress, stop=stop, forks=forks)
         try:
             return future.result()
         except KeyboardInterrupt:
-            _stop_notebooks([future], stop)
+            _stop_notebooks([future], stop, forks)
             raise
 
 
-def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float = KERNEL_STOP_GRACE_S) -> None:
+def _stop_notebooks(futures: list[Future], stop: threading.Event, forks=None,
+                    grace_s: float = KERNEL_STOP_GRACE_S) -> None:
     """After Ctrl-C: cancel the notebooks not started, set ``stop`` (no kernel starts from now on, and what the
     running ones write to stderr is not shown) and stop the running ones.
 
@@ -390,26 +400,26 @@ def _stop_notebooks(futures: list[Future], stop: threading.Event, grace_s: float
         signalled: dict[int, float] = {}
         deadline = time.monotonic() + grace_s
         while running and time.monotonic() < deadline:
-            for kernel in _kernels():
+            for kernel in _kernels(forks):
                 if time.monotonic() - signalled.get(kernel.pid, -KERNEL_RESIGNAL_S) >= KERNEL_RESIGNAL_S:
                     _send(kernel, signal.SIGINT)
                     signalled[kernel.pid] = time.monotonic()
             running = list(wait(running, timeout=0.2).not_done)
         if running:
-            for kernel in _kernels():
+            for kernel in _kernels(forks):
                 _send(kernel, None)
             wait(running, timeout=grace_s)
 
 
-def _kernels() -> list:
-    """The Jupyter kernels this process started and that still run (``psutil.Process`` objects): its child
-    processes given a connection file with ``-f FILE.json``, as kernelspecs do.  None without psutil (ipython
-    requires it; without it the notebooks end on their own)."""
+def _kernels(forks=None) -> list:
+    """The Jupyter kernels this process started and that still run: its child processes given a connection file
+    with ``-f FILE.json``, as kernelspecs do (``psutil.Process`` objects; none without psutil, which ipython
+    requires), and the kernels ``forks`` forked for it (:class:`~pmrag.study.kernel_forks.ForkedKernel`)."""
+    found = [] if forks is None else forks.live()
     try:
         import psutil
     except ImportError:
-        return []
-    found = []
+        return found
     for child in psutil.Process().children():
         try:
             if _is_kernel(child.cmdline()):
@@ -421,15 +431,35 @@ def _kernels() -> list:
 
 def _send(kernel, signum: int | None) -> None:
     """``signum`` to ``kernel`` (None: kill it); nothing if it ended meanwhile."""
-    import psutil
+    ended: tuple = (ValueError, OSError)   # ended, or the signal does not exist on this platform
+    try:
+        import psutil
 
+        ended += (psutil.Error,)
+    except ImportError:
+        pass
     try:
         if signum is None:
             kernel.kill()
         else:
             kernel.send_signal(signum)
-    except (psutil.Error, ValueError, OSError):   # ended, or the signal does not exist on this platform
+    except ended:
         pass
+
+
+@contextmanager
+def _kernel_forks(notebooks: list[Path], wanted: bool, progress: bool) -> Iterator:
+    """A started :class:`~pmrag.study.kernel_forks.KernelForks` warmed with what ``notebooks`` import, or None
+    (not ``wanted``, or not supported here); closed on the way out, after saying why a kernel was not forked."""
+    from pmrag.study import kernel_forks
+
+    if not wanted or not kernel_forks.supported():
+        yield None
+        return
+    with kernel_forks.KernelForks(kernel_forks.notebook_imports(notebooks)) as forks:
+        yield forks
+        if forks.declined:
+            _say(progress, f"[notebooks] a kernel was started as a new process, not forked: {forks.declined}")
 
 
 def _is_kernel(command: list[str]) -> bool:
