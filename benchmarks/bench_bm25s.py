@@ -3,7 +3,7 @@
 a Zipf corpus at the paper's scale (22,329 chunks, the paper's chunk count; lengths 1–250 tokens over a 40,000-term
 vocabulary) and 100 queries of 1–8 frequent terms plus 2 rare ones, top 200 of each.
 
-Timed, best of ``--repeat`` runs each: **index** (token lists → a fitted index; bm25s from its own id lists, so
+Timed, best of ``--repeat`` runs each, the two sides' runs alternated: **index** (token lists → a fitted index; bm25s from its own id lists, so
 neither side pays for the other's tokenizer) and **query** (100 token lists → the top 200 chunk indices and
 scores; ours includes the start-time tie-break, bm25s its own top k; ours scores and ranks a block of queries at a time,
 as the BM25 retriever does).  Both score every chunk in float64.  Target:
@@ -38,13 +38,17 @@ def zipf_corpus(n_docs: int, n_queries: int, n_vocab: int = 40_000, seed: int = 
     return docs, queries
 
 
-def best_of(repeat: int, run) -> tuple[float, object]:
-    times, result = [], None
+def best_of_interleaved(repeat: int, ours, theirs) -> tuple[float, object, float, object]:
+    """The best of ``repeat`` runs of each, alternated (ours, theirs, ours, ...), so that a machine that speeds up
+    or slows down during the benchmark does so for both: (our seconds, our result, their seconds, their result)."""
+    times: dict[str, list[float]] = {"ours": [], "theirs": []}
+    results = {}
     for _ in range(repeat):
-        started = time.perf_counter()
-        result = run()
-        times.append(time.perf_counter() - started)
-    return min(times), result
+        for side, run in (("ours", ours), ("theirs", theirs)):
+            started = time.perf_counter()
+            results[side] = run()
+            times[side].append(time.perf_counter() - started)
+    return min(times["ours"]), results["ours"], min(times["theirs"]), results["theirs"]
 
 
 def main() -> None:
@@ -76,8 +80,7 @@ def main() -> None:
         retriever.index(Tokenized(ids=doc_ids, vocab=dict(vocab)), show_progress=False)
         return retriever
 
-    t_ours_index, index = best_of(args.repeat, ours_index)
-    t_theirs_index, retriever = best_of(args.repeat, theirs_index)
+    t_ours_index, index, t_theirs_index, retriever = best_of_interleaved(args.repeat, ours_index, theirs_index)
     ranker = Ranker(starts, chunk_ids)
 
     def ours_query():   # as the BM25 retriever ranks: token counts, then scores and top k a block of queries at a time
@@ -89,9 +92,8 @@ def main() -> None:
         results, scores = retriever.retrieve(query_ids, k=args.depth, show_progress=False, n_threads=0)
         return results, scores
 
-    t_ours_query, our_tops = best_of(args.repeat, ours_query)
+    t_ours_query, our_tops, t_theirs_query, (their_tops, _) = best_of_interleaved(args.repeat, ours_query, theirs_query)
     our_scores = index.scores_many(queries)
-    t_theirs_query, (their_tops, _) = best_of(args.repeat, theirs_query)
 
     compared = same = 0
     for row, top, theirs in zip(our_scores, our_tops, their_tops):
