@@ -100,6 +100,7 @@ def test_kernels_of_another_command_or_environment_are_not_forked(tmp_path):
     assert forks.declined == "the kernel's environment differs from the warm process's in OMP_NUM_THREADS"
     assert forks.kernels == [] and forks._process is None      # nothing served: no warm process was started
     forks.start()
+    assert forks._await_ready(None)
     forks.close()
     assert forks._process.returncode == 0      # ended on the closed socket
     assert forks.launch(command, env, None, "") is None and forks.declined == "closed"
@@ -135,11 +136,20 @@ def test_a_forked_kernel_is_watched_and_signalled_through_its_pidfd():
     assert kernel.poll() == 0
 
 
-def test_the_warm_process_ends_with_its_socket_even_while_importing(tmp_path, monkeypatch, capfd):
-    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(2)\n", encoding="utf-8")
+def test_the_warm_process_is_ended_at_once_even_while_importing(tmp_path, monkeypatch, capfd):
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(30)\n", encoding="utf-8")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     forks = KernelForks(["slow_import"]).start()
+    time.sleep(0.5)
     started = time.monotonic()
     forks.close()
-    assert forks._process.returncode == 0 and time.monotonic() - started < 10
+    assert forks._process.returncode == -signal.SIGKILL            # killed: it was still importing
+    assert time.monotonic() - started < kernel_forks.CLOSE_WAIT_S + 2
     assert capfd.readouterr().err == ""        # nothing said: a Ctrl-C while it imports shows one line
+
+
+def test_an_idle_warm_process_ends_on_its_socket_closing():
+    forks = KernelForks(["json"]).start()
+    assert forks._await_ready(None)
+    forks.close()
+    assert forks._process.returncode == 0

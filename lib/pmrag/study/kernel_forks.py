@@ -52,7 +52,7 @@ SHELL_BOUND = ("tqdm.autonotebook", "tqdm.auto")
 process that imported one forks no kernel."""
 READY_TIMEOUT_S = 120.0
 READY_POLL_S = 0.1
-CLOSE_WAIT_S = 5.0
+CLOSE_WAIT_S = 1.0   # an idle warm process ends at once on its socket closing; one still importing is killed
 MESSAGE_BYTES = 1 << 20   # one request: a kernel's argv and environment
 
 
