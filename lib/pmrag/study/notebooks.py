@@ -110,8 +110,8 @@ def execute_notebook(notebook: Path, target: Path, params_path: Path, *, kernel_
     noise (the "without encryption" warning, a KeyboardInterrupt at shutdown, :func:`kernel_stderr_without_noise`);
     anything else it wrote (a crash, a real warning) still reaches stderr, after the notebook ends.  The kernel's
     environment names the notebook (:data:`READER_ENV`), so a read of a stage it does not declare fails it.
-    ``forks`` (a started :class:`~pmrag.study.kernel_forks.KernelForks`): the kernel is forked from its warm
-    process where it serves the kernelspec, else started as a subprocess.
+    ``forks`` (a :class:`~pmrag.study.kernel_forks.KernelForks`): the kernel is forked from its warm process
+    where it serves the kernelspec and environment, else started as a new process.
     """
     import sys
     import tempfile

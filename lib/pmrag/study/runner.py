@@ -135,7 +135,8 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
     :class:`CallBudgetReached` before a stage that would bring this run's remote calls above ``max_calls``.
 
     ``fork_kernels`` (on Linux): the notebooks' kernels are forked from one process that imported what they
-    import (:mod:`pmrag.study.kernel_forks`), started with the stages; False: each kernel starts as a subprocess.
+    import (:mod:`pmrag.study.kernel_forks`), started when the first kernel is; False: each kernel starts as a
+    new Python process.
     """
     params = load_params(params_path)
     notebooks = study_notebooks(params)
