@@ -11,7 +11,7 @@ import pytest
 
 from conftest import warm_cache
 from pmrag.study import kernel_forks
-from pmrag.study.runner import NotebookFailed, StudyRun, numbered_notebooks, run_study
+from pmrag.study.runner import NotebookFailed, StudyRun, numbered_notebooks, run_study, start_order
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -208,3 +208,14 @@ def test_the_notebooks_of_a_study_above_the_size_limit_wait_for_the_last_stage(t
         queue.finish()
     assert held == [(0, ["01_chunking.ipynb"])] and queue.beside is False and not failures
     assert sorted(run.notebook_seconds) == ["01_chunking.ipynb"]
+
+
+def test_notebooks_ready_at_once_start_longest_first():
+    ready = [Path(f"{name}.ipynb") for name in ("03_a", "06_b", "10_c", "11_d")]
+    names = lambda order: [nb.stem for nb in order]   # noqa: E731
+    # a clean run (nothing recorded): the ones reading the history first, then numeric order
+    assert names(start_order(ready, {}, {"06_b", "11_d"})) == ["06_b", "11_d", "03_a", "10_c"]
+    # recorded seconds first, longest first; the unrecorded after them
+    recorded = {"03_a.ipynb": 4.0, "10_c.ipynb": 26.0, "11_d.ipynb": 76.2}
+    assert names(start_order(ready, recorded, {"06_b", "11_d"})) == ["11_d", "10_c", "03_a", "06_b"]
+    assert names(start_order(ready, {}, set())) == ["03_a", "06_b", "10_c", "11_d"]

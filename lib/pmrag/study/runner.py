@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from pmrag.core.interrupts import sigint_ignored
 from pmrag.core.memory import return_freed_memory
 from pmrag.core.names import StageKey
 from pmrag.study.params import load_params
-from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_value
+from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_reads, notebook_value
 from pmrag.study.runfolder import LOCK_FILE, STORE_FILE, check_run_folder, claim_run_folder
 
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
@@ -229,11 +229,23 @@ def _stale(study, notebooks: list[Path], progress: bool) -> list[Path]:
     return stale
 
 
+def start_order(ready: list[Path], last_seconds: dict[str, float], history_readers: Collection[str]) -> list[Path]:
+    """The order in which notebooks ready at once are started: the longest first, so that it does not start last
+    and end alone.  Longest by ``last_seconds`` (the last execution's, where recorded); among those with none
+    recorded (a clean run), one that reads the history itself (its ``ingest`` stage: work in proportion to the
+    messages, e.g. copying them into the annotation store) before one that does not; then in numeric order."""
+    return sorted(ready, key=lambda nb: (-last_seconds.get(nb.name, 0.0), nb.stem not in history_readers))
+
+
+def _last_seconds(study, notebooks: list[Path]) -> dict[str, float]:
+    """Each notebook's seconds at its last execution recorded in the study's store (stale or not)."""
+    records = {nb.name: study.engine.record(StageKey("notebook", nb.stem)) for nb in notebooks}
+    return {name: float(record["seconds"]) for name, record in records.items() if record and record.get("seconds")}
+
+
 def notebook_needs(study, notebook: Path) -> frozenset[str]:
     """The study's computed stages (``name`` or ``name:item``) that ``notebook`` reads
     (:func:`~pmrag.study.notebooks.notebook_reads`): once they are computed its key is final and it can run."""
-    from pmrag.study.notebooks import notebook_reads
-
     reads = set(notebook_reads(study.params, notebook.stem))
     return frozenset(name for name in study.computed_stages if name in reads or name.split(":")[0] in reads)
 
@@ -256,7 +268,8 @@ class NotebookQueue:
     others beside the retrievers' stages instead of waiting for the last stage.  While stages are computed, at most
     ``jobs − 1`` notebooks run and no more than the other cores: a notebook beside the stages takes CPU time from
     them (on 2 cores, two notebooks beside them made the paper-scale study slower than none).  A notebook is checked
-    for currency when it is ready, its stages' keys final by then.  Completions are booked in the building thread
+    for currency when it is ready, its stages' keys final by then; those ready at once start longest first
+    (:func:`start_order`).  Completions are booked in the building thread
     (between two stages, and in :meth:`finish`), never in a worker, so one thread uses the engine.  After the first
     failure no further notebook starts; the stages go on.  Leaving the ``with`` block on an exception (Ctrl-C, a
     stage that failed) stops the running notebooks (:func:`_stop_notebooks`) before the exception goes on.
@@ -268,6 +281,8 @@ class NotebookQueue:
         self.jobs, self.kernel_name, self.progress, self.failures, self.stop = jobs, kernel_name, progress, failures, stop
         self.forks = forks
         self.waiting = {nb: notebook_needs(study, nb) for nb in notebooks}   # not yet checked, numeric order
+        self.last_seconds = _last_seconds(study, notebooks)
+        self.history_readers = {nb.stem for nb in notebooks if "ingest" in notebook_reads(study.params, nb.stem)}
         self.ready: list[Path] = []
         self.running: dict[Future, Path] = {}
         self.done: set[str] = set()
@@ -312,6 +327,7 @@ class NotebookQueue:
                 else:
                     self.ready.append(notebook)
         limit = self._while_building() if self.building else self.jobs
+        self.ready = start_order(self.ready, self.last_seconds, self.history_readers)
         while self.ready and len(self.running) < limit and not self.failures:
             notebook = self.ready.pop(0)
             if not self.started:
