@@ -3,10 +3,10 @@
 a Zipf corpus at the paper's scale (22,329 chunks, the paper's chunk count; lengths 1–250 tokens over a 40,000-term
 vocabulary) and 100 queries of 1–8 frequent terms plus 2 rare ones, top 200 of each.
 
-Timed, best of ``--repeat`` runs each, the two sides' runs alternated: **index** (token lists → a fitted index; bm25s from its own id lists, so
-neither side pays for the other's tokenizer) and **query** (100 token lists → the top 200 chunk indices and
-scores; ours includes the start-time tie-break, bm25s its own top k; ours scores and ranks a block of queries at a time,
-as the BM25 retriever does).  Both score every chunk in float64.  Target:
+Timed, best of ``--repeat`` runs each, the two sides' runs alternated: **index** (token lists → a fitted index;
+bm25s from its own id lists, so neither side pays for the other's tokenizer) and **query** (100 token lists → the
+top 200 chunk indices and scores; ours includes the start-time tie-break, bm25s its own top k; ours scores and ranks
+a block of queries at a time, as the BM25 retriever does).  Both score every chunk in float64.  Target:
 ours ≥ 2× as fast as bm25s on both.  The two top-200 lists are compared where no near-tie can reorder them.
 
     .venv/bin/python benchmarks/bench_bm25s.py [--n-docs 22329] [--n-queries 100] [--repeat 5]

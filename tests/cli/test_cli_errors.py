@@ -430,6 +430,15 @@ def test_ctrl_c_during_study_stops_the_notebooks_with_one_line(tiny_built, n_not
     assert [e.ename for e in errors] == ["KeyboardInterrupt"]   # the cell was interrupted, the copy kept
 
 
+def env_with_sitecustomize(tmp_path: Path, source: str, **variables: str) -> dict:
+    """This environment with ``source`` as the ``sitecustomize`` every Python started with it runs at start-up,
+    and ``variables``."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(source, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path, **variables)
+
+
 SLOW_KERNEL_START = """\
 import os, pathlib, sys, time
 if "ipykernel_launcher" in " ".join(sys.orig_argv):   # a notebook's kernel, still importing site
@@ -451,11 +460,8 @@ def test_ctrl_c_while_kernels_start_is_one_line(tiny_built, tmp_path, n_notebook
         old.unlink()
     for i in range(n_notebooks):
         sleeping_notebook(tiny_built / "nbs" / f"0{i + 1}_sleep.ipynb", tmp_path / f"started-{i}")
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_KERNEL_START, encoding="utf-8")
     starting = tmp_path / "kernel-starting"
-    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_KERNEL_STARTING=str(starting))
+    env = env_with_sitecustomize(tmp_path, SLOW_KERNEL_START, PMRAG_TEST_KERNEL_STARTING=str(starting))
     process = start(tiny_built, "study", "--quiet", "--jobs", str(jobs), "--no-kernel-forks", "p.yaml", env=env)
     out, err, seconds = interrupt_when(process, lambda: len(list(tmp_path.glob("kernel-starting.*"))) == n_notebooks)
     assert process.returncode == 130, err
@@ -486,11 +492,8 @@ def test_ctrl_c_while_the_process_kernels_are_forked_from_imports_is_one_line(ti
         old.unlink()
     for i in range(2):
         sleeping_notebook(tiny_built / "nbs" / f"0{i + 1}_sleep.ipynb", tmp_path / f"started-{i}")
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_WARM_IMPORTS, encoding="utf-8")
     starting = tmp_path / "warm-starting"
-    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, PMRAG_TEST_WARM_STARTING=str(starting))
+    env = env_with_sitecustomize(tmp_path, SLOW_WARM_IMPORTS, PMRAG_TEST_WARM_STARTING=str(starting))
     process = start(tiny_built, "study", "--quiet", "--jobs", "2", "p.yaml", env=env)
     waited = []
 

@@ -28,7 +28,8 @@ PROBE_CELLS = [
     "fig, ax = plt.subplots()\nax.plot([1, 2, 3])\nplt.show()",
     "pd.DataFrame({'a': [1, 2]})",
     "ipywidgets.IntSlider(value=3)",
-    "import subprocess\nprint(subprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True, text=True).stdout,"
+    "import subprocess\n"
+    "print(subprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True, text=True).stdout,"
     " subprocess.call(['true']))",
     "get_ipython().kernel.log.warning('to the kernel log')",
 ]
@@ -68,7 +69,8 @@ def test_a_forked_kernel_executes_a_notebook_as_a_started_kernel_does(tmp_path, 
     assert outputs(tmp_path / "forked.ipynb") == outputs(tmp_path / "started.ipynb")
     probe = outputs(tmp_path / "forked.ipynb")
     assert probe[3] == ["01_probe None inherited True\nFalse True True True\n"
-                        "['jupyter.widget', 'jupyter.widget.control']\nmodule://matplotlib_inline.backend_inline True\n"]
+                        "['jupyter.widget', 'jupyter.widget.control']\n"
+                        "module://matplotlib_inline.backend_inline True\n"]
     assert probe[4] == [("display_data", ["image/png", "text/plain"])]
     assert probe[6] == [("execute_result", ["application/vnd.jupyter.widget-view+json", "text/plain"])]
     assert probe[7] == ["7\n 0\n"]
