@@ -97,16 +97,20 @@ class ForkedKernel:
         self.pid, self._pidfd, self.returncode = pid, pidfd, None
 
     def poll(self) -> int | None:
-        return self.wait(timeout=0) if self.returncode is None and self._pidfd >= 0 else self.returncode
+        if self.returncode is None and self._pidfd >= 0 and self._ended(timeout=0):
+            self.returncode = 0
+        return self.returncode
 
-    def wait(self, timeout: float | None = None) -> int | None:
+    def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            if not select.select([self._pidfd], [], [], timeout)[0]:
-                if timeout == 0:
-                    return None
+            if not self._ended(timeout):
                 raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
             self.returncode = 0
         return self.returncode
+
+    def _ended(self, timeout: float | None) -> bool:
+        """Whether the process ended, waiting up to ``timeout`` seconds (None: until it does)."""
+        return bool(select.select([self._pidfd], [], [], timeout)[0])
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:

@@ -242,8 +242,7 @@ def _kernel_manager_class():
                 return "auto" if zmq.has("curve") else "disabled"
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            if self.stop is not None and self.stop.value.is_set():
-                raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
+            self._refuse_once_stopped()
             env = {name: value for name, value in kw.get("env", os.environ).items() if name != READER_ENV}
             kw = {**kw, "env": {**env, READER_ENV: self.reader} if self.reader else env}
             if self._forked(kernel_cmd, kw):
@@ -253,16 +252,19 @@ def _kernel_manager_class():
             with open(self.stderr_path, "ab") as stderr:   # the kernel keeps its own copy of the descriptor
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr})
 
+        def _refuse_once_stopped(self) -> None:
+            if self.stop is not None and self.stop.value.is_set():
+                raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
+
         def _forked(self, kernel_cmd, kw) -> bool:
             forks = None if self.forks is None else self.forks.value
             if forks is None or not isinstance(self.provisioner, LocalProvisioner):
                 return False
-            stop = None if self.stop is None else self.stop.value
-            kernel = forks.launch(kernel_cmd, kw["env"], kw.get("cwd"), self.stderr_path, stop)
-            if stop is not None and stop.is_set():
-                if kernel is not None:
-                    kernel.kill()
-                raise KernelNotStarted("the run was interrupted before this notebook's kernel started")
+            kernel = forks.launch(kernel_cmd, kw["env"], kw.get("cwd"), self.stderr_path,
+                                  None if self.stop is None else self.stop.value)
+            if kernel is not None and self.stop is not None and self.stop.value.is_set():
+                kernel.kill()                 # forked as the run was stopped
+            self._refuse_once_stopped()
             if kernel is None:
                 return False
             provisioner = self.provisioner   # what LocalProvisioner.launch_kernel records of the process it starts

@@ -466,8 +466,9 @@ def _send(kernel, signum: int | None) -> None:
 
 @contextmanager
 def _kernel_forks(notebooks: list[Path], wanted: bool, progress: bool) -> Iterator:
-    """A started :class:`~pmrag.study.kernel_forks.KernelForks` warmed with what ``notebooks`` import, or None
-    (not ``wanted``, or not supported here); closed on the way out, after saying why a kernel was not forked."""
+    """A :class:`~pmrag.study.kernel_forks.KernelForks` warmed with what ``notebooks`` import (its process started
+    with the first kernel), or None (not ``wanted``, or not supported here); closed on the way out, after saying
+    why a kernel was not forked."""
     from pmrag.study import kernel_forks
 
     if not wanted or not kernel_forks.supported():
