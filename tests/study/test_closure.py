@@ -84,3 +84,42 @@ def test_a_study_plugin_module_is_found_by_its_spec_and_its_namespace_holds_no_c
     found = module_closure([name])
     assert name in found and "pmrag.retrieve.dense" in found and PLUGIN_PACKAGE not in found
     assert module_digest(name) == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_parsed_imports_are_remembered_by_the_module_text_so_an_edited_module_is_parsed_again(tmp_path, monkeypatch):
+    """What a forked kernel inherits from the warm process (``parse_package_imports``): a module read later is
+    parsed only when its text is not one already parsed, and the imports found are those of its text now."""
+    from pmrag.study import closure
+
+    package = tmp_path / "closure_probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    module = package / "probe.py"
+    module.write_text("from pmrag.retrieve import bm25\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(closure.ast, "parse", lambda source, *a, **k: parsed.append(source) or real_parse(source, *a, **k))
+
+    closure.import_statements_of_source(module.read_text(encoding="utf-8"))   # as the warm process would
+    assert len(parsed) == 1
+    assert closure._direct_imports("closure_probe_pkg.probe") == {"pmrag.retrieve.bm25"}
+    assert len(parsed) == 1   # the same text: not parsed again
+
+    module.write_text("from pmrag.retrieve import bm25\nimport pmrag.core.store\n", encoding="utf-8")
+    closure._direct_imports.cache_clear()   # a new process: it reads the file again
+    assert closure._direct_imports("closure_probe_pkg.probe") == {"pmrag.retrieve.bm25", "pmrag.core.store"}
+    assert len(parsed) == 2
+
+
+def test_parse_package_imports_reads_every_module_of_the_package_and_imports_none():
+    from pmrag.study import closure
+
+    before = set(sys.modules)
+    parsed = closure.parse_package_imports()
+    files = list(closure.module_path("pmrag").parent.rglob("*.py"))
+    assert parsed == len(files) > 100
+    assert set(sys.modules) == before
+    layout = closure.module_path("pmrag.retrieve.bm25")
+    assert closure.imports_of(ast.parse(layout.read_text(encoding="utf-8"))) == \
+        closure._resolved(closure.import_statements_of_source(layout.read_text(encoding="utf-8")))

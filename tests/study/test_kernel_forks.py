@@ -13,6 +13,7 @@ import pytest
 
 from pmrag.study import kernel_forks
 from pmrag.study.kernel_forks import ForkedKernel, KernelForks, notebook_imports
+from pmrag.study.closure import module_path as closure_module_path
 from pmrag.study.notebooks import execute_notebook
 
 pytestmark = pytest.mark.skipif(not kernel_forks.supported(), reason="kernels are forked on Linux only")
@@ -76,6 +77,24 @@ def test_a_forked_kernel_executes_a_notebook_as_a_started_kernel_does(tmp_path, 
     assert probe[7] == ["7\n 0\n"]
     assert "to the kernel log" in forked_stderr     # the kernel's own stderr, passed on as a started one's is
     assert forked_stderr == started_stderr, (forked_stderr, started_stderr)
+
+
+@pytest.mark.integration
+def test_a_forked_kernel_inherits_the_parsed_imports_of_the_package(tmp_path):
+    """The warm process runs its WARM_CALLS after its imports: a kernel that opens a study then parses no module
+    of the package again (pmrag.study.closure remembers them by their text)."""
+    nb = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('params_path = ""')
+    parameters.metadata["tags"] = ["parameters"]
+    nb.cells = [parameters, nbformat.v4.new_code_cell(
+        "from pmrag.study import closure\nprint(closure.import_statements_of_source.cache_info().currsize)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "01_parsed.ipynb")
+    with KernelForks(notebook_imports([tmp_path / "01_parsed.ipynb"])) as forks:
+        execute_notebook(tmp_path / "01_parsed.ipynb", tmp_path / "out.ipynb", tmp_path / "p.yaml", forks=forks)
+        assert len(forks.kernels) == 1
+    texts = {path.read_text(encoding="utf-8") for path in closure_module_path("pmrag").parent.rglob("*.py")}
+    assert outputs(tmp_path / "out.ipynb")[-1] == [f"{len(texts)}\n"]   # remembered by text: one per distinct text
 
 
 def test_notebook_imports_lists_imported_modules_and_names_that_may_be_modules(tmp_path):

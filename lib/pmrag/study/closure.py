@@ -72,13 +72,54 @@ def _statements(tree: ast.AST):
 def imports_of(tree: ast.AST) -> list[tuple[int, str]]:
     """Every ``pmrag`` module ``tree`` imports, with the line: module-level imports and those inside functions
     (``from pmrag.x import y`` names ``pmrag.x.y`` when ``y`` is a module, else ``pmrag.x``)."""
-    found = []
+    return _resolved(_import_statements(tree))
+
+
+ImportStatement = tuple[int, str, tuple[str, ...] | None]
+"""``(line, module, names)``: ``import module`` (names ``None``) or ``from module import names``."""
+
+
+def _import_statements(tree: ast.AST) -> tuple[ImportStatement, ...]:
+    """The ``pmrag`` imports of ``tree`` as written, nothing resolved (no module is looked up)."""
+    found: list[ImportStatement] = []
     for node in _statements(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names if is_package_module(alias.name)]
+            found += [(node.lineno, alias.name, None) for alias in node.names if is_package_module(alias.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and is_package_module(node.module):
-            found += [(node.lineno, _module_or_parent(node.module, alias.name)) for alias in node.names]
+            found.append((node.lineno, node.module, tuple(alias.name for alias in node.names)))
+    return tuple(found)
+
+
+def _resolved(statements: Iterable[ImportStatement]) -> list[tuple[int, str]]:
+    found = []
+    for line, module, names in statements:
+        if names is None:
+            found.append((line, module))
+        else:
+            found += [(line, _module_or_parent(module, name)) for name in names]
     return sorted(found)
+
+
+@cache
+def import_statements_of_source(source: str) -> tuple[ImportStatement, ...]:
+    """:func:`_import_statements` of a module's source, remembered by the source text itself, so that a changed
+    module is always parsed again.  Parsing is most of the time a process takes to key a study's stages; a process
+    forked after :func:`parse_package_imports` (a notebook kernel of :mod:`pmrag.study.kernel_forks`) finds every
+    module it reads already parsed, unless its text changed since."""
+    return _import_statements(ast.parse(source))
+
+
+def parse_package_imports() -> int:
+    """Parse the imports of every module file of the ``pmrag`` package (:func:`import_statements_of_source`),
+    importing nothing and looking nothing up; returns how many were parsed."""
+    parsed = 0
+    for path in sorted(module_path(PACKAGE).parent.rglob("*.py")):
+        try:
+            import_statements_of_source(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):   # read again, and reported, where used
+            continue
+        parsed += 1
+    return parsed
 
 
 def module_path(name: str) -> Path:
@@ -90,8 +131,8 @@ def module_path(name: str) -> Path:
 
 @cache
 def _direct_imports(name: str) -> frozenset[str]:
-    tree = ast.parse(module_path(name).read_text(encoding="utf-8"))
-    return frozenset(module for _, module in imports_of(tree))
+    source = module_path(name).read_text(encoding="utf-8")
+    return frozenset(module for _, module in _resolved(import_statements_of_source(source)))
 
 
 def _with_parents(name: str) -> list[str]:
