@@ -28,3 +28,28 @@ def test_an_unchanged_graph_is_not_drawn_again_and_a_changed_or_missing_one_is(t
     draw_stage_graph(NODES, EDGES[:1], tmp_path / "g", "run t: 3 stages, 1 read")
     assert png.is_file()                                                      # a missing file
     assert drawing_key(NODES, EDGES, TITLE) != drawing_key(NODES, EDGES[:1], TITLE)
+
+
+def test_a_drawing_stopped_part_way_leaves_no_file_a_later_run_takes_as_drawn(tmp_path, monkeypatch):
+    """The study draws its graph in a thread beside its last notebooks, which a stopped study does not wait for:
+    each file is renamed into place once whole, the SVG (which holds the key) last."""
+    from matplotlib.figure import Figure
+
+    real_savefig = Figure.savefig
+
+    def stopped_at_the_svg(self, fname, *args, **kwargs):
+        if kwargs.get("format") == "svg":
+            with open(fname, "w", encoding="utf-8") as partial:
+                partial.write(f"<svg><desc>{drawing_key(NODES, EDGES, TITLE)}</desc>")   # the key, no figure yet
+            raise KeyboardInterrupt
+        return real_savefig(self, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", stopped_at_the_svg)
+    try:
+        draw_stage_graph(NODES, EDGES, tmp_path / "g", TITLE)
+    except KeyboardInterrupt:
+        pass
+    assert not (tmp_path / "g.svg").exists() and (tmp_path / "g.png").is_file()
+    monkeypatch.setattr(Figure, "savefig", real_savefig)
+    svg, png = draw_stage_graph(NODES, EDGES, tmp_path / "g", TITLE)   # drawn, not taken as already drawn
+    assert svg.read_text(encoding="utf-8").rstrip().endswith("</svg>")

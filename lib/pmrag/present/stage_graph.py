@@ -5,6 +5,7 @@ the run README."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -42,10 +43,10 @@ def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, 
     written = [Path(out).with_suffix(suffix) for suffix in (".svg", ".png")]
     if all(path.is_file() for path in written) and key in written[0].read_text(encoding="utf-8", errors="replace"):
         return written
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot's: no backend is chosen and no global figure kept, so that the study can draw
+    # it in a thread beside its notebooks
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
 
     column = depths(nodes, edges)
     rows: dict[int, list[StageKey]] = {}
@@ -54,10 +55,11 @@ def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, 
     tallest = max(len(members) for members in rows.values())
     position = {node: (c, (len(members) - 1) / 2 - i) for c, members in rows.items() for i, node in enumerate(members)}
     names = list(dict.fromkeys(node.name for node in nodes))
-    palette = plt.get_cmap("tab20")
+    palette = colormaps["tab20"]
     colour = {name: palette(i % 20) for i, name in enumerate(names)}
     width, height = 2.6 * len(rows) + 1, 0.32 * tallest + 1.2
-    fig, ax = plt.subplots(figsize=(width, height))
+    fig = Figure(figsize=(width, height))
+    ax = fig.subplots()
     for upstream, stage in edges:
         (x0, y0), (x1, y1) = position[upstream], position[stage]
         ax.annotate("", xy=(x1 - 0.42, y1), xytext=(x0 + 0.42, y0),
@@ -71,9 +73,12 @@ def draw_stage_graph(nodes: Sequence[StageKey], edges: Sequence[tuple[StageKey, 
     ax.axis("off")
     ax.set_title(title, fontsize=9, loc="left")
     fig.tight_layout()
-    for path in written:
+    # the SVG, which holds the key, is written last, and each file is renamed into place once whole: a drawing
+    # stopped part way leaves no file that a later run would take as drawn
+    for path in reversed(written):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110,
+        partial = path.with_name(path.name + ".partial")
+        fig.savefig(partial, format=path.suffix[1:], dpi=110,
                     metadata={"Date": None, "Description": key} if path.suffix == ".svg" else {"Software": None})
-    plt.close(fig)
+        os.replace(partial, path)
     return written

@@ -171,6 +171,7 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     _say(progress, f"[stages] {len(study.computed_stages)} stages of run {params.run}")
     out_dir = params.run_dir / NOTEBOOKS_DIR
     failures = {}
+    drawing = None
     stop = threading.Event()   # set on Ctrl-C: no kernel starts after it (pmrag.study.notebooks.execute_notebook)
     before = None if max_calls is None else CallBudget(study, max_calls)
     with _kernel_forks(notebooks, fork_kernels, progress) as forks:
@@ -188,6 +189,7 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
                                   stop, forks)
             with queue:
                 _build(study, run, params, started, progress, before, after=queue.stage_done)
+                drawing = _in_background(draw_graph, params)   # beside the last notebooks, not after them
                 queue.finish()
         run.forked_kernels = 0 if forks is None else len(forks.kernels)
     if failures:
@@ -197,11 +199,26 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
             f"notebook {first.name} failed in cell {error['cell_index']} (execution count {error['exec_count']}): "
             f"{error['ename']}: {error['evalue']} — executed copy: {target}")
     run.notebooks = [out_dir / nb.name for nb in notebooks]
-    draw_graph(params)
+    drawing.result() if drawing is not None else draw_graph(params)
     title = f"Study run `{params.run}`: {params.description or params.path.name}"
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
     return run
+
+
+def _in_background(function, *args) -> Future:
+    """``function(*args)`` in a thread of its own, its return value or exception in the future.  A daemon thread:
+    a study stopped meanwhile does not wait for it."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:   # noqa: BLE001 - handed to whoever asks for the result
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"pmrag-{function.__name__}", daemon=True).start()
+    return future
 
 
 def _build(study, run: StudyRun, params, started: float, progress: bool, before, after=None) -> None:
