@@ -15,7 +15,7 @@ extractive summaries, hashed-stand-in vectors) on a clean run folder, then again
 (``hybrid.beta_step``), then only B (``bootstrap.n_resamples``, the β grid kept).  Per stage and per notebook: its seconds
 (``stage_log.jsonl``) and the peak memory of the ``pmrag study`` process tree during it: the proportional set
 size (PSS, /proc/<pid>/smaps_rollup) summed over that process, its worker processes and its notebook kernels,
-sampled every 50 ms.  Notebooks run several at a time, so a notebook's peak includes the others' running
+sampled as often as a tenth of one CPU allows (about every 0.6 s at 1×; a stage shorter than that may show no peak).  Notebooks run several at a time, so a notebook's peak includes the others' running
 beside it.  Each run also prints its CPU seconds (user + system of the process tree): divided by the CPUs, the
 least wall time any scheduling of that work could take.  The study's stages are the rows: tokenising, indexing and scoring a BM25 retriever are its
 ``runs:<retriever>`` stage, dense scoring a ``runs:<…>_vector`` stage (its vectors: ``vectors:<representation>``),
@@ -111,29 +111,44 @@ def changed(params: Path, section: str, key: str, value) -> Path:
     return path
 
 
+PSS_SHARE = 0.1
+"""The most of one CPU the memory samples may take: reading a process's PSS walks its page tables in the kernel, 55–75
+ms for the tree of a paper-scale study; sampled every 50 ms, it took about 40% of one of the two CPUs the study was
+being timed on."""
+CPU_SAMPLE_S = 0.05
+
+
 def measured_run(params: Path, options: list[str], timeout: float | None
                  ) -> tuple[float, list[tuple[float, int]], int, float]:
-    """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)] sampled every 50 ms, exit
-    status (-9 when ``timeout`` stopped it), CPU seconds).  The CPU seconds are user + system time of the process
-    and of every process under it (stage workers, the stage helper, notebook kernels), each as last read from /proc
-    in the same 50 ms samples, not from the waited-for children's usage: a process started by the fork server is
-    the fork server's child, never waited for by the study, so its time was not counted there.  A process loses at
-    most its last 50 ms, and one that lives less than 50 ms is not seen.  On ``n`` CPUs the run can take no less
-    than that divided by ``n``, however its work is scheduled."""
+    """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)], exit status (-9 when
+    ``timeout`` stopped it), CPU seconds).
+
+    The PSS of the tree is sampled as often as :data:`PSS_SHARE` of one CPU allows: after a sample that took ``c``
+    seconds of this process's CPU, the next comes ``c · (1/PSS_SHARE − 1)`` later (about every 0.6 s at the paper's
+    scale), so a peak shorter than that can be missed.  The CPU seconds are user + system time of the process and of
+    every process under it (stage workers, the stage helper, notebook kernels), each as last read from /proc every
+    50 ms (cheap reads), not from the waited-for children's usage: a process started by the fork server is the fork
+    server's child, never waited for by the study, so its time was not counted there.  A process loses at most its
+    last 50 ms, and one that lives less than 50 ms is not seen.  On ``n`` CPUs the run can take no less than that
+    divided by ``n``, however its work is scheduled."""
     samples: list[tuple[float, int]] = []
     cpu: dict[int, float] = {}
     started = time.perf_counter()
+    next_pss = started
     process = subprocess.Popen(study_command(params, options), cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     while process.poll() is None:
         tree = process_tree(process.pid)
-        samples.append((time.time(), sum(pss_kb(p) for p in tree)))
         cpu.update((p, seconds) for p in tree if (seconds := cpu_seconds(p)) is not None)
+        if time.perf_counter() >= next_pss:
+            used = time.process_time()
+            samples.append((time.time(), sum(pss_kb(p) for p in tree)))
+            next_pss = time.perf_counter() + (time.process_time() - used) * (1 / PSS_SHARE - 1)
         if timeout is not None and time.perf_counter() - started > timeout:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             return time.perf_counter() - started, samples, -9, sum(cpu.values())
-        time.sleep(0.05)
+        time.sleep(CPU_SAMPLE_S)
     if process.returncode:
         print(process.stderr.read()[-3000:], file=sys.stderr)
     return time.perf_counter() - started, samples, process.returncode, sum(cpu.values())
@@ -142,7 +157,7 @@ def measured_run(params: Path, options: list[str], timeout: float | None
 def peak_mb(samples: list[tuple[float, int]], start: float, end: float) -> float | None:
     """The largest sample inside [start, end] (50 ms either side); None when no sample fell inside (a stage
     shorter than the sampling interval)."""
-    inside = [kb for at, kb in samples if start - 0.05 <= at <= end + 0.05]
+    inside = [kb for at, kb in samples if start - CPU_SAMPLE_S <= at <= end + CPU_SAMPLE_S]
     return max(inside) / 1024 if inside else None
 
 
