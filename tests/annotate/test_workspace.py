@@ -50,3 +50,65 @@ def test_the_annotation_store_is_never_the_studys_and_needs_one(grading, tmp_pat
         annotation_store(study_path, study_path)
     with pytest.raises(StoreError, match="no study store to copy the history from"):
         annotation_store(tmp_path / "a.sqlite", tmp_path / "none.sqlite")
+
+
+def test_a_new_store_is_put_in_place_whole_and_in_wal_mode(grading, tmp_path, monkeypatch):
+    """A new annotation store is copied into without a journal under another name, then linked into place: a copy
+    that fails leaves neither a store without its history nor its partial file, and the next open makes it."""
+    import sqlite3
+
+    from pmrag.annotate import workspace
+
+    study, _ = grading
+    study_path = Path(study.url.database)
+    path = tmp_path / "make_gold" / "annotation.sqlite"
+    real_copy = workspace._copy_table
+
+    def fails_on_the_chunks(connection, table):
+        if table == "chunks":
+            raise sqlite3.OperationalError("disk full")
+        real_copy(connection, table)
+
+    monkeypatch.setattr(workspace, "_copy_table", fails_on_the_chunks)
+    with pytest.raises(StoreError, match=r"cannot copy the history into annotation.sqlite \(disk full\)"):
+        annotation_store(path, study_path)
+    assert sorted(p.name for p in path.parent.iterdir()) == []
+    monkeypatch.setattr(workspace, "_copy_table", real_copy)
+    engine = annotation_store(path, study_path)
+    assert sorted(p.name for p in path.parent.iterdir() if "partial" in p.name) == []
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA main.integrity_check").scalar() == "ok"
+    for table in HISTORY_TABLES:
+        assert store.read_table(engine, table).equals(store.read_table(study, table)), table
+
+
+def test_a_store_another_process_made_meanwhile_is_kept(grading, tmp_path, monkeypatch):
+    from pmrag.annotate import workspace
+
+    study, _ = grading
+    study_path = Path(study.url.database)
+    path = tmp_path / "annotation.sqlite"
+    real_copy = workspace._copy_table
+    others = []
+
+    def another_process_makes_it(connection, table):
+        if table == "messages" and not others:
+            others.append(table)
+            other = annotation_store(path, study_path)   # the other process: done first, and graded at once
+            store_candidates(other, [Candidate("Who was late?", "contextual")], "typed.csv")
+            other.dispose()
+        real_copy(connection, table)
+
+    monkeypatch.setattr(workspace, "_copy_table", another_process_makes_it)
+    engine = annotation_store(path, study_path)
+    assert len(read_candidates(engine)) == 1   # the other's store, with its grade, not replaced by this copy
+    assert sorted(p.name for p in tmp_path.iterdir() if "partial" in p.name) == []
+
+
+def test_an_empty_file_where_the_store_goes_is_made_the_store(grading, tmp_path):
+    study, _ = grading
+    path = tmp_path / "annotation.sqlite"
+    path.write_bytes(b"")
+    engine = annotation_store(path, Path(study.url.database))
+    assert len(store.read_table(engine, "messages")) == len(store.read_table(study, "messages")) > 0

@@ -9,7 +9,9 @@ grading widget, hint recovery and the export read everything from it; the study'
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,26 +25,95 @@ HISTORY_TABLES = ("messages", "chunks", "chunk_messages")
 def annotation_store(path, study_store) -> Engine:
     """Open (creating it when missing) the annotation store at ``path`` with the history of the store file
     ``study_store`` copied in (:data:`HISTORY_TABLES`, replacing what it held of them; its candidates, hints,
-    pools and grades are kept).  The two must be different files: the study's store is never written."""
+    pools and grades are kept).  The two must be different files: the study's store is never written.
+
+    A new store is made whole under another name and then put in place (:func:`_new_store`); an existing one gets
+    the history in one transaction."""
     path, study_store = Path(path), Path(study_store)
     if not study_store.is_file():
         raise StoreError(f"{study_store}: no study store to copy the history from")
     if path.exists() and path.resolve() == study_store.resolve():
         raise StoreError(f"{path}: the annotation store must be another file than the study's store")
-    engine = open_store(path)
-    connection = sqlite3.connect(_uri(path), uri=True, timeout=60)
-    connection.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")   # the store's own size: SQLite's default 2 MiB made
-    try:                                                         # copying 3.6M messages' random-key indexes 3× slower
-        connection.execute("ATTACH DATABASE ? AS study", (_uri(study_store) + "?mode=ro",))
+    if (not path.exists() or path.stat().st_size == 0) and _new_store(path, study_store):
+        return open_store(path)
+    engine = open_store(path)   # an existing store, or a folder where no file could be made: open_store says why
+    connection = _copying_connection(path, study_store)
+    try:
         with connection:
             for table in HISTORY_TABLES:
                 _copy_table(connection, table)
     except sqlite3.Error as exc:
         engine.dispose()
-        raise StoreError(f"{study_store}: cannot copy the history into {path.name} ({exc})") from None
+        raise _copy_error(study_store, path, exc) from None
     finally:
         connection.close()
     return engine
+
+
+def _new_store(path: Path, study_store: Path) -> bool:
+    """A new annotation store at ``path`` holding the history: made in a file of its own name
+    (``<name>.<random>.partial``) with no journal and no syncing, which a stopped copy leaves as an unused file
+    instead of a store without its history, then linked into place.  Without a journal each page is written
+    once (WAL writes it to the log and again at the checkpoint): 4.6–4.8 s against 5.8–6.9 s at the paper's
+    scale.  Where another process made the store meanwhile, that one is kept.  False where no file can be made
+    beside ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".partial", dir=path.parent)
+    except OSError:
+        return False
+    os.close(handle)
+    partial = Path(name)
+    try:
+        open_store(partial).dispose()   # the schema, stamped; left in WAL mode, which the copy turns off
+        connection = _copying_connection(partial, study_store, isolation_level=None)
+        try:
+            connection.execute("PRAGMA main.journal_mode=OFF")   # main only: the study is attached read-only
+            connection.execute("PRAGMA main.synchronous=OFF")
+            connection.execute("BEGIN")
+            for table in HISTORY_TABLES:
+                _copy_table(connection, table)
+            connection.execute("COMMIT")
+            connection.execute("DETACH DATABASE study")
+            connection.execute("PRAGMA main.journal_mode=WAL")
+        finally:
+            connection.close()
+        _put_in_place(partial, path)
+    except sqlite3.Error as exc:
+        raise _copy_error(study_store, path, exc) from None
+    finally:
+        _remove_database(partial)
+    return True
+
+
+def _put_in_place(partial: Path, path: Path) -> None:
+    """``partial`` at ``path`` too, unless a store is there already (another process made it meanwhile): linked,
+    which never replaces a file; an empty file there (nothing in it) is replaced, and so is a missing one on a
+    file system without hard links."""
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        if path.stat().st_size == 0:
+            os.replace(partial, path)
+    except OSError:
+        if not path.exists():
+            os.replace(partial, path)
+
+
+def _copying_connection(path: Path, study_store: Path, **options) -> sqlite3.Connection:
+    connection = sqlite3.connect(_uri(path), uri=True, timeout=60, **options)
+    connection.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")   # the store's own size: SQLite's default 2 MiB
+    connection.execute("ATTACH DATABASE ? AS study", (_uri(study_store) + "?mode=ro",))   # made copying 3.6M
+    return connection                                              # messages' random-key indexes 3× slower
+
+
+def _copy_error(study_store: Path, path: Path, exc: sqlite3.Error) -> StoreError:
+    return StoreError(f"{study_store}: cannot copy the history into {path.name} ({exc})")
+
+
+def _remove_database(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
 
 
 def _copy_table(connection: sqlite3.Connection, table: str) -> None:
