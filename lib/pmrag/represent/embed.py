@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, select
 
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import ParamsError, PmragError
@@ -678,7 +678,7 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
     this representation/model's rows in one transaction); a sidecar ``.json`` records the row order, the
     model ID, the long-text rule and checksums that :func:`load_vectors` verifies.
     """
-    from pmrag.core.store import embedding_inputs
+    from pmrag.core.store import bulk_insert, embedding_inputs
 
     chunks = list(chunks)
     if not chunks:
@@ -714,9 +714,8 @@ def embed_representation(engine: Engine, cache: EmbeddingCache, embedder: Embedd
     with engine.begin() as conn:
         conn.execute(delete(embedding_inputs).where(embedding_inputs.c.representation == representation,
                                                     embedding_inputs.c.model == model_id))
-        conn.execute(insert(embedding_inputs), [
-            {"representation": representation, "model": model_id, "chunk_id": cid, "row": row,
-             "source_chars": len(text), "text_sent": sent_text, "text_sha256": sha}
+        bulk_insert(conn, embedding_inputs, [   # in the table's column order
+            (representation, model_id, cid, row, len(text), sent_text, sha)
             for row, ((cid, text), sent_text, sha) in enumerate(zip(chunks, sent, sent_sha))
         ])
     return npy
