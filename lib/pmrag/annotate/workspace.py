@@ -127,9 +127,23 @@ def _copy_table(connection: sqlite3.Connection, table: str) -> None:
         connection.execute(f'DROP INDEX main."{name}"')
     columns = ", ".join(f'"{column.name}"' for column in metadata.tables[table].columns)
     connection.execute(f"DELETE FROM main.{table}")
-    connection.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM study.{table}")
+    connection.execute(f"INSERT INTO main.{table} ({columns}) {study_rows(table)}")
     for _, sql in indexes:
         connection.execute(sql)
+
+
+def study_rows(table: str) -> str:
+    """The SELECT of ``study.table``'s rows in the order the table stores them: a rowid table by rowid, a WITHOUT
+    ROWID table by its primary key.  Unordered, SQLite read ``chunk_messages`` through its covering index on
+    ``message_id``, so the copy filled the primary key in random order: 33 s instead of 2.5 s for the 4.1 million
+    rows of 10× the paper's scale."""
+    definition = metadata.tables[table]
+    columns = ", ".join(f'"{column.name}"' for column in definition.columns)
+    if definition.dialect_options["sqlite"].get("with_rowid") is False:
+        order = ", ".join(f'"{column.name}"' for column in definition.primary_key.columns)
+    else:
+        order = "rowid"
+    return f"SELECT {columns} FROM study.{table} ORDER BY {order}"
 
 
 def _uri(path: Path) -> str:
