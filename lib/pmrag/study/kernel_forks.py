@@ -295,7 +295,10 @@ def _serve(channel: socket.socket) -> None:
             continue
     for module, function in WARM_CALLS:
         if module in sys.modules:
-            getattr(sys.modules[module], function)()
+            try:
+                getattr(sys.modules[module], function)()
+            except Exception:   # noqa: BLE001 - a warm-up only spares the kernels work they still do themselves
+                pass
     gc.collect()
     gc.freeze()
     channel.sendall(json.dumps({"ready": len(sys.modules)}).encode())

@@ -199,7 +199,10 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
             f"notebook {first.name} failed in cell {error['cell_index']} (execution count {error['exec_count']}): "
             f"{error['ename']}: {error['evalue']} — executed copy: {target}")
     run.notebooks = [out_dir / nb.name for nb in notebooks]
-    drawing.result() if drawing is not None else draw_graph(params)
+    if drawing is None:
+        draw_graph(params)
+    else:
+        drawing.result()   # drawn meanwhile; raises what drawing raised
     title = f"Study run `{params.run}`: {params.description or params.path.name}"
     readme = write_run_readme(params.run_dir, title, run.notebooks, summary_lines(params.run_dir))
     _say(progress, f"summary: {readme}")
