@@ -113,8 +113,8 @@ def changed(params: Path, section: str, key: str, value) -> Path:
 
 PSS_SHARE = 0.1
 """The most of one CPU the memory samples may take: reading a process's PSS walks its page tables in the kernel, 55–75
-ms for the tree of a paper-scale study; sampled every 50 ms, it took about 40% of one of the two CPUs the study was
-being timed on."""
+ms for the tree of a paper-scale study; sampled every 50 ms (each sample taking 90–220 ms of wall time), it took a
+quarter to two fifths of one of the two CPUs the study was being timed on (py-spy: 48 s of a 145 s run)."""
 CPU_SAMPLE_S = 0.05
 
 
