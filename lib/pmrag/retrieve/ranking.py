@@ -174,11 +174,44 @@ class Ranker:
         return tops
 
     def _top_row(self, scores: np.ndarray, k: int, bound: float, likely: float) -> np.ndarray:
-        pool, kth = top_k_candidates(scores, k, bound, likely)
+        """The top ``k`` of one row, best first: :func:`top_k_candidates`, with its bounds, then the first of the
+        documents tied at the k-th score in tie-break order.
+
+        When fewer than ``k`` score above ``bound``, the k-th largest is ``bound`` itself, tied by every other
+        document scoring it (for a rare query: thousands at 0).  The ones needed are then read off the head of the
+        tie-break order (:meth:`first_scoring`) without listing the tied group: the same documents as
+        :meth:`first_in_tiebreak_order` of that group, for a fraction of the work."""
+        if likely > bound:
+            above_likely = (scores > likely).nonzero()[0]
+            if len(above_likely) >= k:
+                return self._ordered(scores, *_at_least_kth(scores, k, above_likely), k)
+        above_bound = (scores > bound).nonzero()[0]
+        if len(above_bound) < k:
+            return self._sorted(scores, np.concatenate([above_bound,
+                                                        self.first_scoring(scores, bound, k - len(above_bound))]))
+        return self._ordered(scores, *_at_least_kth(scores, k, above_bound), k)
+
+    def _ordered(self, scores: np.ndarray, pool: np.ndarray, kth: float, k: int) -> np.ndarray:
+        """The top ``k`` of ``pool`` (every document scoring at least ``kth``, the k-th largest), best first."""
         if len(pool) > k:   # documents tied at the k-th score: the first of them in tie-break order
             above, tied = _split(scores, pool, kth)
             pool = np.concatenate([above, self.first_in_tiebreak_order(tied, k - len(above))])
+        return self._sorted(scores, pool)
+
+    def _sorted(self, scores: np.ndarray, pool: np.ndarray) -> np.ndarray:
         return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
+
+    def first_scoring(self, scores: np.ndarray, value: float, wanted: int) -> np.ndarray:
+        """The first ``wanted`` documents in tie-break order among those scoring exactly ``value`` (at least
+        ``wanted`` of them must), read off a head of the tie-break order that doubles until it holds them."""
+        n = len(self.best_first)
+        length = 2 * wanted + 64
+        while True:
+            head = self.best_first[:length]
+            found = head[scores[head] == value]
+            if len(found) >= wanted or length >= n:
+                return found[:wanted]
+            length *= 2
 
     def first_in_tiebreak_order(self, documents: np.ndarray, wanted: int) -> np.ndarray:
         """The ``wanted`` of ``documents`` (distinct indices) that come first in tie-break order, in no order.
