@@ -59,3 +59,28 @@ def test_the_command_line_freezes_its_heap_at_exit():
             "main(['--help'])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.splitlines()[-1] == "True", result.stderr[-2000:]
+
+
+def test_collection_paused_turns_the_collector_off_for_the_block_and_back_as_it_was():
+    import gc
+
+    from pmrag.core.memory import collection_paused
+
+    assert gc.isenabled()
+    with collection_paused():
+        assert not gc.isenabled()
+        with collection_paused():   # nested: the inner block leaves it off for the outer
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError):   # an error in the block still turns it back on
+        with collection_paused():
+            raise KeyError("x")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()   # it was off before: it stays off
+    finally:
+        gc.enable()

@@ -36,10 +36,11 @@ def message_id_from_text(source: str, source_order: int, occurred_text: str, sen
 
 
 def timestamp_text(value: datetime) -> str:
-    """``YYYY-MM-DD HH:MM:SS`` (whole seconds: every adapter produces them; ``str`` is the fast path)."""
+    """``YYYY-MM-DD HH:MM:SS`` (whole seconds: every adapter produces them).  ``isoformat(" ")`` is ``str`` of a
+    datetime without its detour through ``__str__``: half the time, once per message."""
     if value.microsecond:
         raise ValueError(f"timestamps are whole seconds; got {value!r}")
-    return str(value)
+    return value.isoformat(" ")
 
 
 def chunk_id(source: str, chunk_index: int, message_ids: Sequence[str]) -> str:

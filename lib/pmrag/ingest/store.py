@@ -97,20 +97,20 @@ class MergeKeys:
 
     def __init__(self, merge: bool = True):
         self.merge = merge
-        self._seen: OrderedDict[tuple[str, str], Counter] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], dict] = OrderedDict()
 
     def __call__(self, m: MessageRecord) -> str | None:
         if not self.merge:
             return None
         moment = (m.source, m.occurred_text)
         counts = self._seen.get(moment)
-        if counts is None:
-            counts = self._seen[moment] = Counter()
+        if counts is None:   # a plain dict: a Counter per timestamp (nearly one per message) took 0.6 µs to make
+            counts = self._seen[moment] = {}
             if len(self._seen) > self.RECENT_TIMES:
                 self._seen.popitem(last=False)
         content = (m.sender, m.type, m.text)
-        occurrence = counts[content]
-        counts[content] += 1
+        occurrence = counts.get(content, 0)
+        counts[content] = occurrence + 1
         joined = "\x1f".join((m.source, m.occurred_text, m.sender, m.type, m.text, str(occurrence)))
         return hashlib.sha1(joined.encode("utf-8")).hexdigest()
 
