@@ -76,7 +76,7 @@ from sqlalchemy import Engine, insert, select, update
 from pmrag.core.errors import PmragError
 from pmrag.core.interrupts import deferred_interrupt
 from pmrag.core.params import SummarizerSection
-from pmrag.core.store import graph_extractions, summaries, summary_runs
+from pmrag.core.store import bulk_insert, graph_extractions, summaries, summary_runs
 from pmrag.represent import privacy
 from pmrag.represent.calls import Limiter, retry_after_s, retry_pause, run_bounded
 
@@ -885,16 +885,16 @@ class SummaryStore:
         return stored
 
     def record(self, run: StepRun, calls: Sequence[Call], counts: Mapping[str, int]) -> None:
-        rows = [{
-            "chunk_id": call.item_id, "backend": run.client.backend, "requested_model": run.client.requested_model,
-            "response_model": call.outcome.reply.response_model if call.outcome.reply else None,
-            "sdk_version": run.client.sdk_version, "input_chars": call.input_chars,
-            "input_sha256": call.input_sha256, "summary": None if call.error else call.outcome.output,
-            "status": call.status, "error": call.error, **call.tokens(), "latency_s": call.outcome.latency_s,
-            "attempts": call.outcome.attempts, "run_id": run.run_id,
-        } for call in calls]
+        client = run.client
+        rows = []   # in the table's column order, for the driver's executemany (bulk_insert)
+        for call in calls:
+            reply, tokens = call.outcome.reply, call.tokens()
+            rows.append((call.item_id, client.backend, client.requested_model, reply.response_model if reply else None,
+                         client.sdk_version, call.input_chars, call.input_sha256,
+                         None if call.error else call.outcome.output, call.status, call.error, tokens["input_tokens"],
+                         tokens["output_tokens"], call.outcome.latency_s, call.outcome.attempts, run.run_id))
         with self.engine.begin() as conn:
-            conn.execute(insert(summaries).prefix_with("OR REPLACE"), rows)
+            bulk_insert(conn, summaries, rows, prefix="OR REPLACE")
             conn.execute(update(summary_runs).where(summary_runs.c.run_id == run.run_id)
                          .values(n_ok=counts["ok"], n_error=counts["error"]))
 
