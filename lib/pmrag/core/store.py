@@ -44,6 +44,7 @@ from sqlalchemy.exc import DBAPIError
 
 from pmrag.core.errors import PmragError
 from pmrag.core.ids import timestamp_text
+from pmrag.core.memory import collection_paused
 
 APPLICATION_ID = 0x706D7267   # "pmrg": ``PRAGMA application_id`` of a pmrag store
 SCHEMA_VERSION = 9            # ``PRAGMA user_version`` of a pmrag store (2: messages.merge_key, files by path;
@@ -626,7 +627,7 @@ def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
     if order_by:
         query = query.order_by(*(table.c[name] for name in order_by))
     shared = SharedStrings()
-    with engine.connect() as conn:
+    with collection_paused(), engine.connect() as conn:   # rows of atoms: nothing for the collector to walk
         parts = [shared(part) for part in pd.read_sql(query, conn, chunksize=READ_ROWS)]
     return parts[0] if len(parts) == 1 else _joined(parts)
 
