@@ -6,8 +6,9 @@ memory does not count), then times: reading every source file (two worker proces
 source (two workers read and chunk sources while this process inserts, :func:`pmrag.chunk_store.rebuild_chunks`)
 and deriving chunk-level gold.  Peak memory is the largest sum, over this process and its workers, of the
 proportional set size (PSS: pages shared after fork are split between the processes, not counted twice),
-sampled every 20 ms.  Shared virtual machines vary by ±40 % between passes, so it runs several passes and
-prints the best and the median, one line per figure.
+sampled every 20 ms or as often as a tenth of one CPU allows, whichever is rarer (:class:`TreeMemory`).
+Shared virtual machines vary by ±40 % between passes, so it runs several passes and prints the best and the
+median, one line per figure.
 Target on the 2-core reference machine: ≤ 15 s and ≤ 1.5 GB peak memory.
 
     .venv/bin/python benchmarks/bench_ingest_chunk.py [--n-messages 358896]
@@ -45,16 +46,20 @@ def ensure_corpus(n_messages: int) -> tuple[list[Path], Path]:
 
 
 class TreeMemory:
-    """Peak over time of the summed PSS of this process and all its descendants (Linux /proc)."""
+    """Peak over time of the summed PSS of this process and all its descendants (Linux /proc), sampled every
+    ``interval`` seconds at most, and no more often than ``share`` of one CPU allows: reading a process's PSS walks
+    its page tables, and the samples then took CPU from the work being timed (one comparison, minutes apart on a
+    drifting machine: the ingest's best pass 14.0 s sampled every 20 ms, 12.8 s throttled, 10.0 s unsampled)."""
 
-    def __init__(self, interval: float = 0.02):
-        self.interval, self.peak_kb, self._stop = interval, 0, threading.Event()
+    def __init__(self, interval: float = 0.02, share: float = 0.1):
+        self.interval, self.share, self.peak_kb, self._stop = interval, share, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            used = time.thread_time()
             self.peak_kb = max(self.peak_kb, sum(pss_kb(p) for p in process_tree(os.getpid())))
-            self._stop.wait(self.interval)
+            self._stop.wait(max(self.interval, (time.thread_time() - used) * (1 / self.share - 1)))
 
     def __enter__(self):
         self._thread.start()

@@ -45,8 +45,8 @@ class MessageRecord:
     def __init__(self, source: str, source_order: int, occurred_at: datetime, sender: str, type: str, text: str,
                  time_unknown: bool = False, date_order: int = 0, native_id: str | None = None,
                  location: str | None = None):
-        # Frozen, and written once here into the instance's dict: the generated frozen __init__ sets each of the
-        # twelve fields through object.__setattr__, 6 µs a message (a tenth of the paper's ingest, per worker).
+        # Frozen, and written once here into the instance's dict: the generated frozen __init__ set each of the
+        # twelve fields through object.__setattr__, 5 µs more a message (2 s of CPU over the paper's 358,896).
         occurred_text = timestamp_text(occurred_at)
         self.__dict__.update(
             source=source, source_order=source_order, occurred_at=occurred_at, sender=sender, type=type, text=text,
