@@ -78,13 +78,20 @@ def top_k_candidates(scores: np.ndarray, k: int, bound: float, likely: float | N
     above it too, with every score tied at it, so those few are partitioned; otherwise the ones above ``bound``.
     When fewer than ``k`` are above ``bound``, it is the k-th largest itself: the case of the thousands of
     documents tied at 0 for a rare query, which never reach ``np.partition`` (slow on many equal values)."""
+    pool, kth = _candidates(scores, k, bound, likely)
+    return ((scores >= bound).nonzero()[0], bound) if kth is None else (pool, kth)
+
+
+def _candidates(scores: np.ndarray, k: int, bound: float, likely: float | None) -> tuple[np.ndarray, float | None]:
+    """:func:`top_k_candidates`, except where fewer than ``k`` score above ``bound``: then ``(those above it, None)``,
+    the k-th largest being ``bound`` itself and the documents tied at it not listed."""
     if likely is not None and likely > bound:
         above_likely = (scores > likely).nonzero()[0]   # a 1-D row: flatnonzero's ravel would be a call more
         if len(above_likely) >= k:
             return _at_least_kth(scores, k, above_likely)
     above_bound = (scores > bound).nonzero()[0]
     if len(above_bound) < k:
-        return (scores >= bound).nonzero()[0], bound
+        return above_bound, None
     return _at_least_kth(scores, k, above_bound)
 
 
@@ -181,24 +188,12 @@ class Ranker:
         document scoring it (for a rare query: thousands at 0).  The ones needed are then read off the head of the
         tie-break order (:meth:`first_scoring`) without listing the tied group: the same documents as
         :meth:`first_in_tiebreak_order` of that group, for a fraction of the work."""
-        if likely > bound:
-            above_likely = (scores > likely).nonzero()[0]
-            if len(above_likely) >= k:
-                return self._ordered(scores, *_at_least_kth(scores, k, above_likely), k)
-        above_bound = (scores > bound).nonzero()[0]
-        if len(above_bound) < k:
-            return self._sorted(scores, np.concatenate([above_bound,
-                                                        self.first_scoring(scores, bound, k - len(above_bound))]))
-        return self._ordered(scores, *_at_least_kth(scores, k, above_bound), k)
-
-    def _ordered(self, scores: np.ndarray, pool: np.ndarray, kth: float, k: int) -> np.ndarray:
-        """The top ``k`` of ``pool`` (every document scoring at least ``kth``, the k-th largest), best first."""
-        if len(pool) > k:   # documents tied at the k-th score: the first of them in tie-break order
+        pool, kth = _candidates(scores, k, bound, likely)
+        if kth is None:
+            pool = np.concatenate([pool, self.first_scoring(scores, bound, k - len(pool))])
+        elif len(pool) > k:   # documents tied at the k-th score: the first of them in tie-break order
             above, tied = _split(scores, pool, kth)
             pool = np.concatenate([above, self.first_in_tiebreak_order(tied, k - len(above))])
-        return self._sorted(scores, pool)
-
-    def _sorted(self, scores: np.ndarray, pool: np.ndarray) -> np.ndarray:
         return pool[np.lexsort((self.tiebreak_rank[pool], -scores[pool]))]
 
     def first_scoring(self, scores: np.ndarray, value: float, wanted: int) -> np.ndarray:
