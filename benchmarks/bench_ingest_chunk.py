@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from proctree import process_tree, pss_kb
+from proctree import pause_after_sample, process_tree, pss_kb
 
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
@@ -47,19 +47,19 @@ def ensure_corpus(n_messages: int) -> tuple[list[Path], Path]:
 
 class TreeMemory:
     """Peak over time of the summed PSS of this process and all its descendants (Linux /proc), sampled every
-    ``interval`` seconds at most, and no more often than ``share`` of one CPU allows: reading a process's PSS walks
-    its page tables, and the samples then took CPU from the work being timed (one comparison, minutes apart on a
-    drifting machine: the ingest's best pass 14.0 s sampled every 20 ms, 12.8 s throttled, 10.0 s unsampled)."""
+    ``interval`` seconds at most, and no more often than :func:`proctree.pause_after_sample` allows: the samples
+    otherwise took CPU from the work being timed (one comparison, minutes apart on a drifting machine: the ingest's
+    best pass 14.0 s sampled every 20 ms, 12.8 s throttled, 10.0 s unsampled)."""
 
-    def __init__(self, interval: float = 0.02, share: float = 0.1):
-        self.interval, self.share, self.peak_kb, self._stop = interval, share, 0, threading.Event()
+    def __init__(self, interval: float = 0.02):
+        self.interval, self.peak_kb, self._stop = interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             used = time.thread_time()
             self.peak_kb = max(self.peak_kb, sum(pss_kb(p) for p in process_tree(os.getpid())))
-            self._stop.wait(max(self.interval, (time.thread_time() - used) * (1 / self.share - 1)))
+            self._stop.wait(pause_after_sample(time.thread_time() - used, self.interval))
 
     def __enter__(self):
         self._thread.start()

@@ -25,7 +25,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from proctree import process_tree
+from proctree import pause_after_sample, process_tree
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,9 @@ def _message_line(rng: random.Random, texts: list[str], clock: str, separator: s
 
 
 class TreeMemory:
-    """Peak over time of the summed RSS and PSS of a process and all its descendants (Linux /proc)."""
+    """Peak over time of the summed RSS and PSS of a process and all its descendants (Linux /proc), sampled every
+    ``interval`` seconds at most, and no more often than :func:`proctree.pause_after_sample` allows (the samples
+    would otherwise take CPU from the ingest being timed)."""
 
     def __init__(self, pid: int, interval: float = 0.02):
         self.pid, self.interval = pid, interval
@@ -109,10 +111,11 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            used = time.thread_time()
             sizes = [self._rss_pss_kb(p) for p in process_tree(self.pid)]
             self.peak_rss_kb = max(self.peak_rss_kb, sum(s[0] for s in sizes))
             self.peak_pss_kb = max(self.peak_pss_kb, sum(s[1] for s in sizes))
-            self._stop.wait(self.interval)
+            self._stop.wait(pause_after_sample(time.thread_time() - used, self.interval))
 
     def __enter__(self):
         self._thread.start()

@@ -45,7 +45,7 @@ from pathlib import Path
 import yaml
 
 from bench_ingest_chunk import ensure_corpus
-from proctree import cpu_seconds, process_tree, pss_kb
+from proctree import cpu_seconds, pause_after_sample, process_tree, pss_kb
 from pmrag.study.runner import default_jobs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,10 +111,6 @@ def changed(params: Path, section: str, key: str, value) -> Path:
     return path
 
 
-PSS_SHARE = 0.1
-"""The most of one CPU the memory samples may take: reading a process's PSS walks its page tables in the kernel, 55–75
-ms for the tree of a paper-scale study; sampled every 50 ms (each sample taking 90–220 ms of wall time), it took a
-quarter to two fifths of one of the two CPUs the study was being timed on (py-spy: 48 s of a 145 s run)."""
 CPU_SAMPLE_S = 0.05
 
 
@@ -123,8 +119,8 @@ def measured_run(params: Path, options: list[str], timeout: float | None
     """``pmrag study`` in its own process: (wall seconds, [(time, tree PSS in kB)], exit status (-9 when
     ``timeout`` stopped it), CPU seconds).
 
-    The PSS of the tree is sampled as often as :data:`PSS_SHARE` of one CPU allows: after a sample that took ``c``
-    seconds of this process's CPU, the next comes ``c · (1/PSS_SHARE − 1)`` later (about every 0.6 s at the paper's
+    The PSS of the tree is sampled as often as a tenth of one CPU allows (:func:`proctree.pause_after_sample`): after a
+    sample that took ``c`` seconds of this process's CPU, the next comes ``9c`` later (about every 0.6 s at the paper's
     scale), so a peak shorter than that can be missed.  The CPU seconds are user + system time of the process and of
     every process under it (stage workers, the stage helper, notebook kernels), each as last read from /proc every
     50 ms (cheap reads), not from the waited-for children's usage: a process started by the fork server is the fork
@@ -143,7 +139,7 @@ def measured_run(params: Path, options: list[str], timeout: float | None
         if time.perf_counter() >= next_pss:
             used = time.process_time()
             samples.append((time.time(), sum(pss_kb(p) for p in tree)))
-            next_pss = time.perf_counter() + (time.process_time() - used) * (1 / PSS_SHARE - 1)
+            next_pss = time.perf_counter() + pause_after_sample(time.process_time() - used)
         if timeout is not None and time.perf_counter() - started > timeout:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()

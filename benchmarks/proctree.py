@@ -7,6 +7,18 @@ from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
+PSS_SHARE = 0.1
+"""The most of one CPU the memory samples may take: reading a process's PSS walks its page tables in the kernel, 55–75
+ms for the tree of a paper-scale study; sampled every 50 ms (each sample taking 90–220 ms of wall time), it took a
+quarter to two fifths of one of the two CPUs a study was being timed on (py-spy: 48 s of a 145 s run)."""
+
+
+def pause_after_sample(sample_cpu_s: float, interval: float = 0.0) -> float:
+    """Seconds to wait after a memory sample that took ``sample_cpu_s`` of the sampler's CPU: at least ``interval``,
+    and ``sample_cpu_s · (1/PSS_SHARE − 1)`` at least, so that sampling takes at most :data:`PSS_SHARE` of one CPU
+    (a peak shorter than the pause can be missed)."""
+    return max(interval, sample_cpu_s * (1 / PSS_SHARE - 1))
+
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every descendant still running (a child that exits while it is read is skipped)."""
