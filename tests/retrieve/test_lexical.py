@@ -12,7 +12,7 @@ from bm25s.tokenization import Tokenized
 from sklearn.feature_extraction.text import CountVectorizer
 
 from pmrag.core.params import DEFAULT_RETRIEVERS, BM25Section, StudyParams
-from pmrag.retrieve import lexical
+from pmrag.retrieve import bm25 as bm25_module, lexical
 from pmrag.retrieve.bm25 import BM25Index, query_matrix
 from pmrag.retrieve.lexical import (Char2Tokenizer, Char3Tokenizer, SudachiTokenizer, TokenCache, WordTokenizer,
                                     char_ngram_counts, char_ngrams, index_texts, sudachi_lines)
@@ -219,6 +219,56 @@ def test_the_vectorizer_the_tokenizer_declares_is_the_reference():
     vectorizer = Char3Tokenizer().vectorizer()
     assert vectorizer.analyzer == "char" and vectorizer.ngram_range == (3, 3)
     assert vectorizer.build_analyzer()("Ab\n c") == char_ngrams("Ab\n c", 3)
+
+
+WORKER_TEXTS = DOCS * 3 + ["Ab  c\nd\t\tE😂x", "ＡＢＣ\u3000de😂😂" * 3, "", "x", "\U0001F600\U0010FFFF!", "京都" * 9]
+
+
+def assert_same_matrix(ours, theirs):
+    assert ours.shape == theirs.shape and ours.has_canonical_format
+    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+    assert np.array_equal(ours.data, theirs.data) and ours.data.dtype == theirs.data.dtype
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_char_ngram_counts_in_worker_processes_equal_one_process(n, monkeypatch):
+    """Blocks counted in two workers over their own n-grams, then renumbered: the same vocabulary in the same
+    order and the same canonical matrix as the count in this process (blocks of a few texts, some longer)."""
+    whole, vocabulary = char_ngram_counts(WORKER_TEXTS, n)
+    monkeypatch.setattr(lexical, "BLOCK_CHARS", 9)
+    assert len(lexical._text_blocks(WORKER_TEXTS, 9)) > 10
+    in_workers, same = char_ngram_counts(WORKER_TEXTS, n, workers=2)
+    assert list(same.items()) == list(vocabulary.items())
+    assert_same_matrix(in_workers, whole)
+    assert char_ngram_counts([], n, workers=2)[0].shape == (0, 0)
+
+
+@pytest.mark.parametrize("tokenizer", [lexical.make_tokenizer(TOKENIZERS.get("regex"), BM25Section()),
+                                       WordTokenizer(stemmer="english", stopwords="english"), Char2Tokenizer()],
+                         ids=["regex", "word", "char2"])
+def test_an_index_tokenized_in_worker_processes_equals_one_made_here(tokenizer, monkeypatch):
+    """Two workers tokenize and encode blocks of 4 documents: the vocabulary in the same order (ids by first
+    occurrence over all documents), the same weights and the same query counts, bit for bit."""
+    monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 4)
+    monkeypatch.setattr(lexical, "BLOCK_CHARS", 40)
+    queries = ["京都のホテル", "USBケーブル", "running home", "存在しない"]
+    here, here_queries = index_texts(tokenizer, WORKER_TEXTS, queries, BM25Section(), workers=0)
+    there, there_queries = index_texts(tokenizer, WORKER_TEXTS, queries, BM25Section(), workers=2)
+    assert list(there.vocabulary.items()) == list(here.vocabulary.items())
+    assert_same_matrix(there.weights, here.weights)
+    assert np.array_equal(there.doc_lengths, here.doc_lengths) and there.avgdl == here.avgdl
+    assert (there_queries != here_queries).nnz == 0 and there_queries.shape == here_queries.shape
+    assert here.weights.nnz > 0 and here_queries.nnz > 0
+
+
+def test_documents_are_tokenized_in_workers_from_a_size_on_and_never_inside_in_this_process(monkeypatch):
+    from pmrag.core.parallel import in_this_process
+
+    monkeypatch.setattr(lexical, "PARALLEL_INDEX_CHARS", 10)
+    assert lexical.index_workers(["12345", "6789"]) == 0
+    assert lexical.index_workers(["12345", "67890"]) == lexical.INDEX_WORKERS == 2
+    with in_this_process():
+        assert lexical.index_workers(["12345", "67890"]) == 0
 
 
 @pytest.mark.agreement

@@ -90,33 +90,57 @@ ENCODE_DOCS = 20_000
 beside its 4-byte id, so all of them at once (10× the paper's scale: 185k raw_text chunks) held gigabytes."""
 
 
-def encode_token_lists(token_lists: Iterable[Sequence[str]], what: str = "token_lists"
-                       ) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
-    """Token → id in order of first occurrence, every document's token ids concatenated, and each document's length.
+EncodedBlock = tuple[list[str], np.ndarray, np.ndarray]
+"""One block of documents' tokens (:func:`encode_block`): its distinct tokens in order of first occurrence, each
+token as its index among them (int32), each document's length (int64)."""
 
-    The lists are read :data:`ENCODE_DOCS` documents at a time (an iterator is never held whole): each block's
-    tokens are hashed in one pass in C (``pandas.factorize``, whose uniques come in order of first occurrence,
-    instead of a ``dict.setdefault`` per token), and only its distinct terms meet the vocabulary, new ones
-    numbered in the order they first occur; the ids are those of one pass over all tokens."""
+
+def encode_block(token_lists: Sequence[Sequence[str]]) -> EncodedBlock:
+    """The tokens of a block of documents as :data:`EncodedBlock`, hashed in one pass in C (``pandas.factorize``,
+    whose uniques come in order of first occurrence, instead of a ``dict.setdefault`` per token)."""
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    flat = np.fromiter(chain.from_iterable(token_lists), dtype=object, count=int(lengths.sum()))
+    if not len(flat):
+        return [], np.zeros(0, dtype=np.int32), lengths
+    local_ids, terms = pd.factorize(flat)
+    return terms.tolist(), local_ids.astype(np.int32), lengths
+
+
+def encoded_blocks(token_lists: Iterable[Sequence[str]], what: str = "token_lists") -> Iterator[EncodedBlock]:
+    """:func:`encode_block` of every :data:`ENCODE_DOCS` documents of ``token_lists`` (an iterator is never held
+    whole), each list checked to be tokens."""
     _refuse_a_string(token_lists, what)
-    vocabulary: dict[str, int] = {}
-    id_blocks, length_blocks = [], []
     lists = iter(token_lists)
     while block := list(islice(lists, ENCODE_DOCS)):
         for tokens in block:
             _refuse_an_untokenized_text(tokens, what)
-        lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-        flat = np.fromiter(chain.from_iterable(block), dtype=object, count=int(lengths.sum()))
+        yield encode_block(block)
         del block
-        if len(flat):
-            local_ids, terms = pd.factorize(flat)
-            global_id = np.fromiter((vocabulary.setdefault(term, len(vocabulary)) for term in terms.tolist()),
+
+
+def merge_encoded(blocks: Iterable[EncodedBlock]) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Token → id in order of first occurrence, every document's token ids concatenated, and each document's
+    length, from consecutive encoded blocks: only a block's distinct terms meet the vocabulary, new ones numbered in
+    the order they first occur, so the ids are those of one pass over all tokens however the documents were cut
+    into blocks (or wherever the blocks were encoded: :func:`pmrag.retrieve.lexical.encoded_in_workers`)."""
+    vocabulary: dict[str, int] = {}
+    id_blocks, length_blocks = [], []
+    for terms, local_ids, lengths in blocks:
+        if len(local_ids):
+            global_id = np.fromiter((vocabulary.setdefault(term, len(vocabulary)) for term in terms),
                                     dtype=np.int64, count=len(terms))
             id_blocks.append(global_id[local_ids])
         length_blocks.append(lengths)
     token_ids = np.concatenate(id_blocks) if id_blocks else np.zeros(0, dtype=np.int64)
     doc_lengths = np.concatenate(length_blocks) if length_blocks else np.zeros(0, dtype=np.int64)
     return vocabulary, token_ids, doc_lengths
+
+
+def encode_token_lists(token_lists: Iterable[Sequence[str]], what: str = "token_lists"
+                       ) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Token → id in order of first occurrence, every document's token ids concatenated, and each document's length
+    (:func:`merge_encoded` of :func:`encoded_blocks`): the lists are read :data:`ENCODE_DOCS` documents at a time."""
+    return merge_encoded(encoded_blocks(token_lists, what))
 
 
 def term_doc_counts(token_ids: np.ndarray, doc_lengths: np.ndarray, n_terms: int) -> sp.csr_matrix:
@@ -313,8 +337,15 @@ class BM25Index:
         keep_counts : keep ``f(t, d)`` (:attr:`counts`, which pseudo-relevance feedback reads); without them the
             index holds half the memory (at 10× the paper's scale, character trigrams: 780 MB less)
         """
+        return cls.fit_encoded(encoded_blocks(token_lists, "token_lists"), params, keep_counts=keep_counts)
+
+    @classmethod
+    def fit_encoded(cls, blocks: Iterable[EncodedBlock], params: BM25Section | None = None, *,
+                    keep_counts: bool = True) -> BM25Index:
+        """:meth:`fit` of documents whose tokens were encoded a block at a time (:func:`encode_block`, in order):
+        the same index as :meth:`fit` on their token lists."""
         params = BM25Section() if params is None else params
-        vocabulary, token_ids, doc_lengths = encode_token_lists(token_lists, "token_lists")
+        vocabulary, token_ids, doc_lengths = merge_encoded(blocks)
         if not len(doc_lengths):
             raise ValueError("cannot fit BM25 on an empty corpus")
         counts = term_doc_counts(token_ids, doc_lengths, len(vocabulary))

@@ -44,6 +44,9 @@ one of bm25s's lists (:func:`stopword_set`: ``english``, Lucene's 33 English sto
 PyStemmer's English (Porter 2) Snowball stemmer.  Stop words are matched before stemming, as ``bm25s.tokenize``
 matches them, so with the same list and stemmer the tokens are bm25s's (``tests/retrieve/test_lexical.py``
 checks the rankings against a plain bm25s index).
+
+Documents of :data:`PARALLEL_INDEX_CHARS` characters or more (10× the paper's scale) are tokenized, or their n-grams
+counted, a block at a time in worker processes (:func:`index_texts`); the index is the same as one made here.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ import scipy.sparse as sp
 from pmrag.core.cache import SqliteCache
 from pmrag.core.errors import PmragError
 from pmrag.core.memory import trim_heap
-from pmrag.retrieve.bm25 import BM25Index, counts_by_term, query_matrix
+from pmrag.retrieve.bm25 import BM25Index, EncodedBlock, counts_by_term, encode_block, encoded_blocks, query_matrix
 from pmrag.retrieve.registry import TOKENIZERS
 
 TOKEN_CACHE_FILE = "tokens.sqlite"
@@ -77,6 +80,14 @@ WORD_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 CODE_BITS = 21                     # Unicode code points fit in 21 bits, so an n-gram of n ≤ 3 fits in 63
 MAX_NGRAM = 3
 BLOCK_CHARS = 2_000_000            # characters whose n-grams are counted at once (about 100 MB of arrays)
+PARALLEL_INDEX_CHARS = 30_000_000
+"""Documents of at least this many characters in all are tokenized, or their n-grams counted, in
+:data:`INDEX_WORKERS` worker processes a block at a time (:func:`index_workers`): ~3 s of tokenizing on one core at
+the least, where starting the workers and handing the blocks over and back cost ~0.2 s.  The paper-scale study's
+representations stay below it (raw_text 14 M characters, embedding_text 19 M): its rankings are computed beside
+its helper process (:mod:`pmrag.study.helper`), which keeps the second core busy already; at 10× that scale there is
+no helper, and these workers keep both cores busy through each ranking's tokens."""
+INDEX_WORKERS = 2
 
 
 # --------------------------------------------------------------------------------------------- sudachi
@@ -209,6 +220,7 @@ class SudachiTokenizer:
     name = "sudachi"
     packages = ("sudachipy", "sudachidict_core")   # a dictionary upgrade changes the tokens: the rankings' key
     uses_cache_dir: ClassVar[bool] = True
+    tokenizes_in_workers: ClassVar[bool] = True   # its tokenize_many starts worker processes of its own
 
     def __init__(self, split_mode: str = "C", form: str = "normalized", pos: str = "content",
                  cache_dir: str | Path | None = None, workers: int = 2):
@@ -363,8 +375,8 @@ def _decode_ngrams(codes: np.ndarray, n: int) -> list[str]:
     return [text[i:i + n] for i in range(0, len(text), n)]
 
 
-def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int] | None = None
-                      ) -> tuple[sp.csr_matrix, dict[str, int]]:
+def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int] | None = None, *,
+                      workers: int = 0) -> tuple[sp.csr_matrix, dict[str, int]]:
     """Texts × n-grams count matrix (float64 CSR) and the vocabulary, as ``CountVectorizer(analyzer="char",
     ngram_range=(n, n), preprocessor=normalise_chars)`` would give them: ``fit_transform`` without a
     vocabulary (n-grams in sorted order), ``transform`` with one (unknown n-grams dropped).
@@ -374,9 +386,13 @@ def char_ngram_counts(texts: Sequence[str], n: int, vocabulary: Mapping[str, int
     texts : the texts (documents or queries)
     n : the n-gram length, 1 to 3
     vocabulary : n-gram → column of an earlier call (the documents'), to count queries over it
+    workers : without a vocabulary, count the blocks in this many worker processes (:func:`_counts_in_workers`:
+        the same matrix and vocabulary)
     """
     if not 1 <= n <= MAX_NGRAM:
         raise ValueError(f"character n-grams are counted for n from 1 to {MAX_NGRAM}, got {n}")
+    if vocabulary is None and workers > 0:
+        return _counts_in_workers(texts, n, workers)
     import pandas as pd
 
     texts = [normalise_chars(t) for t in texts]   # once, for both passes over the blocks
@@ -430,9 +446,14 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     the canonical CSR matrix as they stand (rows, then columns in order, no duplicates), where building it from
     the (text, column) pairs and summing their duplicates sorted every row's columns again (~35 % of the counting:
     ~0.7 s per character-trigram index at the paper's scale)."""
+    return _counts_of_codes(*_ngram_codes(texts, n), len(texts), terms, column_of, n_columns)
+
+
+def _counts_of_codes(codes: np.ndarray, rows: np.ndarray, n_texts: int, terms: np.ndarray, column_of: np.ndarray,
+                     n_columns: int) -> sp.csr_matrix:
+    """:func:`_block_counts` of the n-gram codes of ``n_texts`` texts and their text index (:func:`_ngram_codes`)."""
     import pandas as pd
 
-    codes, rows = _ngram_codes(texts, n)
     labels, distinct = pd.factorize(codes)   # each distinct code looked up once
     distinct = np.asarray(distinct, dtype=np.uint64)
     at = np.searchsorted(terms, distinct)
@@ -444,11 +465,53 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     kept = column >= 0
     cells, counts = np.unique(rows[kept] * n_columns + column[kept], return_counts=True)
     row = cells // n_columns
-    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=len(texts)), out=indptr[1:])
-    matrix = sp.csr_matrix((counts.astype(np.float64), cells - row * n_columns, indptr), shape=(len(texts), n_columns))
+    indptr = np.zeros(n_texts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n_texts), out=indptr[1:])
+    matrix = sp.csr_matrix((counts.astype(np.float64), cells - row * n_columns, indptr), shape=(n_texts, n_columns))
     matrix.has_canonical_format = True
     return matrix
+
+
+def _counts_in_workers(texts: Sequence[str], n: int, workers: int) -> tuple[sp.csr_matrix, dict[str, int]]:
+    """:func:`char_ngram_counts` without a vocabulary, each block of texts counted in a worker process over its own
+    n-grams (:func:`_local_counts`); here the blocks' sorted n-grams are merged into the vocabulary, sorted as one
+    pass makes it, and each block's columns renumbered into it.  Renumbering keeps the columns of every row in
+    order (both orders are the n-grams'), so the stacked matrix is canonical and equal to the one-process count."""
+    from pmrag.core.parallel import ordered_map
+
+    calls = [(texts[start:stop], n) for start, stop in _text_blocks(texts, BLOCK_CHARS)]
+    parts = list(ordered_map(_local_counts, calls, workers))
+    del calls
+    terms = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [local for local, *_ in parts]))
+    nnz = sum(len(data) for _, data, _, _ in parts)
+    data = np.empty(nnz, dtype=np.float64)
+    columns = np.empty(nnz, dtype=np.int64)
+    indptr = [np.zeros(1, dtype=np.int64)]
+    at = 0
+    for i, (local, counts, local_columns, local_indptr) in enumerate(parts):
+        parts[i] = None   # each block's arrays let go as they are copied in
+        data[at:at + len(counts)] = counts
+        np.take(np.searchsorted(terms, local), local_columns, out=columns[at:at + len(counts)])
+        indptr.append(local_indptr[1:] + at)
+        at += len(counts)
+    trim_heap()
+    vocabulary = {term: i for i, term in enumerate(_decode_ngrams(terms, n))}
+    indptr = np.concatenate(indptr)
+    counts = sp.csr_matrix((data, columns, indptr), shape=(len(indptr) - 1, len(terms)), copy=False)
+    counts.has_canonical_format = True
+    return counts, vocabulary
+
+
+def _local_counts(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One block's sorted distinct n-gram codes and its count matrix over them as CSR arrays (counts and columns
+    int32: half the bytes to hand back), for :func:`_counts_in_workers`."""
+    import pandas as pd
+
+    texts = [normalise_chars(t) for t in texts]
+    codes, rows = _ngram_codes(texts, n)
+    local = np.unique(np.asarray(pd.unique(codes), dtype=np.uint64))
+    matrix = _counts_of_codes(codes, rows, len(texts), local, np.arange(len(local), dtype=np.int64), len(local))
+    return local, matrix.data.astype(np.int32), matrix.indices.astype(np.int32), matrix.indptr
 
 
 class CharNgramTokenizer:
@@ -475,10 +538,11 @@ class CharNgramTokenizer:
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         return [char_ngrams(t, self.n) for t in texts]
 
-    def count_many(self, documents: Sequence[str], queries: Sequence[str]
+    def count_many(self, documents: Sequence[str], queries: Sequence[str], workers: int = 0
                    ) -> tuple[sp.csr_matrix, sp.csr_matrix, dict[str, int]]:
-        """Documents × n-grams counts, queries × n-grams counts over the documents' vocabulary, the vocabulary."""
-        doc_counts, vocabulary = char_ngram_counts(list(documents), self.n)
+        """Documents × n-grams counts, queries × n-grams counts over the documents' vocabulary, the vocabulary
+        (the documents' counted in ``workers`` processes: :func:`char_ngram_counts`)."""
+        doc_counts, vocabulary = char_ngram_counts(list(documents), self.n, workers=workers)
         query_counts, _ = char_ngram_counts(list(queries), self.n, vocabulary)
         return doc_counts, query_counts, vocabulary
 
@@ -563,22 +627,55 @@ def make_tokenizer(tokenizer_class, section, cache_dir: str | Path | None = None
     return tokenizer_class.from_params(section)
 
 
-def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], section, *, keep_counts: bool = True
-                ) -> tuple[BM25Index, sp.csr_matrix]:
+def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], section, *, keep_counts: bool = True,
+                workers: int | None = None) -> tuple[BM25Index, sp.csr_matrix]:
     """A BM25 index of ``documents`` and the queries' token counts over its vocabulary (queries × terms).
 
     A tokenizer with ``count_many`` (the character n-grams) hands over count matrices
-    (:meth:`BM25Index.fit_counts`); the others token lists (:meth:`BM25Index.fit`, :func:`query_matrix`).
-    ``keep_counts``: whether the index keeps ``f(t, d)`` (:meth:`BM25Index.fit`).
+    (:meth:`BM25Index.fit_term_counts`); the others token lists, encoded a block at a time
+    (:meth:`BM25Index.fit_encoded`, :func:`query_matrix`).  ``workers``: the documents are tokenized (counted) in that
+    many worker processes (default :func:`index_workers`: by their size), unless the tokenizer starts its own
+    (``tokenizes_in_workers``); the index is the same either way.  ``keep_counts``: whether the index keeps
+    ``f(t, d)`` (:meth:`BM25Index.fit`).
     """
+    workers = index_workers(documents) if workers is None else workers
     if hasattr(tokenizer, "count_many"):
-        doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries)
+        doc_counts, query_counts, vocabulary = tokenizer.count_many(documents, queries, workers=workers)
         term_counts = counts_by_term(doc_counts, len(vocabulary))
         del doc_counts   # before the weights: both layouts at once and the weights were the peak of a study at scale
         trim_heap()
         return BM25Index.fit_term_counts(term_counts, vocabulary, section, keep_counts=keep_counts), query_counts
-    index = BM25Index.fit(tokenized_in_blocks(tokenizer, documents), section, keep_counts=keep_counts)
+    if workers > 0 and not getattr(tokenizer, "tokenizes_in_workers", False):
+        blocks = encoded_in_workers(tokenizer, documents, workers)
+    else:
+        blocks = encoded_blocks(tokenized_in_blocks(tokenizer, documents), "token_lists")
+    index = BM25Index.fit_encoded(blocks, section, keep_counts=keep_counts)
     return index, query_matrix(tokenizer.tokenize_many(queries), index.vocabulary)
+
+
+def index_workers(documents: Sequence[str]) -> int:
+    """The worker processes to tokenize ``documents`` in: :data:`INDEX_WORKERS` when they hold at least
+    :data:`PARALLEL_INDEX_CHARS` characters, else none (and none inside :func:`~pmrag.core.parallel.in_this_process`)."""
+    from pmrag.core.parallel import worker_processes
+
+    return worker_processes(INDEX_WORKERS) if sum(map(len, documents)) >= PARALLEL_INDEX_CHARS else 0
+
+
+def encoded_in_workers(tokenizer, documents: Sequence[str], workers: int) -> Iterator[EncodedBlock]:
+    """Blocks of documents (:data:`~pmrag.retrieve.bm25.ENCODE_DOCS` at most, and at least four blocks a worker)
+    tokenized and encoded (:func:`~pmrag.retrieve.bm25.encode_block`) in ``workers`` processes, in order
+    (:func:`~pmrag.core.parallel.ordered_map`): what comes back is a block's distinct tokens and int32 ids, not its
+    token lists (a Python string per token)."""
+    from pmrag.core.parallel import ordered_map
+    from pmrag.retrieve.bm25 import ENCODE_DOCS
+
+    size = max(1, min(ENCODE_DOCS, -(-len(documents) // (4 * workers))))   # four blocks a worker at least: the last
+    calls = [(tokenizer, documents[start:start + size]) for start in range(0, len(documents), size)]   # end together
+    return ordered_map(_encoded_texts, calls, workers)
+
+
+def _encoded_texts(tokenizer, texts: Sequence[str]) -> EncodedBlock:
+    return encode_block(tokenizer.tokenize_many(texts))
 
 
 def tokenized_in_blocks(tokenizer, documents: Sequence[str]) -> Iterator[list[str]]:
