@@ -114,6 +114,46 @@ def test_an_empty_file_where_the_store_goes_is_made_the_store(grading, tmp_path)
     assert len(store.read_table(engine, "messages")) == len(store.read_table(study, "messages")) > 0
 
 
+def test_a_study_table_defined_otherwise_is_copied_by_column_name(grading, tmp_path):
+    """Alike tables are copied whole (``SELECT *``, SQLite's transfer of rows and index entries as stored); a study
+    store whose ``messages`` holds the same columns in another order (as a migrated one may) is copied column by
+    column into the annotation store's order, and its indexes made again."""
+    import sqlite3
+
+    from pmrag.annotate import workspace
+
+    study, _ = grading
+    study_path = Path(study.url.database)
+    expected = {table: store.read_table(study, table) for table in HISTORY_TABLES}
+    alike = annotation_store(tmp_path / "alike.sqlite", study_path)
+    for table in HISTORY_TABLES:
+        assert store.read_table(alike, table).equals(expected[table]), table
+    alike.dispose()
+    study.dispose()
+    with sqlite3.connect(study_path) as connection:   # messages' columns reversed, its indexes as they were
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(messages)")]
+        indexes = [sql for (sql,) in connection.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'messages' AND type = 'index' AND sql IS NOT NULL")]
+        connection.execute("ALTER TABLE messages RENAME TO old_messages")
+        for sql in indexes:
+            connection.execute(f"DROP INDEX {sql.split()[sql.split().index('INDEX') + 1]}")
+        connection.execute(f"CREATE TABLE messages AS SELECT {', '.join(reversed(columns))} FROM old_messages")
+        connection.execute("DROP TABLE old_messages")
+        for sql in indexes:
+            connection.execute(sql)
+        assert [row[1] for row in connection.execute("PRAGMA table_info(messages)")] == columns[::-1]
+    copy = sqlite3.connect(tmp_path / "alike.sqlite")
+    copy.execute("ATTACH DATABASE ? AS study", (f"file:{study_path}?mode=ro",))
+    assert not workspace._same_definition(copy, "messages") and workspace._same_definition(copy, "chunks")
+    copy.close()
+    other = annotation_store(tmp_path / "other.sqlite", study_path)
+    for table in HISTORY_TABLES:
+        assert store.read_table(other, table).equals(expected[table]), table
+    assert history_indexes(other) == history_indexes(annotation_store(tmp_path / "alike.sqlite", study_path))
+    with other.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA main.integrity_check").scalar() == "ok"
+
+
 def test_the_copy_reads_each_history_table_in_its_stored_order_not_through_an_index(grading):
     """A WITHOUT ROWID table read through one of its indexes arrives in that index's order, and filling the copy's
     primary key in that order was 13× slower at 10× the paper's scale."""

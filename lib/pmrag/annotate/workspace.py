@@ -117,18 +117,37 @@ def _remove_database(path: Path) -> None:
 
 
 def _copy_table(connection: sqlite3.Connection, table: str) -> None:
-    """Replace ``main.table``'s rows by ``study.table``'s.  Its secondary indexes are dropped first and made
-    again after the copy, from their own SQL: an index made over the rows sorts them once, where filling them row by
-    row (the merge key's index takes 3.6 million random keys at 10× the paper's scale) made the first copy of that
-    history take 104 s instead of 55 s."""
+    """Replace ``main.table``'s rows by ``study.table``'s.
+
+    Where the two are defined alike (:func:`_same_definition`), one ``INSERT INTO … SELECT *`` copies them, and
+    SQLite copies the stored rows and each index's entries as they are, in order (its transfer optimisation, which
+    VACUUM uses): 10.9 s instead of 31.7 s for the history of 10× the paper's scale.  Otherwise (a study store
+    migrated from an older schema, its columns in another order) the rows are inserted by column name, the secondary
+    indexes dropped first and made again after the copy from their own SQL: an index made over the rows sorts them
+    once, where filling them row by row (the merge key's index takes 3.6 million random keys at 10× the paper's
+    scale) made the first copy of that history take 104 s instead of 55 s."""
+    connection.execute(f"DELETE FROM main.{table}")
+    if _same_definition(connection, table):
+        connection.execute(f"INSERT INTO main.{table} SELECT * FROM study.{table}")
+        return
     indexes = connection.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ? "
                                  "AND sql IS NOT NULL", (table,)).fetchall()
     for name, _ in indexes:
         connection.execute(f'DROP INDEX main."{name}"')
-    connection.execute(f"DELETE FROM main.{table}")
     connection.execute(f"INSERT INTO main.{table} ({_column_list(table)}) {study_rows(table)}")
     for _, sql in indexes:
         connection.execute(sql)
+
+
+def _same_definition(connection: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` and its indexes are made by the same SQL in ``main`` and ``study`` (so ``SELECT *`` gives
+    the columns in ``main``'s order)."""
+    return _definition(connection, "main", table) == _definition(connection, "study", table)
+
+
+def _definition(connection: sqlite3.Connection, schema: str, table: str) -> list[tuple]:
+    return sorted(connection.execute(f"SELECT type, name, sql FROM {schema}.sqlite_master WHERE tbl_name = ?",
+                                     (table,)).fetchall(), key=repr)
 
 
 def study_rows(table: str) -> str:
