@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 
 import pandas as pd
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from pmrag.core import store
 
@@ -94,3 +94,22 @@ def test_messages_in_order_are_the_rows_sqlite_orders_ties_and_both_time_formats
     assert by_sqlite["message_id"].tolist() != sorted(by_sqlite["message_id"])   # the order is the keys', not the ids'
     unordered = store.stored_messages(engine, ordered=False)
     assert unordered["message_id"].tolist() == [r["message_id"] for r in rows[::-1] + twins]
+
+
+def test_timestamps_parsed_by_pandas_are_the_datetimes_sqlalchemy_reads(tmp_path):
+    """A NOT NULL DateTime column is read as text and parsed in one call: the same values and dtype as SQLAlchemy's
+    datetimes, for the ingest's ``YYYY-MM-DD HH:MM:SS`` and SQLAlchemy's own text with microseconds."""
+    engine = store.open_store(tmp_path / "s.sqlite")
+    rows = _messages(6)
+    rows[1]["occurred_at"] = datetime(2024, 2, 29, 23, 59, 59, 999_999)
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), rows[:3])
+        conn.exec_driver_sql("INSERT INTO messages (message_id, source, source_order, date_order, occurred_at, "
+                             "time_unknown, sender, type, text) VALUES ('raw', 'room', 9, 9, '2024-03-01 07:08:09', "
+                             "0, 'a', 'text', 'x')")
+        stored = conn.exec_driver_sql("SELECT occurred_at FROM messages ORDER BY rowid").scalars().all()
+        expected = [row.occurred_at for row in conn.execute(store.messages.select().order_by(text("rowid")))]
+    assert stored[1] == "2024-02-29 23:59:59.999999" and stored[3] == "2024-03-01 07:08:09"
+    read = store.read_table(engine, store.messages)
+    assert read["occurred_at"].tolist() == expected and read["occurred_at"].dtype == pd.Series(expected).dtype
+    assert store._parsed_here(store.chunks.c.start_at) and not store._parsed_here(store.candidate_hints.c.time_from)

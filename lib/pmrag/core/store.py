@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import (
     Boolean, Column, DateTime, Engine, Float, Index, Integer, MetaData, String, Table, Text, create_engine, event, func,
-    select,
+    select, type_coerce,
 )
 from sqlalchemy.exc import DBAPIError
 
@@ -621,15 +621,34 @@ def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
     """A whole table as a DataFrame (sorted by ``order_by`` columns when given; only ``columns``, in that order,
     when given; only the rows a SQLAlchemy condition ``where`` holds for, when given)."""
     table = metadata.tables[table] if isinstance(table, str) else table
-    query = select(table) if columns is None else select(*(_column(table, name) for name in columns))
+    chosen = list(table.c) if columns is None else [_column(table, name) for name in columns]
+    as_text = [column.name for column in chosen if _parsed_here(column)]
+    query = select(*(type_coerce(column, Text).label(column.name) if column.name in as_text else column
+                     for column in chosen))
     if where is not None:
         query = query.where(where)
     if order_by:
         query = query.order_by(*(table.c[name] for name in order_by))
     shared = SharedStrings()
     with collection_paused(), engine.connect() as conn:   # rows of atoms: nothing for the collector to walk
-        parts = [shared(part) for part in pd.read_sql(query, conn, chunksize=READ_ROWS)]
+        parts = [shared(_timestamps(part, as_text)) for part in pd.read_sql(query, conn, chunksize=READ_ROWS)]
     return parts[0] if len(parts) == 1 else _joined(parts)
+
+
+def _parsed_here(column) -> bool:
+    """A ``NOT NULL`` ``DateTime`` column is read as its stored text and parsed by pandas in one vectorised call
+    (:func:`_timestamps`): SQLAlchemy's type parses each value with a regular expression into a ``datetime``, which
+    pandas then converts again (8.7 of the 14.0 s that three columns of 3.6 million messages took).  A nullable one
+    keeps SQLAlchemy's parsing, so a column NULL throughout stays as it was read."""
+    return isinstance(column.type, DateTime) and not column.nullable
+
+
+def _timestamps(part: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """``part`` with the columns ``names`` (SQLAlchemy's SQLite ``DateTime`` text: ``YYYY-MM-DD HH:MM:SS`` and
+    optionally ``.ffffff``) parsed to the timestamps, and dtype, SQLAlchemy's datetimes give."""
+    for name in names:
+        part[name] = pd.to_datetime(part[name], format="ISO8601")
+    return part
 
 
 class SharedStrings:
