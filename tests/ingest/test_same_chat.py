@@ -4,6 +4,8 @@ the whole history each time), are merged; the paper's rule (every record stored)
 import json
 import shutil
 import sqlite3
+
+import pytest
 from pathlib import Path
 
 from pmrag.core import store
@@ -136,3 +138,67 @@ def test_a_store_written_before_merge_keys_is_upgraded_and_its_files_kept(tmp_pa
     assert count(db, "SELECT COUNT(*) FROM files") == [(2,)]
     # messages stored before the upgrade have no key, so the overlap with them is stored again (documented)
     assert two.stored == 5 and count(db, "SELECT COUNT(*) FROM messages") == [(one.stored + 5,)]
+
+
+def _stored(db: Path) -> dict:
+    with sqlite3.connect(db) as conn:
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+                for table in ("messages", "files", "rejections")}
+
+
+def _merge_index(db: Path) -> list:
+    with sqlite3.connect(db) as conn:
+        return [(row[1], row[2]) for row in conn.execute("PRAGMA index_list(messages)") if row[1] == "ix_messages_merge_key"]
+
+
+def test_the_study_ingest_makes_the_merge_index_after_its_inserts_with_the_counts_of_one_checking_each_row(
+        tmp_path, monkeypatch):
+    """ingest_study stores every file in one transaction with the merge key's unique index made after the inserts;
+    with overlapping exports (merge keys repeated across files) it cannot be made, and the files are stored again
+    with it in place.  Either way: the rows, files and per-file counts of storing file by file through the index
+    (ingest_files), and the index is there, unique, after."""
+    from pmrag.ingest import pipeline
+    from pmrag.ingest.pipeline import ingest_study
+
+    passes, store_files = {}, pipeline._store_files
+
+    def counted(*args):
+        passes[name] = passes.get(name, 0) + 1
+        return store_files(*args)
+
+    monkeypatch.setattr(pipeline, "_store_files", counted)
+    apart = [txt_export(tmp_path / "a" / "chat.txt", list(DAYS)[:2], title="山田"),
+             txt_export(tmp_path / "b" / "chat.txt", list(DAYS)[2:], title="佐藤")]       # no message in common
+    overlapping = [txt_export(tmp_path / "c" / "days1-3.txt", list(DAYS)[:3]),
+                   txt_export(tmp_path / "c" / "days2-4.txt", list(DAYS)[1:]),
+                   txt_export(tmp_path / "c" / "again.txt", list(DAYS)[:3])]              # same bytes as the first
+    (tmp_path / "c" / "again.txt").write_bytes((tmp_path / "c" / "days1-3.txt").read_bytes())
+    for name, paths in (("apart", apart), ("overlapping", overlapping)):
+        one_by_one = ingest(tmp_path / f"{name}-files.sqlite", *paths)
+        engine = store.open_store(tmp_path / f"{name}-study.sqlite")
+        ingested = ingest_study(engine, paths, None, DatasetSection(format="line-txt"), display=str)
+        engine.dispose()
+        assert ingested.report[["stored", "already_present"]].values.tolist() == \
+            [[r.stored, r.already_present] for r in one_by_one], name
+        assert _stored(tmp_path / f"{name}-study.sqlite") == _stored(tmp_path / f"{name}-files.sqlite"), name
+        assert _merge_index(tmp_path / f"{name}-study.sqlite") == [("ix_messages_merge_key", 1)], name
+    assert [r.already_present for r in one_by_one] == [0, 4, 7]   # days 2-3 again, then the whole first file
+    assert passes == {"apart": 1, "overlapping": 2}   # stored once; stored again with the index in place
+
+
+def test_a_study_ingest_that_fails_leaves_the_store_as_it_was_merge_index_included(tmp_path):
+    from pmrag.core.errors import InputError
+    from pmrag.ingest.pipeline import ingest_study
+
+    good = txt_export(tmp_path / "chat.txt", list(DAYS))
+    engine = store.open_store(tmp_path / "s.sqlite")
+    ingest_study(engine, [good], None, DatasetSection(format="line-txt"))
+    before = _stored(tmp_path / "s.sqlite")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("[LINE] 山田とのトーク履歴\n2024/04/08(月)\nnot a message line at all\n", encoding="utf-8")
+    with pytest.raises(InputError):
+        ingest_study(engine, [txt_export(tmp_path / "other.txt", list(DAYS)[:1], title="佐藤"), bad], None,
+                     DatasetSection(format="line-txt"))
+    engine.dispose()
+    assert _stored(tmp_path / "s.sqlite") == before and before["messages"]
+    assert _merge_index(tmp_path / "s.sqlite") == [("ix_messages_merge_key", 1)]

@@ -1,6 +1,7 @@
 """Storing ingested batches: messages (once per message ID), questions, evidence, rejections and files.
 
-A file is stored in one transaction, its messages inserted :data:`INSERT_ROWS` at a time as they arrive (a
+A file is stored in one transaction (or, given a connection in a transaction, a savepoint of it: the study's
+ingest stores every file in one, :func:`pmrag.ingest.pipeline.ingest_study`), its messages inserted :data:`INSERT_ROWS` at a time as they arrive (a
 large export is never held whole).  Its counts come from that transaction alone: ``stored`` is the number
 of rows its ``INSERT OR IGNORE`` statements inserted, so another process writing to the same database at
 the same time cannot move them (a before/after ``COUNT(*)`` could, down to a negative "already present").
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Connection, Engine, delete, func, insert, select
 
 from pmrag.core.errors import InputError
 from pmrag.core.records import MessageRecord, QuestionRecord, SourceBatch, tags_json
@@ -132,17 +133,41 @@ def message_rows(batch: SourceBatch, merge: bool = True) -> list[tuple]:
     return sorted(keyed_rows(batch.messages, merge))
 
 
-def already_ingested(engine: Engine, sha256: str) -> dict | None:
+Bind = Engine | Connection
+"""Where a file is stored: an engine (a transaction each) or a connection in a transaction (a savepoint each)."""
+
+
+@contextmanager
+def _transaction(bind: Bind) -> Iterator[Connection]:
+    """A transaction of the engine, or a savepoint of the connection's transaction."""
+    if isinstance(bind, Connection):
+        with bind.begin_nested():
+            yield bind
+    else:
+        with bind.begin() as conn:
+            yield conn
+
+
+@contextmanager
+def _reading(bind: Bind) -> Iterator[Connection]:
+    if isinstance(bind, Connection):
+        yield bind
+    else:
+        with bind.connect() as conn:
+            yield conn
+
+
+def already_ingested(bind: Bind, sha256: str) -> dict | None:
     """The ``files`` row of content ``sha256`` stored under any name before, else None."""
-    with engine.connect() as conn:
+    with _reading(bind) as conn:
         row = conn.execute(select(files).where(files.c.sha256 == sha256).order_by(files.c.path)).first()
     return None if row is None else dict(row._mapping)
 
 
-def record_same_file(engine: Engine, path: str, sha256: str, earlier: dict) -> StoreReport:
+def record_same_file(bind: Bind, path: str, sha256: str, earlier: dict) -> StoreReport:
     """Record ``path`` as one more name of a file already ingested, storing no message twice: every message it
     holds is already present (the reconciliation of the earlier ingest, rejections included, carries over)."""
-    with engine.begin() as conn:
+    with _transaction(bind) as conn:
         conn.execute(insert(files).prefix_with("OR REPLACE"), [{**earlier, "path": path}])
         bump_revision(conn)
         rejected = conn.execute(select(func.count()).select_from(rejections).where(
@@ -176,7 +201,7 @@ def _resolve_evidence(conn, path: str, question: QuestionRecord) -> dict[str, in
     return resolved
 
 
-def store_batch(engine: Engine, batch: SourceBatch, sha256: str,
+def store_batch(bind: Bind, batch: SourceBatch, sha256: str,
                 rows: list[tuple] | Iterator[list[tuple]] | None = None, merge: bool = True) -> StoreReport:
     """Store one adapter batch; a message already in the store (same message ID, or with ``merge`` the same
     merge key: :class:`MergeKeys`) is not stored twice.
@@ -189,7 +214,7 @@ def store_batch(engine: Engine, batch: SourceBatch, sha256: str,
     rows = message_rows(batch, merge) if rows is None else rows
     chunks = _batched(rows, INSERT_ROWS) if isinstance(rows, list) else rows
     del rows
-    with engine.begin() as conn, _page_cache(conn, INSERT_CACHE_KIB):
+    with _transaction(bind) as conn, _page_cache(conn, INSERT_CACHE_KIB):
         bump_revision(conn)
         offered, stored = _insert_messages(conn, chunks)
         if offered != batch.kept_messages:
