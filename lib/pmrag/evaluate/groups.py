@@ -93,7 +93,8 @@ def evidence_groups(qrels: Qrels | pd.DataFrame, question_evidence: pd.DataFrame
     gold = (judged.loc[judged["relevance"] == PRIMARY, ["question_id", "chunk_id"]]
             .sort_values(["question_id", "chunk_id"], kind="stable").reset_index(drop=True))
     evidence = question_evidence.loc[question_evidence["relevance"] == PRIMARY, ["question_id", "message_id"]]
-    links = (gold.merge(chunk_messages[["chunk_id", "message_id"]].drop_duplicates(), on="chunk_id")
+    holding = chunk_messages.loc[chunk_messages["chunk_id"].isin(gold["chunk_id"]), ["chunk_id", "message_id"]]
+    links = (gold.merge(holding.drop_duplicates(), on="chunk_id")   # the gold chunks' memberships alone
              .merge(evidence.drop_duplicates(), on=["question_id", "message_id"]))
     if gold.empty:
         return gold.assign(group=np.zeros(0, dtype=np.int64))

@@ -122,7 +122,9 @@ def evidence_judgments(question_evidence: pd.DataFrame, chunk_messages: pd.DataF
         raise ValueError(f"{len(missing)} question(s) have no primary-evidence message (question_evidence relevance "
                          f"{PRIMARY}), e.g. {missing[0]!r}: message recall is undefined for them")
 
-    links = evidence.merge(chunk_messages[["chunk_id", "message_id"]].drop_duplicates(), on="message_id", how="left")
+    holding = chunk_messages.loc[chunk_messages["message_id"].isin(evidence["message_id"]), ["chunk_id", "message_id"]]
+    links = evidence.merge(holding.drop_duplicates(), on="message_id", how="left")   # the evidence's rows first: at
+    # 10× the paper's scale de-duplicating all 4.1 million memberships took 14 s
     reachable = links["chunk_id"].notna().to_numpy()
     held = pd.MultiIndex.from_frame(evidence).get_indexer(
         pd.MultiIndex.from_frame(links.loc[reachable, ["question_id", "message_id"]]))
