@@ -131,6 +131,10 @@ def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, 
                     store.read_table(engine, "rejections", ("sha256", "location")))
 
 
+MERGE_INDEX = "ix_messages_merge_key"
+"""The unique index of the messages' merge keys (:class:`~pmrag.ingest.store.MergeKeys`)."""
+
+
 def _drop_merge_index(conn) -> str | None:
     """Drop the messages' merge-key index; its SQL, or None where the store has none."""
     sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
@@ -138,9 +142,6 @@ def _drop_merge_index(conn) -> str | None:
     if sql is not None:
         conn.exec_driver_sql(f'DROP INDEX "{MERGE_INDEX}"')
     return sql
-
-
-MERGE_INDEX = "ix_messages_merge_key"
 
 
 def _empty_ingested(conn) -> None:
