@@ -446,16 +446,18 @@ def _block_counts(texts: Sequence[str], n: int, terms: np.ndarray, column_of: np
     the canonical CSR matrix as they stand (rows, then columns in order, no duplicates), where building it from
     the (text, column) pairs and summing their duplicates sorted every row's columns again (~35 % of the counting:
     ~0.7 s per character-trigram index at the paper's scale)."""
-    return _counts_of_codes(*_ngram_codes(texts, n), len(texts), terms, column_of, n_columns)
-
-
-def _counts_of_codes(codes: np.ndarray, rows: np.ndarray, n_texts: int, terms: np.ndarray, column_of: np.ndarray,
-                     n_columns: int) -> sp.csr_matrix:
-    """:func:`_block_counts` of the n-gram codes of ``n_texts`` texts and their text index (:func:`_ngram_codes`)."""
     import pandas as pd
 
+    codes, rows = _ngram_codes(texts, n)
     labels, distinct = pd.factorize(codes)   # each distinct code looked up once
-    distinct = np.asarray(distinct, dtype=np.uint64)
+    return _counts_of_labels(labels, np.asarray(distinct, dtype=np.uint64), rows, len(texts), terms, column_of,
+                             n_columns)
+
+
+def _counts_of_labels(labels: np.ndarray, distinct: np.ndarray, rows: np.ndarray, n_texts: int, terms: np.ndarray,
+                      column_of: np.ndarray, n_columns: int) -> sp.csr_matrix:
+    """:func:`_block_counts` of the n-grams of ``n_texts`` texts factorised: each n-gram's index ``labels`` into its
+    block's ``distinct`` codes, and its text index ``rows`` (:func:`_ngram_codes`)."""
     at = np.searchsorted(terms, distinct)
     hit = at < len(terms)
     hit[hit] = terms[at[hit]] == distinct[hit]
@@ -509,8 +511,11 @@ def _local_counts(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray,
 
     texts = [normalise_chars(t) for t in texts]
     codes, rows = _ngram_codes(texts, n)
-    local = np.unique(np.asarray(pd.unique(codes), dtype=np.uint64))
-    matrix = _counts_of_codes(codes, rows, len(texts), local, np.arange(len(local), dtype=np.int64), len(local))
+    labels, distinct = pd.factorize(codes)   # hashed once: the block's own vocabulary is its distinct codes, sorted
+    distinct = np.asarray(distinct, dtype=np.uint64)
+    local = np.sort(distinct)
+    matrix = _counts_of_labels(labels, distinct, rows, len(texts), local, np.arange(len(local), dtype=np.int64),
+                               len(local))
     return local, matrix.data.astype(np.int32), matrix.indices.astype(np.int32), matrix.indptr
 
 
@@ -655,7 +660,8 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
 
 def index_workers(documents: Sequence[str]) -> int:
     """The worker processes to tokenize ``documents`` in: :data:`INDEX_WORKERS` when they hold at least
-    :data:`PARALLEL_INDEX_CHARS` characters, else none (and none inside :func:`~pmrag.core.parallel.in_this_process`)."""
+    :data:`PARALLEL_INDEX_CHARS` characters, else none (and none inside
+    :func:`~pmrag.core.parallel.in_this_process`)."""
     from pmrag.core.parallel import worker_processes
 
     return worker_processes(INDEX_WORKERS) if sum(map(len, documents)) >= PARALLEL_INDEX_CHARS else 0
