@@ -148,7 +148,8 @@ def _stored(db: Path) -> dict:
 
 def _merge_index(db: Path) -> list:
     with sqlite3.connect(db) as conn:
-        return [(row[1], row[2]) for row in conn.execute("PRAGMA index_list(messages)") if row[1] == "ix_messages_merge_key"]
+        return [(row[1], row[2]) for row in conn.execute("PRAGMA index_list(messages)")
+                if row[1] == "ix_messages_merge_key"]
 
 
 def test_the_study_ingest_makes_the_merge_index_after_its_inserts_with_the_counts_of_one_checking_each_row(

@@ -1,8 +1,8 @@
 """Storing ingested batches: messages (once per message ID), questions, evidence, rejections and files.
 
 A file is stored in one transaction (or, given a connection in a transaction, a savepoint of it: the study's
-ingest stores every file in one, :func:`pmrag.ingest.pipeline.ingest_study`), its messages inserted :data:`INSERT_ROWS` at a time as they arrive (a
-large export is never held whole).  Its counts come from that transaction alone: ``stored`` is the number
+ingest stores every file in one, :func:`pmrag.ingest.pipeline.ingest_study`), its messages inserted
+:data:`INSERT_ROWS` at a time as they arrive (a large export is never held whole).  Its counts come from that transaction alone: ``stored`` is the number
 of rows its ``INSERT OR IGNORE`` statements inserted, so another process writing to the same database at
 the same time cannot move them (a before/after ``COUNT(*)`` could, down to a negative "already present").
 
