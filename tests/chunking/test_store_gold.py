@@ -158,6 +158,21 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
     assert _chunk_table(engine) == results[0]
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_store_chunks_gives_each_chunks_speakers_as_the_stored_links_and_messages_do(tmp_path, workers):
+    import pandas as pd
+
+    from pmrag.chunking.stats import chunk_speakers
+
+    engine = _two_file_store(tmp_path / "s.sqlite")
+    speakers = chunk_store.store_chunks(engine, workers=workers)
+    expected = chunk_speakers(store.read_table(engine, "chunk_messages", ("chunk_id", "position")),
+                              store.read_table(engine, "messages"))
+    pd.testing.assert_series_equal(speakers, expected)
+    assert speakers.index.is_monotonic_increasing and len(speakers) == len(store.read_table(engine, "chunks"))
+    assert {"A", "A, B"} <= set(speakers)   # the second family file's sender B beside A in some chunks
+
+
 def test_rebuild_chunks_replaces_the_old_chunks_and_keeps_the_message_index(tmp_path):
     from pmrag.core.params import ChunkingSection
 

@@ -123,12 +123,9 @@ def representation_profile(representations: pd.DataFrame, qrels: EvaluationSet) 
     return profile(representations, qrels.qrels)
 
 
-@stage("each chunk's distinct senders, in order of first appearance (the failure inspector's speakers)",
-       reads_store=(INGESTED,))
-def chunk_speakers(ingest: Ingested, chunks: Chunked, runtime: Runtime) -> pd.Series:
-    from pmrag.chunking.stats import chunk_speakers as speakers
-
-    return speakers(chunks.members, stored_messages(runtime.store, ["message_id", "sender"], ordered=False))
+@stage("each chunk's distinct senders, in order of first appearance (the failure inspector's speakers)")
+def chunk_speakers(chunks: Chunked) -> pd.Series:
+    return chunks.speakers   # found while chunking, where each chunk's messages are at hand
 
 
 @stage("what a public export must never contain: sources, senders, question and message texts (§9.2)",
