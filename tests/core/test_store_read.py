@@ -113,3 +113,19 @@ def test_timestamps_parsed_by_pandas_are_the_datetimes_sqlalchemy_reads(tmp_path
     read = store.read_table(engine, store.messages)
     assert read["occurred_at"].tolist() == expected and read["occurred_at"].dtype == pd.Series(expected).dtype
     assert store._parsed_here(store.chunks.c.start_at) and not store._parsed_here(store.candidate_hints.c.time_from)
+
+
+def test_distinct_values_are_each_columns_distinct_values_by_either_path(tmp_path):
+    engine = store.open_store(tmp_path / "s.sqlite")
+    rows = _messages(300)
+    for i, row in enumerate(rows):
+        row.update(source=f"room{i % 4}", sender=("あき", "Ken", "Mai")[i % 3], text=f"text {i % 70}")
+    with engine.begin() as conn:
+        conn.execute(insert(store.messages), rows)
+    frame = store.stored_messages(engine)
+    for name in ("source", "sender", "text", "native_id"):
+        expected = set(frame[name].dropna()) | ({None} if frame[name].isna().any() else set())
+        for many in (False, True):
+            assert store.distinct_values(engine, store.messages.c[name], many=many) == expected
+    assert len(store.distinct_values(engine, store.messages.c.text, many=True)) == 70
+    assert store.distinct_values(engine, store.chunks.c.source) == set()

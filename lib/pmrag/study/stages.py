@@ -131,10 +131,9 @@ def chunk_speakers(chunks: Chunked) -> pd.Series:
 @stage("what a public export must never contain: sources, senders, question and message texts (§9.2)",
        reads_store=(INGESTED,))
 def private_strings(ingest: Ingested, chunk_table: pd.DataFrame, runtime: Runtime) -> dict[str, set[str]]:
-    from pmrag.present.public import private_strings as strings
+    from pmrag.present.public import stored_private_strings
 
-    return strings(stored_messages(runtime.store, ["source", "sender", "text"], ordered=False), chunk_table,
-                   ingest.questions)
+    return stored_private_strings(runtime.store, chunk_table, ingest.questions)
 
 
 @stage("what the study loses: messages in no chunk, questions dropped, evidence each retriever never sees",
