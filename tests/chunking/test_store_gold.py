@@ -159,18 +159,46 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_store_chunks_gives_each_chunks_speakers_as_the_stored_links_and_messages_do(tmp_path, workers):
+def test_store_chunks_returns_what_reading_the_store_back_gives(tmp_path, workers):
     import pandas as pd
 
     from pmrag.chunking.stats import chunk_speakers
 
     engine = _two_file_store(tmp_path / "s.sqlite")
-    speakers = chunk_store.store_chunks(engine, workers=workers)
-    expected = chunk_speakers(store.read_table(engine, "chunk_messages", ("chunk_id", "position")),
-                              store.read_table(engine, "messages"))
-    pd.testing.assert_series_equal(speakers, expected)
-    assert speakers.index.is_monotonic_increasing and len(speakers) == len(store.read_table(engine, "chunks"))
-    assert {"A", "A, B"} <= set(speakers)   # the second family file's sender B beside A in some chunks
+    stored = chunk_store.store_chunks(engine, workers=workers)
+    pd.testing.assert_frame_equal(stored.chunks, store.read_table(engine, "chunks", ("source", "chunk_index")))
+    members = store.read_table(engine, "chunk_messages", ("chunk_id", "position"))
+    pd.testing.assert_frame_equal(stored.members, members)
+    # the rows come in another order (sources in name order, each source's chunks in ID order): the test can tell
+    inserted = [cid for _, group in stored.chunks.groupby("source", sort=True) for cid in sorted(group["chunk_id"])]
+    assert inserted != sorted(inserted) and stored.chunks["chunk_id"].tolist() != inserted
+    pd.testing.assert_series_equal(stored.speakers, chunk_speakers(members, store.read_table(engine, "messages")))
+    assert stored.speakers.index.is_monotonic_increasing and len(stored.speakers) == len(stored.chunks)
+    assert {"A", "A, B"} <= set(stored.speakers)   # the second family file's sender B beside A in some chunks
+
+
+def test_store_chunks_of_an_empty_store_returns_empty_frames_as_read_back(tmp_path):
+    import pandas as pd
+
+    from pmrag.chunking.stats import chunk_speakers
+
+    engine = store.open_store(tmp_path / "s.sqlite")
+    stored = chunk_store.store_chunks(engine)
+    pd.testing.assert_frame_equal(stored.chunks, store.read_table(engine, "chunks", ("source", "chunk_index")))
+    members = store.read_table(engine, "chunk_messages", ("chunk_id", "position"))
+    pd.testing.assert_frame_equal(stored.members, members)
+    assert stored.speakers.empty and chunk_speakers(members, store.read_table(engine, "messages")).empty
+
+
+def test_links_in_id_order_keep_each_chunks_block():
+    import numpy as np
+    import pandas as pd
+
+    links = pd.DataFrame({"chunk_id": ["b", "b", "d", "a", "a", "a", "c"], "position": [0, 1, 0, 0, 1, 2, 0]})
+    ordered = chunk_store._in_id_order(links, np.array(["b", "d", "a", "c"], dtype=object), np.array([2, 1, 3, 1]))
+    assert list(zip(ordered["chunk_id"], ordered["position"])) == [
+        ("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("c", 0), ("d", 0)]
+    assert ordered.index.tolist() == list(range(7))
 
 
 def test_rebuild_chunks_replaces_the_old_chunks_and_keeps_the_message_index(tmp_path):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -645,6 +645,14 @@ def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
     with collection_paused(), engine.connect() as conn:   # rows of atoms: nothing for the collector to walk
         parts = [shared(_timestamps(part, as_text)) for part in pd.read_sql(query, conn, chunksize=READ_ROWS)]
     return parts[0] if len(parts) == 1 else _joined(parts)
+
+
+def rows_frame(table: Table, rows: Sequence[tuple]) -> pd.DataFrame:
+    """``rows`` of ``table`` as :func:`bulk_insert` stores them (tuples in the table's column order, datetimes as
+    :func:`sql_datetime` text) in the frame :func:`read_table` reads back: for a writer that still holds what it
+    stored (the values, dtypes and column order are the same; repeated strings are not shared as there)."""
+    frame = pd.DataFrame.from_records(list(rows), columns=[column.name for column in table.c])
+    return _timestamps(frame, [column.name for column in table.c if _parsed_here(column)])
 
 
 def _parsed_here(column) -> bool:
