@@ -162,7 +162,7 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
 def test_store_chunks_returns_what_reading_the_store_back_gives(tmp_path, workers):
     import pandas as pd
 
-    from pmrag.chunking.stats import chunk_speakers
+    from pmrag.chunking.stats import chunk_speakers, session_sizes
 
     engine = _two_file_store(tmp_path / "s.sqlite")
     stored = chunk_store.store_chunks(engine, workers=workers)
@@ -175,6 +175,27 @@ def test_store_chunks_returns_what_reading_the_store_back_gives(tmp_path, worker
     pd.testing.assert_series_equal(stored.speakers, chunk_speakers(members, store.read_table(engine, "messages")))
     assert stored.speakers.index.is_monotonic_increasing and len(stored.speakers) == len(stored.chunks)
     assert {"A", "A, B"} <= set(stored.speakers)   # the second family file's sender B beside A in some chunks
+    messages = store.stored_messages(engine)
+    assert stored.sessions["messages"].tolist() == session_sizes(messages, 180)
+    assert stored.sessions["source"].tolist() == ["club", "family"] and stored.sessions["messages"].sum() == len(messages)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_store_chunks_counts_each_sessions_messages_as_their_times_give(tmp_path, workers):
+    from pmrag.chunking.stats import session_sizes
+
+    engine = store.open_store(tmp_path / "s.sqlite")
+    minutes = {"family": [0, 1, 181, 362, 363, 2000, 2001, 2002], "club": [5, 600, 780, 961]}   # 180: same session
+    for source, offsets in minutes.items():
+        batch = SourceBatch(path=f"{source}.json", format="line-json")
+        batch.messages = [MessageRecord(source=source, source_order=i, occurred_at=T0 + timedelta(minutes=m),
+                                        sender="A", type="text", text=f"{source} {i}") for i, m in enumerate(offsets)]
+        batch.records_read = len(offsets)
+        ingest_store.store_batch(engine, batch, f"sha-{source}")
+    sessions = chunk_store.store_chunks(engine, workers=workers).sessions
+    assert list(zip(sessions["source"], sessions["messages"])) == [
+        ("club", 1), ("club", 2), ("club", 1), ("family", 3), ("family", 2), ("family", 3)]
+    assert sessions["messages"].tolist() == session_sizes(store.stored_messages(engine), 180)
 
 
 def test_store_chunks_of_an_empty_store_returns_empty_frames_as_read_back(tmp_path):

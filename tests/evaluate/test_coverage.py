@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pmrag.chunking import store as chunk_store
-from pmrag.chunking.stats import primary_gold_questions, session_window_stats
+from pmrag.chunking.stats import primary_gold_questions, session_sizes, session_window_stats
 from pmrag.chunking.windows import ChunkMessage, chunk_source, render_line
 from pmrag.core import store
 from pmrag.core.errors import PmragError
@@ -422,7 +422,12 @@ def test_a_real_study_runs_end_to_end_and_agrees_with_a_brute_force_recount(tmp_
 
     coverage = cov.chunk_coverage(messages, links)
     pd.testing.assert_frame_equal(chunk_store.stored_chunk_coverage(study.store), coverage, check_dtype=False)
-    stats = session_window_stats(messages, study.chunks(), links, p.chunking).set_index("Item")["Value"]
+    sessions = study.sessions()   # counted while chunking: the messages' own times give the same sessions
+    assert sessions["messages"].tolist() == session_sizes(messages, p.chunking.session_gap_minutes)
+    assert sessions["messages"].sum() == len(messages) and set(sessions["source"]) == set(messages["source"])
+    assert sessions.groupby("source", sort=True).size().tolist() == (
+        study.chunks().groupby("source", sort=True)["session_index"].max() + 1).tolist()
+    stats = session_window_stats(sessions, study.chunks(), links, p.chunking).set_index("Item")["Value"]
     assert coverage["in_no_chunk"].sum() == stats["Messages in no chunk"] == len(cov.messages_in_no_chunk(messages, links)) > 0
 
     evaluation = study.evaluation()

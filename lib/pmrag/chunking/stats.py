@@ -16,18 +16,19 @@ def primary_gold_questions(qrels: pd.DataFrame) -> set[str]:
     return set(qrels.loc[qrels["relevance"] == 2, "question_id"])
 
 
-def table1(messages: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
+def table1(sessions: pd.DataFrame, chunks: pd.DataFrame, questions: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
     """Paper Table 1 for this dataset, plus the counts it implies (questions by type, gold chunks).
 
-    Questions without any primary-gold chunk cannot be scored; like the paper (108 → 100) they are
-    counted separately and excluded from evaluation.
+    ``sessions``: the messages of each session (``source``, ``messages``: every message is in one session;
+    :attr:`pmrag.chunking.store.Chunked.sessions`).  Questions without any primary-gold chunk cannot be scored;
+    like the paper (108 → 100) they are counted separately and excluded from evaluation.
     """
     evaluable = primary_gold_questions(qrels)
     kept = questions[questions["question_id"].isin(evaluable)]
     kept_qrels = qrels[qrels["question_id"].isin(evaluable)]
     rows = [
-        ("Messages", len(messages)),
-        ("Sources", messages["source"].nunique()),
+        ("Messages", int(sessions["messages"].sum())),
+        ("Sources", sessions["source"].nunique()),
         ("Chunks", len(chunks)),
         ("Evaluation questions", len(kept)),
     ]
@@ -54,24 +55,26 @@ def length_stats(lengths: pd.Series, thresholds=LENGTH_THRESHOLDS) -> pd.Series:
     return pd.Series(stats)
 
 
-def session_window_stats(messages: pd.DataFrame, chunks: pd.DataFrame, chunk_messages: pd.DataFrame,
+def session_window_stats(sessions: pd.DataFrame, chunks: pd.DataFrame, chunk_messages: pd.DataFrame,
                          params: ChunkingSection) -> pd.DataFrame:
-    """Sessions, windows per session, messages per chunk, trimming, and messages left in no chunk."""
-    sessions = chunks.groupby(["source", "session_index"]).size()
+    """Sessions, windows per session, messages per chunk, trimming, and messages left in no chunk (``sessions``:
+    as :func:`table1` takes them)."""
+    n_messages = int(sessions["messages"].sum())
+    windows = chunks.groupby(["source", "session_index"]).size()   # per session
     covered = chunk_messages["message_id"].nunique()
     max_chars = params.max_summary_input_chars
     over = chunks[chunks["raw_text"].str.len() > max_chars]
     rows = [
         ("Sources", chunks["source"].nunique()),
-        ("Sessions", len(sessions)),
-        ("Sessions needing more than one window", int((sessions > 1).sum())),
-        ("Windows per session (max)", int(sessions.max()) if len(sessions) else 0),
+        ("Sessions", len(windows)),
+        ("Sessions needing more than one window", int((windows > 1).sum())),
+        ("Windows per session (max)", int(windows.max()) if len(windows) else 0),
         ("Messages per chunk (mean)", round(float(chunks["n_messages"].mean()), 2)),
         ("Messages per chunk (median)", float(chunks["n_messages"].median())),
         (f"Chunks of a full {params.window_size}-message window", int((chunks["n_messages"] == params.window_size).sum())),
         ("Chunks trimmed to fit the summary-input limit", int((chunks["n_trimmed"] > 0).sum())),
         ("Messages trimmed off window ends", int(chunks["n_trimmed"].sum())),
-        ("Messages in no chunk", len(messages) - covered),
+        ("Messages in no chunk", n_messages - covered),
         (f"Chunks over {max_chars:,} characters", len(over)),
         ("  of which single-message chunks", int((over["n_messages"] == 1).sum())),
     ]
@@ -118,7 +121,8 @@ def message_inventory(engine: Engine) -> pd.DataFrame:
 
 def session_sizes(messages: pd.DataFrame, gap_minutes: float) -> list[int]:
     """Messages per session (§3.2's rule: a gap strictly longer than ``gap_minutes``), sources in name order,
-    sessions in time order."""
+    sessions in time order, counted from the messages' times (a study has them from chunking:
+    :attr:`pmrag.chunking.store.Chunked.sessions`)."""
     gap = pd.Timedelta(minutes=gap_minutes).to_timedelta64()
     sizes: list[int] = []
     for _, frame in messages.groupby("source", sort=True):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, delete, except_, func, select
 
-from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_source
+from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_sessions, source_sessions
 from pmrag.core.memory import collection_paused
 from pmrag.core.params import ChunkingSection
 from pmrag.core.parallel import ordered_map
@@ -62,10 +62,11 @@ def _chunk_speakers(new_chunks: Sequence[Chunk], messages: Sequence[ChunkMessage
 
 
 def _chunked_source(database: str, source: str,
-                    params: ChunkingSection) -> tuple[list[tuple], list[tuple], list[tuple[str, str]]]:
-    """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows, speakers)``
-    (:func:`_chunk_speakers`: the senders are at hand here; joined afterwards, 4.1 million links with 3.6 million
-    stored messages by string id took 24 s at 10× the paper's scale).
+                    params: ChunkingSection) -> tuple[list[tuple], list[tuple], list[tuple[str, str]], list[int]]:
+    """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows, speakers, session
+    sizes)``.  The speakers (:func:`_chunk_speakers`) and the messages of each session are counted here, where
+    the messages are at hand: joined afterwards, 4.1 million links with 3.6 million stored messages by string id
+    took 24 s at 10× the paper's scale, and reading their times back to split sessions again 17 s.
 
     Opens its own read-only connection, so it can run in a worker process: WAL lets it read the
     committed messages while the parent holds the write transaction that receives the rows.  The cyclic garbage
@@ -81,8 +82,10 @@ def _chunked_source(database: str, source: str,
         finally:
             connection.close()
         source_messages = _chunk_messages(rows)
-        new_chunks = chunk_source(source, source_messages, params)
-        return (*_chunk_store_rows(new_chunks), _chunk_speakers(new_chunks, source_messages))
+        sessions = source_sessions(source_messages, params)
+        new_chunks = chunk_sessions(source, sessions, params)
+        return (*_chunk_store_rows(new_chunks), _chunk_speakers(new_chunks, source_messages),
+                [len(session) for session in sessions])
 
 
 def rebuild_chunks(engine: Engine, params: ChunkingSection | None = None, *, workers: int | None = None) -> int:
@@ -93,13 +96,16 @@ def rebuild_chunks(engine: Engine, params: ChunkingSection | None = None, *, wor
 
 class StoredChunks(NamedTuple):
     """What :func:`store_chunks` stored, as :func:`~pmrag.core.store.read_table` would read it back: ``chunks`` in
-    ``(source, chunk_index)`` order, their links ``members`` in ``(chunk_id, position)`` order; and ``speakers``:
+    ``(source, chunk_index)`` order, their links ``members`` in ``(chunk_id, position)`` order; ``speakers``:
     each chunk's distinct senders (``chunk_id → "A, B"``, in ID order, as
-    :func:`pmrag.chunking.stats.chunk_speakers` finds them)."""
+    :func:`pmrag.chunking.stats.chunk_speakers` finds them); and ``sessions``: the messages of each session
+    (``source``, ``messages``; sources in name order, sessions in time order, as
+    :func:`pmrag.chunking.stats.session_sizes` counts them)."""
 
     chunks: pd.DataFrame
     members: pd.DataFrame
     speakers: pd.Series
+    sessions: pd.DataFrame
 
 
 def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
@@ -122,6 +128,8 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
         if workers is None:
             workers = 2 if count_rows(conn, messages) >= PARALLEL_CHUNKING_MIN_MESSAGES else 0
     speakers: list[tuple[str, str]] = []
+    session_sources: list[str] = []
+    session_sizes: list[int] = []
     by_index: list[pd.DataFrame] = []   # each source's chunks in chunk_index order
     by_id: list[pd.DataFrame] = []      # and in ID order, as their links are
     links: list[pd.DataFrame] = []
@@ -129,8 +137,8 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
         conn.execute(delete(chunk_messages))
         conn.execute(delete(chunks))
         _chunk_messages_by_message.drop(conn)
-        for chunk_rows, link_rows, source_speakers in ordered_map(
-                _chunked_source, [(database, s, params) for s in sources], workers):
+        for source, (chunk_rows, link_rows, source_speakers, sizes) in zip(sources, ordered_map(
+                _chunked_source, [(database, s, params) for s in sources], workers)):
             bulk_insert(conn, chunks, chunk_rows)
             bulk_insert(conn, chunk_messages, link_rows)
             frame = rows_frame(chunks, chunk_rows)
@@ -138,17 +146,21 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
             by_index.append(frame.sort_values("chunk_index", kind="stable"))
             links.append(rows_frame(chunk_messages, link_rows))
             speakers += source_speakers
+            session_sources += [source] * len(sizes)
+            session_sizes += sizes
         _chunk_messages_by_message.create(conn)
     speakers.sort()
+    sessions = pd.DataFrame({"source": session_sources, "messages": pd.Series(session_sizes, dtype="int64")})
     if not by_id:
         return StoredChunks(rows_frame(chunks, []), rows_frame(chunk_messages, []),
-                            pd.Series([], index=pd.Index([], name="chunk_id"), name="speakers"))
+                            pd.Series([], index=pd.Index([], name="chunk_id"), name="speakers"), sessions)
     ids = pd.concat(by_id, ignore_index=True)
     return StoredChunks(
         pd.concat(by_index, ignore_index=True),
         _in_id_order(pd.concat(links, ignore_index=True), ids["chunk_id"].to_numpy(), ids["n_messages"].to_numpy()),
         pd.Series([names for _, names in speakers],
-                  index=pd.Index([chunk_id for chunk_id, _ in speakers], name="chunk_id"), name="speakers"))
+                  index=pd.Index([chunk_id for chunk_id, _ in speakers], name="chunk_id"), name="speakers"),
+        sessions)
 
 
 def _in_id_order(links: pd.DataFrame, chunk_ids: np.ndarray, sizes: np.ndarray) -> pd.DataFrame:
@@ -184,13 +196,14 @@ def derive_qrels(engine: Engine) -> None:
 @dataclass(frozen=True)
 class Chunked:
     """A study's chunks (§3.2, in ``(source, chunk_index)`` order), which messages each holds (``members``: the
-    paper's line_chunk_messages, in position order), the chunk-level gold of every question (``qrels``) and each
-    chunk's distinct senders (``speakers``: :func:`store_chunks`)."""
+    paper's line_chunk_messages, in position order), the chunk-level gold of every question (``qrels``), each
+    chunk's distinct senders (``speakers``) and the messages of each session (``sessions``): :class:`StoredChunks`."""
 
     chunks: pd.DataFrame
     members: pd.DataFrame
     qrels: pd.DataFrame
     speakers: pd.Series
+    sessions: pd.DataFrame
 
 
 def chunk_study(engine: Engine, params: ChunkingSection) -> Chunked:
@@ -199,7 +212,7 @@ def chunk_study(engine: Engine, params: ChunkingSection) -> Chunked:
     stored = store_chunks(engine, params)
     derive_qrels(engine)
     return Chunked(stored.chunks, stored.members, read_table(engine, "qrels", ("question_id", "chunk_id")),
-                   stored.speakers)
+                   stored.speakers, stored.sessions)
 
 
 def stored_chunk_coverage(engine: Engine) -> pd.DataFrame:

@@ -118,9 +118,18 @@ def window_bounds(line_lengths: Sequence[int], params: ChunkingSection) -> list[
 def chunk_source(source: str, messages: Iterable[ChunkMessage], params: ChunkingSection | None = None) -> list[Chunk]:
     """Chunk one source's messages (any order in; sorted here); ``params`` default to the paper's."""
     params = ChunkingSection() if params is None else params
-    ordered = sort_messages(messages)
+    return chunk_sessions(source, source_sessions(messages, params), params)
+
+
+def source_sessions(messages: Iterable[ChunkMessage], params: ChunkingSection) -> list[list[ChunkMessage]]:
+    """One source's messages (any order in) sorted and split into sessions (§3.2)."""
+    return split_sessions(sort_messages(messages), params.session_gap_minutes)
+
+
+def chunk_sessions(source: str, sessions: Sequence[Sequence[ChunkMessage]], params: ChunkingSection) -> list[Chunk]:
+    """The windows of one source's sessions (:func:`source_sessions`), as :func:`chunk_source` makes them."""
     chunks: list[Chunk] = []
-    for session_index, session in enumerate(split_sessions(ordered, params.session_gap_minutes)):
+    for session_index, session in enumerate(sessions):
         lines = [render_line(m) for m in session]
         for window_index, (start, end, n_trimmed) in enumerate(window_bounds([len(s) for s in lines], params)):
             window = session[start:end]

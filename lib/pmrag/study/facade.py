@@ -376,6 +376,11 @@ class Study:
         """Which messages each chunk holds, by chunk and position (the paper's line_chunk_messages)."""
         return self.get("chunks").members
 
+    def sessions(self) -> pd.DataFrame:
+        """The messages of each session (§3.2): ``source``, ``messages``; sources in name order, sessions in time
+        order (counted while chunking: :attr:`pmrag.chunking.store.Chunked.sessions`)."""
+        return self.get("chunks").sessions
+
     def questions(self) -> pd.DataFrame:
         """Every question ingested (evaluable or not); :meth:`evaluation` has the evaluable ones."""
         return self.get("ingest").questions
