@@ -3,6 +3,7 @@
 import sqlite3
 from datetime import datetime, timedelta
 
+import pandas as pd
 import pytest
 
 from pmrag.core import store
@@ -196,6 +197,25 @@ def test_store_chunks_counts_each_sessions_messages_as_their_times_give(tmp_path
     assert list(zip(sessions["source"], sessions["messages"])) == [
         ("club", 1), ("club", 2), ("club", 1), ("family", 3), ("family", 2), ("family", 3)]
     assert sessions["messages"].tolist() == session_sizes(store.stored_messages(engine), 180)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_store_chunks_counts_the_messages_no_window_holds_as_the_links_do(tmp_path, workers):
+    from pmrag.core.params import ChunkingSection
+    from pmrag.evaluate.coverage import chunk_coverage, session_coverage
+
+    engine = store.open_store(tmp_path / "s.sqlite")
+    for source, n in (("family", 60), ("club", 45)):
+        batch = SourceBatch(path=f"{source}.json", format="line-json")
+        batch.messages = [MessageRecord(source=source, source_order=i, occurred_at=T0 + timedelta(minutes=i + 300 * (i // 20)),
+                                        sender="A", type="text", text="x" * (5 + 20 * (i % 3))) for i in range(n)]
+        batch.records_read = n
+        ingest_store.store_batch(engine, batch, f"sha-{source}")
+    stored = chunk_store.store_chunks(engine, ChunkingSection(window_size=4, stride=3, max_summary_input_chars=100),
+                                      workers=workers)
+    expected = chunk_coverage(store.stored_messages(engine), stored.members)
+    pd.testing.assert_frame_equal(session_coverage(stored.sessions), expected)
+    assert expected["in_no_chunk"].sum() > 0 and len(stored.sessions) == 6   # trimmed windows left some out
 
 
 def test_store_chunks_of_an_empty_store_returns_empty_frames_as_read_back(tmp_path):

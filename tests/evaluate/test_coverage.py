@@ -421,7 +421,8 @@ def test_a_real_study_runs_end_to_end_and_agrees_with_a_brute_force_recount(tmp_
     messages, links, qe = study.messages(), study.chunk_messages(), study.question_evidence()
 
     coverage = cov.chunk_coverage(messages, links)
-    pd.testing.assert_frame_equal(chunk_store.stored_chunk_coverage(study.store), coverage, check_dtype=False)
+    pd.testing.assert_frame_equal(cov.session_coverage(study.sessions()), coverage, check_dtype=False)
+    assert study.coverage().chunk_coverage.equals(cov.session_coverage(study.sessions()))
     sessions = study.sessions()   # counted while chunking: the messages' own times give the same sessions
     assert sessions["messages"].tolist() == session_sizes(messages, p.chunking.session_gap_minutes)
     assert sessions["messages"].sum() == len(messages) and set(sessions["source"]) == set(messages["source"])

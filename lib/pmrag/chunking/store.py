@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, delete, except_, func, select
+from sqlalchemy import Engine, delete, func, select
 
 from pmrag.chunking.windows import Chunk, ChunkMessage, chunk_sessions, source_sessions
 from pmrag.core.memory import collection_paused
@@ -62,11 +62,13 @@ def _chunk_speakers(new_chunks: Sequence[Chunk], messages: Sequence[ChunkMessage
 
 
 def _chunked_source(database: str, source: str,
-                    params: ChunkingSection) -> tuple[list[tuple], list[tuple], list[tuple[str, str]], list[int]]:
-    """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows, speakers, session
-    sizes)``.  The speakers (:func:`_chunk_speakers`) and the messages of each session are counted here, where
-    the messages are at hand: joined afterwards, 4.1 million links with 3.6 million stored messages by string id
-    took 24 s at 10× the paper's scale, and reading their times back to split sessions again 17 s.
+                    params: ChunkingSection) -> tuple[list[tuple], list[tuple], list[tuple[str, str]],
+                                                      list[tuple[int, int]]]:
+    """Read and chunk one source of ``database``: its ``(chunks rows, chunk_messages rows, speakers, sessions)``,
+    a session as ``(messages, of which in no chunk)``.  The speakers (:func:`_chunk_speakers`) and the sessions
+    are counted here, where the messages are at hand: joined afterwards, 4.1 million links with 3.6 million stored
+    messages by string id took 24 s at 10× the paper's scale, reading their times back to split sessions again
+    17 s, and SQLite's count of the messages no link names 5.7 s.
 
     Opens its own read-only connection, so it can run in a worker process: WAL lets it read the
     committed messages while the parent holds the write transaction that receives the rows.  The cyclic garbage
@@ -84,8 +86,9 @@ def _chunked_source(database: str, source: str,
         source_messages = _chunk_messages(rows)
         sessions = source_sessions(source_messages, params)
         new_chunks = chunk_sessions(source, sessions, params)
+        chunked = {mid for c in new_chunks for mid in c.message_ids}
         return (*_chunk_store_rows(new_chunks), _chunk_speakers(new_chunks, source_messages),
-                [len(session) for session in sessions])
+                [(len(session), sum(m.message_id not in chunked for m in session)) for session in sessions])
 
 
 def rebuild_chunks(engine: Engine, params: ChunkingSection | None = None, *, workers: int | None = None) -> int:
@@ -98,9 +101,10 @@ class StoredChunks(NamedTuple):
     """What :func:`store_chunks` stored, as :func:`~pmrag.core.store.read_table` would read it back: ``chunks`` in
     ``(source, chunk_index)`` order, their links ``members`` in ``(chunk_id, position)`` order; ``speakers``:
     each chunk's distinct senders (``chunk_id → "A, B"``, in ID order, as
-    :func:`pmrag.chunking.stats.chunk_speakers` finds them); and ``sessions``: the messages of each session
-    (``source``, ``messages``; sources in name order, sessions in time order, as
-    :func:`pmrag.chunking.stats.session_sizes` counts them)."""
+    :func:`pmrag.chunking.stats.chunk_speakers` finds them); and ``sessions``: each session's ``source``,
+    ``messages`` (as :func:`pmrag.chunking.stats.session_sizes` counts them) and ``in_no_chunk`` (those no window
+    holds: the paper's fixed trim can leave the end of a trimmed window out), sources in name order, sessions in
+    time order."""
 
     chunks: pd.DataFrame
     members: pd.DataFrame
@@ -129,7 +133,7 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
             workers = 2 if count_rows(conn, messages) >= PARALLEL_CHUNKING_MIN_MESSAGES else 0
     speakers: list[tuple[str, str]] = []
     session_sources: list[str] = []
-    session_sizes: list[int] = []
+    session_counts: list[tuple[int, int]] = []
     by_index: list[pd.DataFrame] = []   # each source's chunks in chunk_index order
     by_id: list[pd.DataFrame] = []      # and in ID order, as their links are
     links: list[pd.DataFrame] = []
@@ -137,7 +141,7 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
         conn.execute(delete(chunk_messages))
         conn.execute(delete(chunks))
         _chunk_messages_by_message.drop(conn)
-        for source, (chunk_rows, link_rows, source_speakers, sizes) in zip(sources, ordered_map(
+        for source, (chunk_rows, link_rows, source_speakers, counts) in zip(sources, ordered_map(
                 _chunked_source, [(database, s, params) for s in sources], workers)):
             bulk_insert(conn, chunks, chunk_rows)
             bulk_insert(conn, chunk_messages, link_rows)
@@ -146,11 +150,12 @@ def store_chunks(engine: Engine, params: ChunkingSection | None = None, *,
             by_index.append(frame.sort_values("chunk_index", kind="stable"))
             links.append(rows_frame(chunk_messages, link_rows))
             speakers += source_speakers
-            session_sources += [source] * len(sizes)
-            session_sizes += sizes
+            session_sources += [source] * len(counts)
+            session_counts += counts
         _chunk_messages_by_message.create(conn)
     speakers.sort()
-    sessions = pd.DataFrame({"source": session_sources, "messages": pd.Series(session_sizes, dtype="int64")})
+    counted = np.array(session_counts, dtype="int64").reshape(-1, 2)
+    sessions = pd.DataFrame({"source": session_sources, "messages": counted[:, 0], "in_no_chunk": counted[:, 1]})
     if not by_id:
         return StoredChunks(rows_frame(chunks, []), rows_frame(chunk_messages, []),
                             pd.Series([], index=pd.Index([], name="chunk_id"), name="speakers"), sessions)
@@ -213,23 +218,3 @@ def chunk_study(engine: Engine, params: ChunkingSection) -> Chunked:
     derive_qrels(engine)
     return Chunked(stored.chunks, stored.members, read_table(engine, "qrels", ("question_id", "chunk_id")),
                    stored.speakers, stored.sessions)
-
-
-def stored_chunk_coverage(engine: Engine) -> pd.DataFrame:
-    """:func:`pmrag.evaluate.coverage.chunk_coverage` of the store's messages and chunk links, counted by SQLite:
-    per source (name order), ``messages``, ``in_no_chunk`` (no ``chunk_messages`` row names it) and
-    ``share_in_no_chunk``.  No message is read into Python (3.6 million at 10× the paper's scale).
-
-    The messages in no chunk are a set difference of two id indexes, both in id order (``EXCEPT``: one merged
-    pass, 3 s at 10×), then looked up for their source; a lookup in the links' index per message took 26 s."""
-    unchunked = except_(select(messages.c.message_id), select(chunk_messages.c.message_id)).subquery()
-    with engine.connect() as conn:
-        totals = conn.execute(select(messages.c.source, func.count()).group_by(messages.c.source)).all()
-        left = dict(conn.execute(select(messages.c.source, func.count())
-                                 .join_from(unchunked, messages, unchunked.c.message_id == messages.c.message_id)
-                                 .group_by(messages.c.source)).all())
-    table = pd.DataFrame([(source, n, left.get(source, 0)) for source, n in sorted(totals)],
-                         columns=["source", "messages", "in_no_chunk"])
-    table = table.astype({"messages": "int64", "in_no_chunk": "int64"})
-    table["share_in_no_chunk"] = table["in_no_chunk"] / table["messages"]
-    return table

@@ -124,6 +124,16 @@ def chunk_coverage(messages: pd.DataFrame, chunk_messages: pd.DataFrame) -> pd.D
     return table
 
 
+def session_coverage(sessions: pd.DataFrame) -> pd.DataFrame:
+    """:func:`chunk_coverage` from each session's counts (``source``, ``messages``, ``in_no_chunk``: counted while
+    chunking, :attr:`pmrag.chunking.store.Chunked.sessions`), every message being in one session."""
+    require_columns(sessions, ["source", "messages", "in_no_chunk"], "sessions")
+    table = sessions.groupby("source", sort=True)[["messages", "in_no_chunk"]].sum().reset_index()
+    table = table.astype({"messages": "int64", "in_no_chunk": "int64"})
+    table["share_in_no_chunk"] = table["in_no_chunk"] / table["messages"]
+    return table
+
+
 # ------------------------------------------------------------------------------------- questions dropped
 
 def question_losses(questions: pd.DataFrame, question_evidence: pd.DataFrame, chunk_messages: pd.DataFrame,
@@ -599,8 +609,8 @@ def coverage_report(coverage: pd.DataFrame, messages: pd.DataFrame, chunk_messag
     """Every loss of a study (module docstring) from its store's tables, its representations (``texts``), its
     retrievers, its evaluated question IDs and the question types its params exclude.
 
-    ``coverage`` is :func:`chunk_coverage` of every message (``pmrag.chunking.store.stored_chunk_coverage``
-    counts it in the store); ``messages`` need hold only the :func:`evidence_messages` of the ``evaluated``
+    ``coverage`` is :func:`chunk_coverage` of every message (:func:`session_coverage` counts it from the
+    sessions chunking counted); ``messages`` need hold only the :func:`evidence_messages` of the ``evaluated``
     questions (a study at scale reads those few thousand, not its millions)."""
     losses = question_losses(questions, question_evidence, chunk_messages, rejections, excluded_types)
     visibility = evidence_visibility(question_evidence, messages, chunk_messages, texts, retrievers,

@@ -144,12 +144,11 @@ def coverage(ingest: Ingested, chunks: Chunked, qrels: EvaluationSet,
              retrieval: Annotated[RetrievalSection, Keys("retrievers")],
              embedding: Annotated[EmbeddingSection, Keys(*CUT_KEYS)], texts: RepresentationsSection,
              summarizer: Annotated[SummarizerSection, Keys("max_input_chars")], runtime: Runtime):
-    from pmrag.chunking.store import stored_chunk_coverage
-    from pmrag.evaluate.coverage import coverage_report, evidence_messages
+    from pmrag.evaluate.coverage import coverage_report, evidence_messages, session_coverage
 
     evaluated = qrels.questions["question_id"]
     rendered = stored_messages(runtime.store, ids=evidence_messages(ingest.evidence, chunks.members, evaluated))
-    return coverage_report(stored_chunk_coverage(runtime.store), rendered, chunks.members, ingest.evidence,
+    return coverage_report(session_coverage(chunks.sessions), rendered, chunks.members, ingest.evidence,
                            ingest.questions, ingest.rejections, representations, retrieval.retriever_ids(), evaluated,
                            qrels.excluded_types, chunking=chunking, embedding=embedding, representations=texts,
                            summarizer=summarizer)
