@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from proctree import pause_after_sample, process_tree, pss_kb
+from proctree import TreeMemory
 
 from pmrag.core import store
 from pmrag.ingest import store as ingest_store
@@ -43,31 +41,6 @@ def ensure_corpus(n_messages: int) -> tuple[list[Path], Path]:
         subprocess.run([sys.executable, "-m", "pmrag", "demo", str(corpus), "--n-messages", str(n_messages)], check=True)
     manifest = json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))
     return [corpus / name for name in manifest["files"]], corpus / manifest["questions_file"]
-
-
-class TreeMemory:
-    """Peak over time of the summed PSS of this process and all its descendants (Linux /proc), sampled every
-    ``interval`` seconds at most, and no more often than :func:`proctree.pause_after_sample` allows: the samples
-    otherwise took CPU from the work being timed (one comparison, minutes apart on a drifting machine: the ingest's
-    best pass 14.0 s sampled every 20 ms, 12.8 s throttled, 10.0 s unsampled)."""
-
-    def __init__(self, interval: float = 0.02):
-        self.interval, self.peak_kb, self._stop = interval, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            used = time.thread_time()
-            self.peak_kb = max(self.peak_kb, sum(pss_kb(p) for p in process_tree(os.getpid())))
-            self._stop.wait(pause_after_sample(time.thread_time() - used, self.interval))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def run_once(files: list[Path], questions: Path, db: Path) -> tuple[float, float, int, int]:
@@ -97,7 +70,7 @@ def main() -> None:
     db = REPO / "outputs" / "bench" / "bench.sqlite"
     with TreeMemory() as memory:
         runs = [run_once(files, questions, db) for _ in range(args.repeat)]
-    peak_mb = memory.peak_kb / 1024
+    peak_mb = memory.peak_pss_kb / 1024
     ingest, chunking = [r[0] for r in runs], [r[1] for r in runs]
     total = [a + b for a, b in zip(ingest, chunking)]
 

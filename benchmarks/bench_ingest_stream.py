@@ -20,12 +20,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from proctree import pause_after_sample, process_tree
+from proctree import TreeMemory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,47 +82,6 @@ def _message_line(rng: random.Random, texts: list[str], clock: str, separator: s
         body = "\n".join(rng.choice(texts) for _ in range(rng.randrange(2, 5)))
         return f'{clock}{separator}{sender}{separator}"{body}"' if separator == "\t" else f"{clock} {sender} {body}"
     return f"{clock}{separator}{sender}{separator}{rng.choice(texts)}"
-
-
-class TreeMemory:
-    """Peak over time of the summed RSS and PSS of a process and all its descendants (Linux /proc), sampled every
-    ``interval`` seconds at most, and no more often than :func:`proctree.pause_after_sample` allows (the samples
-    would otherwise take CPU from the ingest being timed)."""
-
-    def __init__(self, pid: int, interval: float = 0.02):
-        self.pid, self.interval = pid, interval
-        self.peak_rss_kb = self.peak_pss_kb = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _rss_pss_kb(pid: int) -> tuple[int, int]:
-        rss = pss = 0
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-        except OSError:
-            pass
-        return rss, pss
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            used = time.thread_time()
-            sizes = [self._rss_pss_kb(p) for p in process_tree(self.pid)]
-            self.peak_rss_kb = max(self.peak_rss_kb, sum(s[0] for s in sizes))
-            self.peak_pss_kb = max(self.peak_pss_kb, sum(s[1] for s in sizes))
-            self._stop.wait(pause_after_sample(time.thread_time() - used, self.interval))
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 _PIPELINE = """
