@@ -650,7 +650,8 @@ def read_table(engine: Engine, table: Table | str, order_by: Iterable[str] = (),
 def rows_frame(table: Table, rows: Sequence[tuple]) -> pd.DataFrame:
     """``rows`` of ``table`` as :func:`bulk_insert` stores them (tuples in the table's column order, datetimes as
     :func:`sql_datetime` text) in the frame :func:`read_table` reads back: for a writer that still holds what it
-    stored (the values, dtypes and column order are the same; repeated strings are not shared as there)."""
+    stored (the values, dtypes and column order are the same; a repeated string is one object only where the rows
+    hold it so, not by :class:`SharedStrings`)."""
     frame = pd.DataFrame.from_records(list(rows), columns=[column.name for column in table.c])
     return _timestamps(frame, [column.name for column in table.c if _parsed_here(column)])
 
