@@ -33,7 +33,7 @@ SMALL = "bootstrap: {n_resamples: 100}\nhybrid: {beta_step: 0.25}\n"
 
 STAGES = [
     "ingest", "chunks", "chunk_table", "qrels", "summaries", "representations", "coverage", "representation_profile",
-    "chunk_speakers", "private_strings", "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
+    "private_strings", "vectors:raw_text", "vectors:summary", "vectors:embedding_text", "query_vectors", "graph",
     "interest_relevance", "runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25",
     "runs:raw_text_vector", "runs:summary_vector", "runs:embedding_text_vector",
     "metrics", "sweep", "hybrids", "reliability", "failures", "selection_coverage", "statistics", "graph_evaluation",
@@ -41,7 +41,7 @@ STAGES = [
 BM25_RUNS = {"runs:raw_text_bm25", "runs:summary_bm25", "runs:embedding_text_bm25"}
 ANALYSIS = {"metrics", "sweep", "hybrids", "reliability", "failures", "selection_coverage", "statistics",
             "graph_evaluation"}
-HISTORY = {"chunk_speakers", "private_strings"}   # read from the messages and chunks alone, by notebook 06
+HISTORY = {"private_strings"}   # read from the messages and chunks alone, by notebook 06
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def stage_items(params: StudyParams, notebooks: list[Path]) -> dict[str, tuple]:
     return {
         "synthetic": once if params.dataset.synthetic.enabled else (),
         "ingest": once, "chunks": once, "chunk_table": once, "qrels": once, "summaries": once, "representations": once,
-        "coverage": once, "representation_profile": once, "chunk_speakers": once, "private_strings": once,
+        "coverage": once, "representation_profile": once, "private_strings": once,
         "vectors": tuple(dict.fromkeys([*embedded_representations(params),
                                         *(graph_representations(params) if "graph_evaluation" in graph else ())])),
         "subvectors": tuple(need.item for need in needs if need.name == "subvectors"),

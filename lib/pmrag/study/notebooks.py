@@ -31,7 +31,7 @@ NOTEBOOK_READS: dict[str, tuple[str, ...]] = {
     "03_retrievers": ("qrels", "coverage", "runs", "metrics"),
     "04_hybrid_sweep": ("qrels", "runs", "sweep", "hybrids", "statistics", "multifusion"),
     "05_bootstrap": ("qrels", "metrics", "hybrids", "reliability"),
-    "06_failure_analysis": ("chunks", "chunk_speakers", "private_strings", "qrels", "runs", "metrics", "hybrids",
+    "06_failure_analysis": ("chunks", "private_strings", "qrels", "runs", "metrics", "hybrids",
                             "reliability", "failures"),
     "07_memory_graph": ("ingest", "chunks", "qrels", "graph", "interest_relevance", "graph_evaluation"),
     "08_beyond_retrieval": ("qrels", "representation_profile", "decomposition", "runs", "metrics", "sweep", "hybrids",

@@ -123,11 +123,6 @@ def representation_profile(representations: pd.DataFrame, qrels: EvaluationSet) 
     return profile(representations, qrels.qrels)
 
 
-@stage("each chunk's distinct senders, in order of first appearance (the failure inspector's speakers)")
-def chunk_speakers(chunks: Chunked) -> pd.Series:
-    return chunks.speakers   # found while chunking, where each chunk's messages are at hand
-
-
 @stage("what a public export must never contain: sources, senders, question and message texts (§9.2)",
        reads_store=(INGESTED,))
 def private_strings(ingest: Ingested, chunk_table: pd.DataFrame, runtime: Runtime) -> dict[str, set[str]]:
