@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.core import store
-from pmrag.core.memory import return_freed_memory, trim_heap
+from pmrag.core.memory import older_objects_frozen, return_freed_memory, trim_heap
 from pmrag.core.names import RetrieverId, StageKey
 from pmrag.core.params import HASHED_STAND_IN, StudyParams
 from pmrag.evaluate.coverage import Coverage
@@ -160,7 +160,7 @@ class Study:
         from pmrag.study.helper import LOOP_ONLY, StageHelper
         from pmrag.study.runner import held_run_folder
 
-        with held_run_folder(self.params.run_dir):
+        with held_run_folder(self.params.run_dir), older_objects_frozen():
             previous = self.progress
             self.progress = previous if progress is None else progress
             bar = tqdm(total=len(self.computed_stages), desc="stages", unit="stage", disable=not self.progress)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pmrag.core.errors import PmragError
 from pmrag.core.interrupts import sigint_ignored
-from pmrag.core.memory import return_freed_memory
+from pmrag.core.memory import older_objects_frozen, return_freed_memory
 from pmrag.core.names import StageKey
 from pmrag.study.params import load_params
 from pmrag.study.notebooks import NOTEBOOKS_DIR, execute_notebook, notebook_reads, notebook_value
@@ -144,7 +144,8 @@ def run_study(params_path, *, progress: bool = True, fresh: bool = False, jobs: 
         raise PmragError(f"{params.path}: key 'notebooks_dir': no numbered notebooks (NN_name.ipynb) in {params.notebooks_dir}")
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     claim_run_folder(params.run_dir, force=force)
-    with run_folder_lock(params.run_dir):
+    # the collections after each stage (pmrag.core.memory) walk what this run made, not every imported module
+    with run_folder_lock(params.run_dir), older_objects_frozen():
         return _run_locked(params, notebooks, progress=progress, fresh=fresh, jobs=jobs, kernel_name=kernel_name,
                            dry_run=dry_run, max_calls=max_calls, fork_kernels=fork_kernels)
 
