@@ -152,8 +152,7 @@ def test_tuning_ties_go_to_the_larger_threshold_then_the_smaller_cap():
     membership = sp.csr_matrix(np.array([[1, 0], [0, 1]], dtype=float))
     relevance = np.array([[0.9, 0.0], [0.95, 0.0]])          # every (threshold, cap) chooses interest 0 alone
     qrels = pd.DataFrame({"question_id": ["t1", "t2"], "chunk_id": ["m1", "m2"], "relevance": [2, 2]})
-    types = pd.Series({"t1": "x", "t2": "x"})
-    grid, choice = ge.tune_interest_choice(relevance, membership, ["t1", "t2"], ["m1", "m2"], qrels, types,
+    grid, choice = ge.tune_interest_choice(relevance, membership, ["t1", "t2"], ["m1", "m2"], qrels,
                                            ["t1", "t2"], [0.5, 0.85], [2, 1])
     assert grid[["set_f1", "set_recall"]].nunique().tolist() == [1, 1]      # a full tie on the metrics
     assert choice == (0.85, 1)

@@ -303,3 +303,49 @@ def test_pieces_to_memories_refuses_unmapped_pieces_and_ambiguous_mappings():
     assert pieces_to_memories(ranking, repeated, k=1)["chunk_id"].tolist() == ["m1"]
     with pytest.raises(ValueError, match="duplicate chunk"):
         pieces_to_memories(ranking_of({("v1", "q"): ["p1", "p1"]}), MAPPING, k=2)
+
+
+@pytest.mark.agreement
+def test_top_k_counts_and_macro_scores_equal_the_frames_of_every_top_k_set():
+    """The one-pass counts of a ranking's top-k sets and their macro means against :func:`top_k_set` and
+    :func:`per_question_set_rows` of each k: random rankings (gaps, questions without rows, rows of a question not
+    asked, gold outside the ranking, grade-1 chunks)."""
+    from pmrag.evaluate.set_metrics import gold_sizes, macro_set_scores, top_k_counts
+
+    rng = np.random.default_rng(7)
+    questions = [f"q{i}" for i in range(12)]
+    rows = []
+    for q in [*questions[:10], "other"]:                   # q10, q11 unranked; "other" is not asked
+        ranks = np.sort(rng.choice(np.arange(1, 12), size=int(rng.integers(1, 9)), replace=False))
+        chunks = rng.choice([f"c{j}" for j in range(30)], size=len(ranks), replace=False)
+        rows += [("r", q, int(rank), str(c)) for rank, c in zip(ranks, chunks)]
+    ranking = pd.DataFrame(rows, columns=["retriever", "question_id", "rank", "chunk_id"])
+    qrels = pd.DataFrame([(q, f"c{j}", int(rng.choice([1, 2, 2]))) for q in [*questions, "other"]
+                          for j in rng.choice(30, size=3, replace=False)],
+                         columns=["question_id", "chunk_id", "relevance"])
+    types = pd.Series("single", index=questions)
+    n_gold = gold_sizes(qrels, questions)
+    assert n_gold.tolist() == [int((qrels[qrels["question_id"] == q]["relevance"] == 2).sum()) for q in questions]
+    asked = ranking[ranking["question_id"].isin(questions)]
+    ks = [1, 2, 3, 5, 8, 11]
+    counts = top_k_counts(ranking, qrels, questions, ks)
+    evaluable = [i for i, g in enumerate(n_gold) if g > 0]
+    for k in ks:
+        expected = set_counts(top_k_set(asked, k), qrels, questions=questions, retrievers=["r"], empty_gold="drop")
+        expected = expected.set_index("question_id")
+        n_hit, n_retrieved = counts[k]
+        for i, q in enumerate(questions):
+            if q in expected.index:
+                assert (n_hit[i], n_retrieved[i]) == (expected.loc[q, "n_hit"], expected.loc[q, "n_retrieved"]), (k, q)
+        kept = [questions[i] for i in evaluable]
+        frame = per_question_set_rows(top_k_set(asked[asked["question_id"].isin(kept)], k), qrels, types,
+                                      questions=kept, retrievers=["r"])
+        scores = macro_set_scores(n_hit[evaluable], n_retrieved[evaluable], n_gold[evaluable])
+        for metric in SET_METRICS:
+            assert scores[metric] == pytest.approx(frame[metric].mean(), rel=1e-12, abs=1e-15)
+        assert scores["mean_retrieved"] == pytest.approx(n_retrieved[evaluable].mean())
+        assert scores["empty_sets"] == len(set(kept) - set(top_k_set(asked, k)["question_id"]))
+    with pytest.raises(ValueError, match="takes one"):
+        top_k_counts(pd.concat([ranking, ranking.assign(retriever="s")]), qrels, questions, [1])
+    with pytest.raises(ValueError, match="positive integer"):
+        top_k_counts(ranking, qrels, questions, [0])

@@ -171,9 +171,8 @@ def test_tuning_picks_the_best_set_f1_on_tuning_questions_only():
                           [0.1, 0.2, 0.9]])    # h: held out; interest 2 would be its best, must not matter
     qrels = pd.DataFrame({"question_id": ["t1", "t1", "t2", "h"], "chunk_id": ["m1", "m2", "m3", "m4"],
                           "relevance": [2, 2, 2, 2]})
-    types = pd.Series({"t1": "x", "t2": "x", "h": "x"})
     grid, (threshold, cap) = ge.tune_interest_choice(relevance, membership, ["t1", "t2", "h"],
-                                                     ["m1", "m2", "m3", "m4"], qrels, types, ["t1", "t2"],
+                                                     ["m1", "m2", "m3", "m4"], qrels, ["t1", "t2"],
                                                      [0.5, 0.85], [1, 2])
     assert (threshold, cap) == (0.85, 1)
     best = grid[grid["chosen"]].iloc[0]
@@ -184,12 +183,44 @@ def test_tuning_picks_the_best_set_f1_on_tuning_questions_only():
     assert grid["chosen"].sum() == 1
 
 
+@pytest.mark.agreement
+def test_the_tuning_grid_equals_each_cells_sets_scored_as_frames():
+    """Every (threshold, cap) cell's macro set scores, mean set size and empty sets, counted on boolean matrices,
+    against the cell's M' as set rows (:func:`interest_sets`) scored by :func:`per_question_set_rows`: random
+    relevance and membership, tuning questions out of ID order, a gold chunk that is no memory."""
+    from pmrag.evaluate.set_metrics import per_question_set_rows
+
+    rng = np.random.default_rng(11)
+    n_questions, n_interests, n_memories = 9, 6, 14
+    membership = sp.csr_matrix((rng.random((n_interests, n_memories)) < 0.3).astype(float))
+    relevance = rng.random((n_questions, n_interests)) * (rng.random((n_questions, n_interests)) < 0.7)
+    question_ids = [f"q{i}" for i in (5, 1, 7, 0, 3, 8, 2, 6, 4)]
+    memory_ids = [f"m{j}" for j in range(n_memories)]
+    qrels = pd.DataFrame([(q, f"m{j}", 2) for q in question_ids for j in rng.choice(n_memories, 2, replace=False)]
+                         + [("q1", "elsewhere", 2)], columns=["question_id", "chunk_id", "relevance"])
+    tuning = ["q7", "q1", "q5", "q3", "q8", "q0"]
+    grid, _ = ge.tune_interest_choice(relevance, membership, question_ids, memory_ids, qrels, tuning,
+                                      [0.2, 0.5, 0.8], [1, 3])
+    rows = [i for i, q in enumerate(question_ids) if q in tuning]
+    kept = [question_ids[i] for i in rows]
+    types = pd.Series("x", index=kept)
+    assert len(grid) == 3 * 3
+    for cell in grid.itertuples():
+        sets = ge.interest_sets(relevance[rows], membership, cell.threshold, cell.cap, kept, memory_ids, "g")
+        scores = per_question_set_rows(sets, qrels, types, questions=kept, retrievers=["g"])
+        for metric in ("set_precision", "set_recall", "set_f1"):
+            assert getattr(cell, metric) == pytest.approx(scores[metric].mean(), rel=1e-12, abs=1e-15)
+        sizes = sets.groupby("question_id").size().reindex(kept, fill_value=0)
+        assert cell.mean_retrieved == pytest.approx(sizes.mean()) and cell.empty_sets == int((sizes == 0).sum())
+    assert grid["set_f1"].nunique() > 2 and grid["empty_sets"].max() > 0   # the cells differ; some sets are empty
+
+
 def test_an_optimum_on_the_grids_edge_is_named_and_no_cap_is_always_tried():
     membership = sp.csr_matrix(np.array([[1, 0], [0, 1], [1, 1]], dtype=float))
     relevance = np.array([[0.9, 0.8, 0.7]])                     # gold m1, m2: all three interests are best
     qrels = pd.DataFrame({"question_id": ["t"], "chunk_id": ["m1"], "relevance": [2]})
     grid, (threshold, cap) = ge.tune_interest_choice(relevance, membership, ["t"], ["m1", "m2"], qrels,
-                                                     pd.Series({"t": "x"}), ["t"], [0.5, 0.95], [1, 2])
+                                                     ["t"], [0.5, 0.95], [1, 2])
     assert sorted(set(grid["cap"])) == [1, 2, 3]                 # 3: the number of interests, no cap
     assert (threshold, cap) == (0.5, 1)                          # interest 0 alone reaches m1 only
     chosen = grid[grid["chosen"]].iloc[0]
@@ -210,8 +241,7 @@ def test_baselines_k_is_tuned_on_the_tuning_questions_by_the_graphs_criterion():
                      "x", "m1", "m2", "y", "m3", "z", "m9", "x", "y"]})
     qrels = pd.DataFrame({"question_id": ["t1", "t1", "t2", "h"], "chunk_id": ["m1", "m2", "m3", "m9"],
                           "relevance": [2, 2, 2, 2]})
-    types = pd.Series({"t1": "x", "t2": "x", "h": "x"})
-    grid, chosen = ge.tune_k(rankings, qrels, types, ["t1", "t2"], [1, 2, 3])
+    grid, chosen = ge.tune_k(rankings, qrels, ["t1", "t2"], [1, 2, 3])
     # A: k=1 F1 (2/3 + 1)/2 = 0.833, k=2 (1 + 2/3)/2 = 0.833 (tie in F1; recall 0.75 vs 1.0: k = 2)
     # B: k=2 F1 (1/2 + 2/3)/2, k=3 (4/5 + 1/2)/2 = 0.65: k = 3, the held-out question plays no part
     assert chosen == {"A": 2, "B": 3}
@@ -220,7 +250,7 @@ def test_baselines_k_is_tuned_on_the_tuning_questions_by_the_graphs_criterion():
     assert a.loc[2, "mean_retrieved"] == 2.0 and grid["chosen"].sum() == 2
     assert grid.loc[grid["chosen"], "edge"].tolist() == ["", "largest k"]
     with pytest.raises(ValueError, match="no tuning question"):
-        ge.tune_k(rankings, qrels, types, [], [1])
+        ge.tune_k(rankings, qrels, [], [1])
 
 
 def test_ragv1_ranks_memories_by_their_best_piece_and_returns_k_of_them():

@@ -32,10 +32,10 @@ import pandas as pd
 
 from pmrag.core.names import HybridId, RetrieverId, parse_method
 from pmrag.core.params import BootstrapSection, GraphSection
-from pmrag.evaluate.metric_names import PAPER_METRICS, RECALL5, SET_F1, SET_METRICS, SET_RECALL
-from pmrag.evaluate.runs import Qrels
+from pmrag.evaluate.metric_names import PAPER_METRICS, RECALL5, SET_F1, SET_RECALL
+from pmrag.evaluate.runs import PRIMARY, Qrels
 from pmrag.evaluate.select import by_name, larger_first, select
-from pmrag.evaluate.set_metrics import per_question_set_rows
+from pmrag.evaluate.set_metrics import gold_sizes, macro_set_scores, per_question_set_rows, top_k_counts
 
 TUNING, HELD_OUT = "tuning", "held_out"
 SET_METHODS = ("TOBUGraph", "RAGv1", "RAGv2", "RAGv3")
@@ -73,22 +73,27 @@ def interest_sets(relevance: np.ndarray, membership, threshold: float, cap: int,
 
 
 def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequence[str], memory_ids: Sequence[str],
-                         qrels: Qrels | pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
-                         thresholds: Sequence[float], caps: Sequence[int]) -> tuple[pd.DataFrame, tuple[float, int]]:
+                         qrels: Qrels | pd.DataFrame, tuning_ids: Sequence[str], thresholds: Sequence[float],
+                         caps: Sequence[int]) -> tuple[pd.DataFrame, tuple[float, int]]:
     """Macro set precision/recall/F1, mean |M′| and empty sets on the tuning questions for every (threshold, cap),
     the caps with the number of interests added (no cap), and the chosen pair (module docstring).  Columns
     ``threshold, cap, set_precision, set_recall, set_f1, mean_retrieved, empty_sets, chosen, edge``."""
+    from pmrag.retrieve import graph_interest as gi
+
     rows_of = np.isin(np.asarray(question_ids, dtype=object), np.asarray(list(tuning_ids), dtype=object))
     tuning = [q for q, kept in zip(question_ids, rows_of) if kept]
     if not tuning:
         raise ValueError("no tuning question: the threshold and cap cannot be chosen")
-    qrels = Qrels.of(qrels)
+    in_order = np.argsort(np.asarray(tuning, dtype=object), kind="stable")   # question ID order, as set_counts sums
+    gold, n_gold = _gold_matrix(Qrels.of(qrels), [tuning[i] for i in in_order], memory_ids)
+    tuning_relevance = relevance[rows_of][in_order]
     caps = sorted({int(cap) for cap in caps} | {max(relevance.shape[1], 1)})
     rows = []
     for threshold in sorted({float(t) for t in thresholds}):
         for cap in caps:
-            sets = interest_sets(relevance[rows_of], membership, threshold, cap, tuning, memory_ids, "graph")
-            rows.append({"threshold": threshold, "cap": cap, **_set_scores(sets, qrels, types, tuning, "graph")})
+            reach = gi.reached(gi.choose_interests(tuning_relevance, threshold, cap), membership)
+            rows.append({"threshold": threshold, "cap": cap,
+                         **macro_set_scores((reach & gold).sum(axis=1), reach.sum(axis=1), n_gold)})
     grid = pd.DataFrame(rows)
     tie_break = (*larger_first(grid["threshold"]), grid["cap"].to_numpy())    # the larger threshold, the smaller cap
     best = grid.index[select(grid, tie_break, metrics=TUNING_METRICS)]
@@ -97,12 +102,17 @@ def tune_interest_choice(relevance: np.ndarray, membership, question_ids: Sequen
     return grid, (float(grid.loc[best, "threshold"]), int(grid.loc[best, "cap"]))
 
 
-def _set_scores(sets: pd.DataFrame, qrels: Qrels, types: pd.Series, questions: Sequence[str], name: str) -> dict:
-    """Macro set metrics of one method's sets on ``questions``, its mean set size and how many sets are empty."""
-    scores = per_question_set_rows(sets, qrels, types, questions=questions, retrievers=[name])
-    sizes = sets.groupby("question_id").size().reindex(list(questions), fill_value=0)
-    return {**scores[list(SET_METRICS)].mean().to_dict(), "mean_retrieved": float(sizes.mean()),
-            "empty_sets": int((sizes == 0).sum())}
+def _gold_matrix(qrels: Qrels, questions: Sequence[str], memory_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Primary gold of ``questions`` as a boolean questions × memories matrix (rows in ``questions`` order, columns
+    in ``memory_ids`` order) and |G| of each question; a gold chunk that is no memory counts in |G|, never as a hit."""
+    judged = qrels.frame
+    gold = judged[judged["relevance"] >= PRIMARY]
+    rows = pd.Index(list(questions), dtype=object).get_indexer(gold["question_id"])
+    columns = pd.Index(list(memory_ids), dtype=object).get_indexer(gold["chunk_id"])
+    matrix = np.zeros((len(questions), len(memory_ids)), dtype=bool)
+    inside = (rows >= 0) & (columns >= 0)
+    matrix[rows[inside], columns[inside]] = True
+    return matrix, gold_sizes(qrels, questions)
 
 
 def grid_edges(threshold: float, cap: int, thresholds, caps) -> str:
@@ -118,26 +128,22 @@ def grid_edges(threshold: float, cap: int, thresholds, caps) -> str:
     return ", ".join(edges)
 
 
-def tune_k(rankings: pd.DataFrame, qrels: Qrels | pd.DataFrame, types: pd.Series, tuning_ids: Sequence[str],
-           ks: Sequence[int]) -> tuple[pd.DataFrame, dict[str, int]]:
+def tune_k(rankings: pd.DataFrame, qrels: Qrels | pd.DataFrame, tuning_ids: Sequence[str], ks: Sequence[int]) -> tuple[pd.DataFrame, dict[str, int]]:
     """Each ranked method's k chosen on the tuning questions by the graph's criterion (macro set F1, then set
     recall, then the smaller k), from its top-k sets (:func:`~pmrag.evaluate.set_metrics.top_k_set`) for every k
     of ``ks``.  ``rankings``: rows ``retriever, question_id, rank, chunk_id`` deep enough for the largest k.
     Returns rows ``method, k, set_precision, set_recall, set_f1, mean_retrieved, empty_sets, chosen, edge``
     (``edge``: "smallest k" or "largest k" where the cell lies there) and ``{method: chosen k}``."""
-    from pmrag.evaluate.set_metrics import top_k_set
-
     tuning = sorted(set(tuning_ids))
     if not tuning:
         raise ValueError("no tuning question: k cannot be chosen")
     qrels = Qrels.of(qrels)
     ks = sorted({int(k) for k in ks})
-    ranked = rankings[rankings["question_id"].isin(tuning)]
+    n_gold = gold_sizes(qrels, tuning)
     frames, chosen = [], {}
     for method in dict.fromkeys(rankings["retriever"]):
-        own = ranked[ranked["retriever"] == method]
-        grid = pd.DataFrame([{"method": method, "k": k, **_set_scores(top_k_set(own, k), qrels, types, tuning, method)}
-                             for k in ks])
+        counts = top_k_counts(rankings[rankings["retriever"] == method], qrels, tuning, ks)
+        grid = pd.DataFrame([{"method": method, "k": k, **macro_set_scores(*counts[k], n_gold)} for k in ks])
         best = grid.index[select(grid, (grid["k"].to_numpy(),), metrics=TUNING_METRICS)]
         grid["chosen"] = grid.index == best
         grid["edge"] = ["smallest k" if k == ks[0] and len(ks) > 1 else "largest k" if k == ks[-1] and len(ks) > 1
@@ -351,7 +357,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
     relevance = relevance.rows(question_ids)
     split = tuning_split(questions, section.tuning_fraction, section.tuning_seed)
     tuning_ids = split.index[split == TUNING].tolist()
-    grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, judged, types,
+    grid, (threshold, cap) = tune_interest_choice(relevance, index.membership, question_ids, chunk_ids, judged,
                                                   tuning_ids, section.threshold_grid, section.cap_grid)
 
     # sets: TOBUGraph with the tuned choice, and 002 Table 1's RAG baselines, each top-k by embeddings, k tuned
@@ -364,7 +370,7 @@ def evaluate_graph(questions: pd.DataFrame, qrels: pd.DataFrame, chunks: pd.Data
         top_k_by_similarity(similarity["summary"], question_ids, chunk_ids, depth_k, "RAGv2"),
         top_k_by_similarity(similarity["raw_text"], question_ids, chunk_ids, depth_k, "RAGv3"),
     ], ignore_index=True)
-    baseline_grid, baseline_k = tune_k(baseline_rankings, judged, types, tuning_ids, section.baseline_k_grid)
+    baseline_grid, baseline_k = tune_k(baseline_rankings, judged, tuning_ids, section.baseline_k_grid)
     sets = pd.concat([
         interest_sets(relevance, index.membership, threshold, cap, question_ids, chunk_ids, "TOBUGraph"),
         *(top_k_set(baseline_rankings[baseline_rankings["retriever"] == name], k) for name, k in baseline_k.items()),

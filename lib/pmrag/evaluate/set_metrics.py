@@ -67,6 +67,51 @@ def set_scores(n_hit, n_retrieved, n_gold) -> tuple[np.ndarray, np.ndarray, np.n
     return precision, hit / gold, 2.0 * hit / (retrieved + gold)
 
 
+def macro_set_scores(n_hit, n_retrieved, n_gold) -> dict[str, float]:
+    """Macro means over questions of :func:`set_scores` (``set_precision, set_recall, set_f1``), the mean set size
+    ``mean_retrieved`` and the number of empty sets ``empty_sets``, from count arrays with one entry per question
+    (the same means as :func:`per_question_set_rows`'s columns, without its frames: a tuning grid scores many
+    candidate sets on the same questions)."""
+    precision, recall, f1 = set_scores(n_hit, n_retrieved, n_gold)
+    retrieved = np.asarray(n_retrieved)
+    return {**{str(m): float(v.mean()) for m, v in zip(SET_METRICS, (precision, recall, f1))},
+            "mean_retrieved": float(retrieved.mean()), "empty_sets": int((retrieved == 0).sum())}
+
+
+def gold_sizes(qrels: Qrels | pd.DataFrame, questions: Iterable, *, min_relevance: int = PRIMARY) -> np.ndarray:
+    """|G| of each of ``questions``, in their order: its judged chunks of relevance ≥ ``min_relevance`` (int64)."""
+    judged = Qrels.of(qrels).frame
+    gold = judged.loc[judged["relevance"] >= min_relevance, "question_id"]
+    return gold.value_counts().reindex(pd.Index(list(questions), dtype=object), fill_value=0).to_numpy(dtype=np.int64)
+
+
+def top_k_counts(ranking: pd.DataFrame, qrels: Qrels | pd.DataFrame, questions: Iterable, ks: Iterable[int], *,
+                 min_relevance: int = PRIMARY) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """h = |R ∩ G| and |R| of every question of ``questions`` (in their order) for the top-k set (:func:`top_k_set`)
+    of one retriever's ``ranking`` at each k of ``ks``: ``{k: (n_hit, n_retrieved)}``, int64 arrays.  A question
+    with no row of ``ranking`` has an empty set; rows of other questions are ignored.  One pass over the ranking
+    for all k (each item counts for every k ≥ its rank)."""
+    ks = [int(k) for k in ks]
+    for k in ks:
+        _validated_k(k)
+    frame = _validated_ranking(ranking)
+    if frame["retriever"].nunique() > 1:
+        raise ValueError(f"ranking has {frame['retriever'].nunique()} retrievers; top_k_counts takes one")
+    judged = Qrels.of(qrels).frame
+    gold = judged.loc[judged["relevance"] >= min_relevance, ["question_id", "chunk_id"]]
+    index = pd.Index(list(questions), dtype=object)
+    row = index.get_indexer(frame["question_id"])
+    hit = pd.MultiIndex.from_frame(frame[["question_id", "chunk_id"]]).isin(pd.MultiIndex.from_frame(gold))
+    rank = frame["rank"].to_numpy()
+    kept = row >= 0
+    counts = {}
+    for k in ks:
+        top = kept & (rank <= k)
+        counts[k] = (np.bincount(row[top & hit], minlength=len(index)).astype(np.int64),
+                     np.bincount(row[top], minlength=len(index)).astype(np.int64))
+    return counts
+
+
 def set_counts(
     retrieved: pd.DataFrame,
     qrels: Qrels | pd.DataFrame,
