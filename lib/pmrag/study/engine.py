@@ -34,8 +34,10 @@ import json
 import os
 import pickle
 import sys
+import threading
 import time
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +155,7 @@ class Engine:
         self.run_dir = Path(runtime.run_dir)
         self._file_label = file_label
         self.memo: dict[StageKey, tuple[str, Any]] = {}
+        self._walk = threading.local()   # keys and records of the current get() (:meth:`_one_walk`), per thread
         self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
         self.announce = None   # called with a stage's StageStatus (why it is not current) before it is computed
         self.guard = None      # called with each stage asked for from outside (a notebook's undeclared read raises)
@@ -193,7 +196,7 @@ class Engine:
         }
 
     def key(self, key: StageKey | str, _keys: dict[StageKey, str] | None = None) -> str:
-        keys = {} if _keys is None else _keys
+        keys = _keys if _keys is not None else self._walk_part("keys", {})
         wanted = StageKey.of(key)
         if wanted not in keys:
             keys[wanted] = digest(self.manifest(wanted, keys))
@@ -204,6 +207,9 @@ class Engine:
         whose retries can change its result under the same key) the identity of the result it recorded; for a
         stage whose result reflects the store's data, with the store's revisions today (a write there since makes
         the dependents stale too)."""
+        upstream = self._walk_part("upstream", {})
+        if key in upstream and keys is self._walk_part("keys", None):
+            return upstream[key]
         own = self.key(key, keys)
         stage = self.stage(key)
         if stage.identity is not None:
@@ -211,7 +217,10 @@ class Engine:
             if (record is not None and record["key"] == own and record.get("complete") and record.get("identity")
                     and not foreign(key, record)):
                 own = record["identity"]
-        return digest([own, self._revisions(stage)]) if stage.reads_store else own
+        value = digest([own, self._revisions(stage)]) if stage.reads_store else own
+        if keys is self._walk_part("keys", None):
+            upstream[key] = value
+        return value
 
     def _revisions(self, stage: Stage) -> dict[str, int]:
         """The store revisions a stage's result reflects, as they are now."""
@@ -229,14 +238,49 @@ class Engine:
         keys: dict[StageKey, str] = {}
         return {str(name): self.key(name, keys) for name in self.stages}
 
+    @contextmanager
+    def _one_walk(self):
+        """Within one :meth:`get` (its upstream stages included), each stage's key, what its dependents key on and
+        its record are looked up once, until a record is written (a stage computed): a stage with ten upstream
+        stages, each with its own, walked the graph below it again for each, reading the same records and store
+        revisions from SQLite every time.  Not kept between calls: a file or another process may change them."""
+        if getattr(self._walk, "keys", None) is not None:   # nested: the outer get's walk
+            yield
+            return
+        self._walk.keys, self._walk.upstream, self._walk.records = {}, {}, {}
+        try:
+            yield
+        finally:
+            self._walk.keys = self._walk.upstream = self._walk.records = None
+
+    def _walk_part(self, name: str, default):
+        """The current walk's ``keys``, ``upstream`` or ``records`` dict, else ``default``."""
+        part = getattr(self._walk, name, None)
+        return default if part is None else part
+
+    def _end_walk_lookups(self) -> None:
+        """Forget what the current walk looked up: a record was written."""
+        for name in ("keys", "upstream", "records"):
+            part = getattr(self._walk, name, None)
+            if part is not None:
+                part.clear()
+
     # -- records -----------------------------------------------------------------------------------
     def record(self, key: StageKey | str) -> dict | None:
+        """A stage's record as stored (read once per walk, :meth:`_one_walk`; callers do not change it)."""
+        records = self._walk_part("records", None)
+        if records is not None and str(key) in records:
+            return records[str(key)]
         with self.store.connect() as conn:
             row = conn.execute(select(store.stages.c.key, store.stages.c.info)
                                .where(store.stages.c.name == str(key))).first()
-        return None if row is None else {"key": row.key, **json.loads(row.info)}
+        record = None if row is None else {"key": row.key, **json.loads(row.info)}
+        if records is not None:
+            records[str(key)] = record
+        return record
 
     def _write_record(self, key: StageKey, own: str, info: dict) -> None:
+        self._end_walk_lookups()
         with self.store.begin() as conn:
             conn.execute(insert(store.stages).prefix_with("OR REPLACE"),
                          [{"name": str(key), "key": own, "info": json.dumps(info, sort_keys=True, ensure_ascii=False)}])
@@ -282,6 +326,7 @@ class Engine:
 
     def forget(self) -> None:
         """Drop every stage record and cached result of this run (``pmrag study --fresh``)."""
+        self._end_walk_lookups()
         with self.store.begin() as conn:
             conn.execute(delete(store.stages))
         for path in (self.run_dir / STAGE_DIR).glob("*.pkl"):
@@ -305,7 +350,8 @@ class Engine:
         """
         if self.guard is not None:
             self.guard(self.stage(key).key)
-        return self._get(key, retry=retry)
+        with self._one_walk():
+            return self._get(key, retry=retry)
 
     def _get(self, key: StageKey | str, *, retry: bool = False):
         stage = self.stage(key)
