@@ -128,7 +128,8 @@ def grid_edges(threshold: float, cap: int, thresholds, caps) -> str:
     return ", ".join(edges)
 
 
-def tune_k(rankings: pd.DataFrame, qrels: Qrels | pd.DataFrame, tuning_ids: Sequence[str], ks: Sequence[int]) -> tuple[pd.DataFrame, dict[str, int]]:
+def tune_k(rankings: pd.DataFrame, qrels: Qrels | pd.DataFrame, tuning_ids: Sequence[str],
+           ks: Sequence[int]) -> tuple[pd.DataFrame, dict[str, int]]:
     """Each ranked method's k chosen on the tuning questions by the graph's criterion (macro set F1, then set
     recall, then the smaller k), from its top-k sets (:func:`~pmrag.evaluate.set_metrics.top_k_set`) for every k
     of ``ks``.  ``rankings``: rows ``retriever, question_id, rank, chunk_id`` deep enough for the largest k.
