@@ -427,6 +427,23 @@ def test_release_drops_results_from_memory_and_the_next_read_loads_the_same_from
     assert [(line["stage"], line["action"]) for line in log(study)[before:]] == [("metrics", "loaded")]
 
 
+def test_within_one_get_a_record_is_read_once_until_any_thread_writes_one(tmp_path, built):
+    """A get's walk reads each record once; a record written meanwhile, here by another thread (the runner records
+    notebooks from its worker threads), makes the walk read them again; outside a get nothing is kept."""
+    import threading
+
+    engine = built(tmp_path).engine
+    metrics = StageKey.of("metrics")
+    with engine._one_walk():
+        first = engine.record(metrics)
+        assert engine.record(metrics) is first
+        writer = threading.Thread(target=engine._write_record, args=(metrics, "written-meanwhile", {"complete": False}))
+        writer.start()
+        writer.join()
+        assert engine.record(metrics)["key"] == "written-meanwhile" != first["key"]
+    assert engine.record(metrics) is not engine.record(metrics)
+
+
 # ------------------------------------------------------------------------------------------- e: declarations
 
 @stage("one")

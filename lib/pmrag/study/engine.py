@@ -156,6 +156,8 @@ class Engine:
         self._file_label = file_label
         self.memo: dict[StageKey, tuple[str, Any]] = {}
         self._walk = threading.local()   # keys and records of the current get() (:meth:`_one_walk`), per thread
+        self._records_written = 0         # records written so far, by any thread (a walk filled before one restarts)
+        self._written_lock = threading.Lock()
         self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
         self.announce = None   # called with a stage's StageStatus (why it is not current) before it is computed
         self.guard = None      # called with each stage asked for from outside (a notebook's undeclared read raises)
@@ -241,29 +243,31 @@ class Engine:
     @contextmanager
     def _one_walk(self):
         """Within one :meth:`get` (its upstream stages included), each stage's key, what its dependents key on and
-        its record are looked up once, until a record is written (a stage computed): a stage with ten upstream
-        stages, each with its own, walked the graph below it again for each, reading the same records and store
-        revisions from SQLite every time.  Not kept between calls: a file or another process may change them."""
+        its record are looked up once, until a record is written (a stage computed, in any thread): a stage with ten
+        upstream stages, each with its own, walked the graph below it again for each, reading the same records and
+        store revisions from SQLite every time.  Not kept between calls: a file or another process may change them."""
         if getattr(self._walk, "keys", None) is not None:   # nested: the outer get's walk
             yield
             return
         self._walk.keys, self._walk.upstream, self._walk.records = {}, {}, {}
+        self._walk.written = self._records_written
         try:
             yield
         finally:
             self._walk.keys = self._walk.upstream = self._walk.records = None
 
     def _walk_part(self, name: str, default):
-        """The current walk's ``keys``, ``upstream`` or ``records`` dict, else ``default``."""
+        """The current walk's ``keys``, ``upstream`` or ``records`` dict (emptied first when a record was written
+        since it was filled), else ``default``."""
         part = getattr(self._walk, name, None)
-        return default if part is None else part
-
-    def _end_walk_lookups(self) -> None:
-        """Forget what the current walk looked up: a record was written."""
-        for name in ("keys", "upstream", "records"):
-            part = getattr(self._walk, name, None)
-            if part is not None:
-                part.clear()
+        if part is None:
+            return default
+        if self._walk.written != self._records_written:
+            self._walk.keys.clear()
+            self._walk.upstream.clear()
+            self._walk.records.clear()
+            self._walk.written = self._records_written
+        return part
 
     # -- records -----------------------------------------------------------------------------------
     def record(self, key: StageKey | str) -> dict | None:
@@ -280,10 +284,15 @@ class Engine:
         return record
 
     def _write_record(self, key: StageKey, own: str, info: dict) -> None:
-        self._end_walk_lookups()
         with self.store.begin() as conn:
             conn.execute(insert(store.stages).prefix_with("OR REPLACE"),
                          [{"name": str(key), "key": own, "info": json.dumps(info, sort_keys=True, ensure_ascii=False)}])
+        self._record_written()
+
+    def _record_written(self) -> None:
+        """Count a record written (after it is committed): every walk looks its keys and records up again."""
+        with self._written_lock:
+            self._records_written += 1
 
     def _pickle_path(self, key: StageKey) -> Path:
         return self.run_dir / STAGE_DIR / (key.file_stem() + ".pkl")
@@ -326,9 +335,9 @@ class Engine:
 
     def forget(self) -> None:
         """Drop every stage record and cached result of this run (``pmrag study --fresh``)."""
-        self._end_walk_lookups()
         with self.store.begin() as conn:
             conn.execute(delete(store.stages))
+        self._record_written()
         for path in (self.run_dir / STAGE_DIR).glob("*.pkl"):
             path.unlink()
         self.memo.clear()
