@@ -143,7 +143,8 @@ def set_counts(
     if empty_gold not in ("raise", "drop"):
         raise ValueError(f"empty_gold must be 'raise' or 'drop', got {empty_gold!r}")
     sets = _validated_sets(retrieved)
-    judged = Qrels.of(qrels).frame
+    qrels = Qrels.of(qrels)
+    judged = qrels.frame
 
     if questions is None:
         ids = np.concatenate([judged["question_id"].to_numpy(dtype=object), sets["question_id"].to_numpy(dtype=object)])
@@ -162,7 +163,7 @@ def set_counts(
         raise ValueError("set metrics need at least one retriever and one question")
 
     gold = judged.loc[judged["relevance"] >= min_relevance, ["question_id", "chunk_id"]]
-    n_gold = gold["question_id"].value_counts().reindex(question_index, fill_value=0).to_numpy(dtype=np.int64)
+    n_gold = gold_sizes(qrels, question_index, min_relevance=min_relevance)
     empty = question_index[n_gold == 0]
     if len(empty) and empty_gold == "raise":
         raise ValueError(
