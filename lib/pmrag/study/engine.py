@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,17 @@ def digest(payload) -> str:
 
 # ------------------------------------------------------------------------------------------- engine
 
+@dataclass
+class _Walk:
+    """What one :meth:`Engine.get` looked up (:meth:`Engine._one_walk`), filled when ``written`` records had been
+    written: each stage's key, what its dependents key on, its record."""
+
+    written: int
+    keys: dict = field(default_factory=dict)
+    upstream: dict = field(default_factory=dict)
+    records: dict = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class StageStatus:
     name: str
@@ -155,7 +166,7 @@ class Engine:
         self.run_dir = Path(runtime.run_dir)
         self._file_label = file_label
         self.memo: dict[StageKey, tuple[str, Any]] = {}
-        self._walk = threading.local()   # keys and records of the current get() (:meth:`_one_walk`), per thread
+        self._walk = threading.local()   # .current: this thread's _Walk during a get() (:meth:`_one_walk`)
         self._records_written = 0         # records written so far, by any thread (a walk filled before one restarts)
         self._written_lock = threading.Lock()
         self.retried: set[StageKey] = set()   # stages whose parts to retry were retried by this engine
@@ -198,7 +209,8 @@ class Engine:
         }
 
     def key(self, key: StageKey | str, _keys: dict[StageKey, str] | None = None) -> str:
-        keys = _keys if _keys is not None else self._walk_part("keys", {})
+        walk = self._current_walk()
+        keys = _keys if _keys is not None else walk.keys if walk is not None else {}
         wanted = StageKey.of(key)
         if wanted not in keys:
             keys[wanted] = digest(self.manifest(wanted, keys))
@@ -209,9 +221,10 @@ class Engine:
         whose retries can change its result under the same key) the identity of the result it recorded; for a
         stage whose result reflects the store's data, with the store's revisions today (a write there since makes
         the dependents stale too)."""
-        upstream = self._walk_part("upstream", {})
-        if key in upstream and keys is self._walk_part("keys", None):
-            return upstream[key]
+        walk = self._current_walk()
+        kept = walk.upstream if walk is not None and keys is walk.keys else None   # the walk's own keys: kept with them
+        if kept is not None and key in kept:
+            return kept[key]
         own = self.key(key, keys)
         stage = self.stage(key)
         if stage.identity is not None:
@@ -220,8 +233,8 @@ class Engine:
                     and not foreign(key, record)):
                 own = record["identity"]
         value = digest([own, self._revisions(stage)]) if stage.reads_store else own
-        if keys is self._walk_part("keys", None):
-            upstream[key] = value
+        if kept is not None:
+            kept[key] = value
         return value
 
     def _revisions(self, stage: Stage) -> dict[str, int]:
@@ -246,33 +259,27 @@ class Engine:
         its record are looked up once, until a record is written (a stage computed, in any thread): a stage with ten
         upstream stages, each with its own, walked the graph below it again for each, reading the same records and
         store revisions from SQLite every time.  Not kept between calls: a file or another process may change them."""
-        if getattr(self._walk, "keys", None) is not None:   # nested: the outer get's walk
+        if getattr(self._walk, "current", None) is not None:   # nested: the outer get's walk
             yield
             return
-        self._walk.keys, self._walk.upstream, self._walk.records = {}, {}, {}
-        self._walk.written = self._records_written
+        self._walk.current = _Walk(self._records_written)
         try:
             yield
         finally:
-            self._walk.keys = self._walk.upstream = self._walk.records = None
+            self._walk.current = None
 
-    def _walk_part(self, name: str, default):
-        """The current walk's ``keys``, ``upstream`` or ``records`` dict (emptied first when a record was written
-        since it was filled), else ``default``."""
-        part = getattr(self._walk, name, None)
-        if part is None:
-            return default
-        if self._walk.written != self._records_written:
-            self._walk.keys.clear()
-            self._walk.upstream.clear()
-            self._walk.records.clear()
-            self._walk.written = self._records_written
-        return part
+    def _current_walk(self) -> _Walk | None:
+        """This thread's walk (a new one when a record was written since it was begun), else None."""
+        walk = getattr(self._walk, "current", None)
+        if walk is not None and walk.written != self._records_written:
+            walk = self._walk.current = _Walk(self._records_written)
+        return walk
 
     # -- records -----------------------------------------------------------------------------------
     def record(self, key: StageKey | str) -> dict | None:
         """A stage's record as stored (read once per walk, :meth:`_one_walk`; callers do not change it)."""
-        records = self._walk_part("records", None)
+        walk = self._current_walk()
+        records = None if walk is None else walk.records
         if records is not None and str(key) in records:
             return records[str(key)]
         with self.store.connect() as conn:
