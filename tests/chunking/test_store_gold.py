@@ -161,8 +161,6 @@ def test_rebuild_chunks_gives_the_same_rows_in_worker_processes_and_here(tmp_pat
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_store_chunks_returns_what_reading_the_store_back_gives(tmp_path, workers):
-    import pandas as pd
-
     from pmrag.chunking.stats import chunk_speakers, session_sizes
 
     engine = _two_file_store(tmp_path / "s.sqlite")
@@ -219,8 +217,6 @@ def test_store_chunks_counts_the_messages_no_window_holds_as_the_links_do(tmp_pa
 
 
 def test_store_chunks_of_an_empty_store_returns_empty_frames_as_read_back(tmp_path):
-    import pandas as pd
-
     from pmrag.chunking.stats import chunk_speakers
 
     engine = store.open_store(tmp_path / "s.sqlite")
@@ -233,7 +229,6 @@ def test_store_chunks_of_an_empty_store_returns_empty_frames_as_read_back(tmp_pa
 
 def test_links_in_id_order_keep_each_chunks_block():
     import numpy as np
-    import pandas as pd
 
     links = pd.DataFrame({"chunk_id": ["b", "b", "d", "a", "a", "a", "c"], "position": [0, 1, 0, 0, 1, 2, 0]})
     ordered = chunk_store._in_id_order(links, np.array(["b", "d", "a", "c"], dtype=object), np.array([2, 1, 3, 1]))

@@ -387,7 +387,8 @@ class Study:
 
     def chunk_speakers(self) -> pd.Series:
         """``chunk_id → "A, B"``: each chunk's distinct senders in order of first appearance
-        (:func:`pmrag.chunking.stats.chunk_speakers`), found while chunking (:attr:`pmrag.chunking.store.Chunked.speakers`)."""
+        (:func:`pmrag.chunking.stats.chunk_speakers`), found while chunking
+        (:attr:`pmrag.chunking.store.Chunked.speakers`)."""
         return self.get("chunks").speakers
 
     def private_strings(self) -> dict[str, set[str]]:
