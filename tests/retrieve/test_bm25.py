@@ -542,6 +542,8 @@ def test_token_lists_encoded_a_block_at_a_time_give_the_ids_of_one_pass(monkeypa
 
 
 def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
+    """Documents go to the tokenizer a block at a time, encoded (``encode_many``, the regex tokenizer) or as token
+    lists (a tokenizer with ``tokenize_many`` alone); either way the index is that of one block."""
     from pmrag.retrieve import bm25 as bm25_module
     from pmrag.retrieve.lexical import index_texts
     from pmrag.retrieve.tokenizer import RegexTokenizer, default_spec
@@ -549,16 +551,52 @@ def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
     calls = []
 
     class Counting(RegexTokenizer):
+        def encode_many(self, texts):
+            calls.append(("encode", len(texts)))
+            return super().encode_many(texts)
+
         def tokenize_many(self, texts):
-            calls.append(len(list(texts)))
+            calls.append(("tokenize", len(list(texts))))
+            return tokenize_many(texts)
+
+    class ListsOnly:
+        def tokenize_many(self, texts):
+            calls.append(("lists", len(list(texts))))
             return tokenize_many(texts)
 
     documents = [f"会議 {i} の資料 room{i % 4} です" for i in range(10)]
     queries = ["会議 room1", "資料"]
     monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 4)
     blocked, blocked_queries = index_texts(Counting(default_spec()), documents, queries, BM25Section())
-    assert calls == [4, 4, 2, 2]   # three blocks of documents, then the queries
+    assert calls == [("encode", 4), ("encode", 4), ("encode", 2), ("tokenize", 2)]   # three blocks, then the queries
+    calls.clear()
+    lists, lists_queries = index_texts(ListsOnly(), documents, queries, BM25Section())
+    assert calls == [("lists", 4), ("lists", 4), ("lists", 2), ("lists", 2)]
     monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 10**6)
     whole, whole_queries = index_texts(RegexTokenizer(default_spec()), documents, queries, BM25Section())
-    assert blocked.vocabulary == whole.vocabulary and (blocked.weights != whole.weights).nnz == 0
-    assert (blocked_queries != whole_queries).nnz == 0
+    for index, query_counts in ((blocked, blocked_queries), (lists, lists_queries)):
+        assert index.vocabulary == whole.vocabulary and (index.weights != whole.weights).nnz == 0
+        assert (query_counts != whole_queries).nnz == 0
+
+
+def test_regex_encode_many_is_encode_block_of_the_token_lists():
+    """The regex tokenizer's ``encode_many`` (its rule applied once per distinct match) gives exactly the terms,
+    ids and lengths of ``encode_block`` over ``tokenize_many``: short terms kept, single characters dropped but
+    ``a``/``b``, stopwords dropped, documents left with no token (or none to begin with) of length 0."""
+    from pmrag.retrieve.bm25 import encode_block
+    from pmrag.retrieve.tokenizer import default_spec
+
+    spec = default_spec()
+    words = ["usb", "pv", "a", "b", "c", "x", "7", "コレ", "ソノ", "会議", "室", "ルーム", "r2-d2", "v1.2", "資料",
+             "これ", "の", "です", "Ｕｓｂ", "room", "ROOM", "東京都", "ア", "ab"]
+    rng = np.random.default_rng(11)
+    texts = ["", "の です", "c x 7"] + [" ".join(rng.choice(words, size=int(rng.integers(0, 12)))) for _ in range(300)]
+    expected_terms, expected_ids, expected_lengths = encode_block(tokenize_many(texts, spec))
+    terms, ids, lengths = spec.encode_many(texts)
+    assert terms == expected_terms and {"usb", "pv", "a", "b"} <= set(terms)
+    assert not {"c", "x", "7", "コレ", "ソノ", "室", "ア"} & set(terms)
+    assert ids.dtype == expected_ids.dtype and ids.tolist() == expected_ids.tolist()
+    assert lengths.dtype == expected_lengths.dtype and lengths.tolist() == expected_lengths.tolist()
+    assert lengths[:3].tolist() == [0, 0, 0]
+    empty_terms, empty_ids, empty_lengths = spec.encode_many(["", "の"])
+    assert empty_terms == [] and len(empty_ids) == 0 and empty_lengths.tolist() == [0, 0]

@@ -33,7 +33,7 @@ tokenization is the tokenizer component's (:mod:`pmrag.retrieve.tokenizer`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 
@@ -104,6 +104,30 @@ def encode_block(token_lists: Sequence[Sequence[str]]) -> EncodedBlock:
         return [], np.zeros(0, dtype=np.int32), lengths
     local_ids, terms = pd.factorize(flat)
     return terms.tolist(), local_ids.astype(np.int32), lengths
+
+
+def encode_kept(match_lists: Sequence[Sequence[str]], kept_terms: Callable[[list[str]], Iterable[str]]
+                ) -> EncodedBlock:
+    """:func:`encode_block` of ``match_lists`` with only the tokens whose term ``kept_terms`` keeps, the rule applied
+    once per distinct term instead of once per token.
+
+    ``kept_terms(terms)`` gets the block's distinct terms and returns those it keeps (a filter that depends on the
+    term alone, e.g. :func:`pmrag.retrieve.tokenizer.filter_tokens`).  The ids are those of :func:`encode_block` on
+    the filtered lists: every occurrence of a kept term is kept, so the kept terms first occur in the same order as
+    among all terms, and a term's id is the number of kept terms before it."""
+    lengths = np.fromiter(map(len, match_lists), dtype=np.int64, count=len(match_lists))
+    flat = np.fromiter(chain.from_iterable(match_lists), dtype=object, count=int(lengths.sum()))
+    if not len(flat):
+        return [], np.zeros(0, dtype=np.int32), lengths
+    local_ids, terms = pd.factorize(flat)
+    terms = terms.tolist()
+    kept = set(kept_terms(terms))
+    keep_term = np.fromiter((term in kept for term in terms), dtype=bool, count=len(terms))
+    keep = keep_term[local_ids]
+    kept_lengths = np.bincount(np.repeat(np.arange(len(lengths)), lengths)[keep], minlength=len(lengths))
+    new_id = np.cumsum(keep_term, dtype=np.int32) - 1
+    return ([term for term, k in zip(terms, keep_term.tolist()) if k], new_id[local_ids[keep]],
+            kept_lengths.astype(np.int64))
 
 
 def encoded_blocks(token_lists: Iterable[Sequence[str]], what: str = "token_lists") -> Iterator[EncodedBlock]:

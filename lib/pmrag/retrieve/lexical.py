@@ -638,7 +638,8 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
 
     A tokenizer with ``count_many`` (the character n-grams) hands over count matrices
     (:meth:`BM25Index.fit_term_counts`); the others token lists, encoded a block at a time
-    (:meth:`BM25Index.fit_encoded`, :func:`query_matrix`).  ``workers``: the documents are tokenized (counted) in that
+    (:meth:`BM25Index.fit_encoded`, :func:`query_matrix`), or, with ``encode_many`` (the paper's regex), blocks of
+    documents already encoded.  ``workers``: the documents are tokenized (counted) in that
     many worker processes (default :func:`index_workers`: by their size), unless the tokenizer starts its own
     (``tokenizes_in_workers``); the index is the same either way.  ``keep_counts``: whether the index keeps
     ``f(t, d)`` (:meth:`BM25Index.fit`).
@@ -652,6 +653,8 @@ def index_texts(tokenizer, documents: Sequence[str], queries: Sequence[str], sec
         return BM25Index.fit_term_counts(term_counts, vocabulary, section, keep_counts=keep_counts), query_counts
     if workers > 0 and not getattr(tokenizer, "tokenizes_in_workers", False):
         blocks = encoded_in_workers(tokenizer, documents, workers)
+    elif hasattr(tokenizer, "encode_many"):
+        blocks = map(tokenizer.encode_many, document_blocks(documents))
     else:
         blocks = encoded_blocks(tokenized_in_blocks(tokenizer, documents), "token_lists")
     index = BM25Index.fit_encoded(blocks, section, keep_counts=keep_counts)
@@ -681,17 +684,24 @@ def encoded_in_workers(tokenizer, documents: Sequence[str], workers: int) -> Ite
 
 
 def _encoded_texts(tokenizer, texts: Sequence[str]) -> EncodedBlock:
-    return encode_block(tokenizer.tokenize_many(texts))
+    encode = getattr(tokenizer, "encode_many", None)
+    return encode(texts) if encode is not None else encode_block(tokenizer.tokenize_many(texts))
+
+
+def document_blocks(documents: Sequence[str]) -> Iterator[Sequence[str]]:
+    """``documents`` :data:`~pmrag.retrieve.bm25.ENCODE_DOCS` at a time."""
+    from pmrag.retrieve.bm25 import ENCODE_DOCS
+
+    for start in range(0, len(documents), ENCODE_DOCS):
+        yield documents[start:start + ENCODE_DOCS]
 
 
 def tokenized_in_blocks(tokenizer, documents: Sequence[str]) -> Iterator[list[str]]:
     """Each document's tokens, tokenized :data:`~pmrag.retrieve.bm25.ENCODE_DOCS` documents at a time (one
     ``tokenize_many`` call each, so a tokenizer's worker processes and cache see whole blocks), so that
     :meth:`BM25Index.fit` holds one block's token lists, not every document's."""
-    from pmrag.retrieve.bm25 import ENCODE_DOCS
-
-    for start in range(0, len(documents), ENCODE_DOCS):
-        yield from tokenizer.tokenize_many(documents[start:start + ENCODE_DOCS])
+    for block in document_blocks(documents):
+        yield from tokenizer.tokenize_many(block)
 
 
 for _component in (SudachiTokenizer, Char2Tokenizer, Char3Tokenizer, WordTokenizer):

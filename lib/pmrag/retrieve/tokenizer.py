@@ -28,12 +28,16 @@ whole words instead of ``caf`` and ``sum``.  Nothing else changes; the paper's s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pmrag.retrieve.registry import TOKENIZERS
+
+if TYPE_CHECKING:
+    from pmrag.retrieve.bm25 import EncodedBlock
 
 DEFAULT_SPEC_PATH = Path(__file__).with_name("bm25_tokenizer_spec.txt")
 
@@ -115,6 +119,14 @@ class TokenizerSpec:
     def tokenize(self, text: str) -> list[str]:
         """Tokens of ``text`` in order, repeats kept (see the module docstring for the rule)."""
         return filter_tokens(self.pattern.findall(text.lower()), self)
+
+    def encode_many(self, texts: Sequence[str]) -> EncodedBlock:
+        """:func:`~pmrag.retrieve.bm25.encode_block` of :meth:`tokenize` of each text, the tokens kept or dropped
+        once per distinct match (:func:`~pmrag.retrieve.bm25.encode_kept`) rather than once per match."""
+        from pmrag.retrieve.bm25 import encode_kept
+
+        find = self.pattern.findall
+        return encode_kept([find(text.lower()) for text in texts], lambda terms: filter_tokens(terms, self))
 
     def reachable_stopwords(self) -> frozenset[str]:
         """The stopwords the regex can emit as a token; the rest (Hiragana, single Kanji) are inert."""
@@ -255,6 +267,10 @@ class RegexTokenizer:
 
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         return tokenize_many(texts, self.spec)
+
+    def encode_many(self, texts: Sequence[str]) -> EncodedBlock:
+        """The encoded tokens of a block of documents (:meth:`TokenizerSpec.encode_many`), for an index."""
+        return self.spec.encode_many(texts)
 
 
 TOKENIZERS.register(RegexTokenizer.name)(RegexTokenizer)
