@@ -154,18 +154,20 @@ def _merge_index(db: Path) -> list:
 
 def test_the_study_ingest_makes_the_merge_index_after_its_inserts_with_the_counts_of_one_checking_each_row(
         tmp_path, monkeypatch):
-    """ingest_study stores every file in one transaction with the merge key's unique index made after the inserts;
-    with overlapping exports (merge keys repeated across files) it cannot be made, and the files are stored again
-    with it in place.  Either way: the rows, files and per-file counts of storing file by file through the index
+    """ingest_study stores every chat file in one transaction with the merge key's unique index made after the
+    inserts.  With overlapping exports (merge keys repeated across files) the later rows of each key are deleted and
+    counted as already present; where a message ID was also met twice, the files are stored again with the index in
+    place.  Every way: the rows, files and per-file counts of storing file by file through the index
     (ingest_files), and the index is there, unique, after."""
     from pmrag.ingest import pipeline
     from pmrag.ingest.pipeline import ingest_study
 
     passes, store_files = {}, pipeline._store_files
 
-    def counted(*args):
-        passes[name] = passes.get(name, 0) + 1
-        return store_files(*args)
+    def counted(conn, jobs, *args):
+        if jobs:
+            passes[name] = passes.get(name, 0) + 1
+        return store_files(conn, jobs, *args)
 
     monkeypatch.setattr(pipeline, "_store_files", counted)
     apart = [txt_export(tmp_path / "a" / "chat.txt", list(DAYS)[:2], title="山田"),
@@ -174,7 +176,11 @@ def test_the_study_ingest_makes_the_merge_index_after_its_inserts_with_the_count
                    txt_export(tmp_path / "c" / "days2-4.txt", list(DAYS)[1:]),
                    txt_export(tmp_path / "c" / "again.txt", list(DAYS)[:3])]              # same bytes as the first
     (tmp_path / "c" / "again.txt").write_bytes((tmp_path / "c" / "days1-3.txt").read_bytes())
-    for name, paths in (("apart", apart), ("overlapping", overlapping)):
+    same_ids = [txt_export(tmp_path / "d" / "days1-3.txt", list(DAYS)[:3]),
+                txt_export(tmp_path / "d" / "days1-4.txt", list(DAYS)),                  # its first 7: the same IDs
+                txt_export(tmp_path / "d" / "days2-4.txt", list(DAYS)[1:])]              # the same keys, other IDs
+    expected = {"apart": ([0, 0], 1), "overlapping": ([0, 4, 7], 1), "same_ids": ([0, 7, 5], 2)}
+    for name, paths in (("apart", apart), ("overlapping", overlapping), ("same_ids", same_ids)):
         one_by_one = ingest(tmp_path / f"{name}-files.sqlite", *paths)
         engine = store.open_store(tmp_path / f"{name}-study.sqlite")
         ingested = ingest_study(engine, paths, None, DatasetSection(format="line-txt"), display=str)
@@ -183,8 +189,32 @@ def test_the_study_ingest_makes_the_merge_index_after_its_inserts_with_the_count
             [[r.stored, r.already_present] for r in one_by_one], name
         assert _stored(tmp_path / f"{name}-study.sqlite") == _stored(tmp_path / f"{name}-files.sqlite"), name
         assert _merge_index(tmp_path / f"{name}-study.sqlite") == [("ix_messages_merge_key", 1)], name
-    assert [r.already_present for r in one_by_one] == [0, 4, 7]   # days 2-3 again, then the whole first file
-    assert passes == {"apart": 1, "overlapping": 2}   # stored once; stored again with the index in place
+        assert ([r.already_present for r in one_by_one], passes[name]) == expected[name], name
+
+
+def test_questions_of_overlapping_exports_are_resolved_against_the_messages_kept(tmp_path):
+    """Evidence named by source and position: the questions file is stored once the overlapping exports' repeated
+    messages are gone, so positions 0 and 3 name one message each (the first export's), as they do when the files
+    are ingested one by one; with the second export's repeats still stored, each named two."""
+    from pmrag.ingest.pipeline import ingest_study
+
+    paths = [txt_export(tmp_path / "days1-3.txt", list(DAYS)[:3]), txt_export(tmp_path / "days2-4.txt", list(DAYS)[1:])]
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"questions": [{
+        "question_id": "q1", "question": "Where was Yamada waiting?", "type": "factual",
+        "evidence": [{"source": "山田", "source_order": 3, "relevance": 2},
+                     {"source": "山田", "source_order": 0, "relevance": 1}]}]}, ensure_ascii=False), encoding="utf-8")
+    evidence_sql = ("SELECT m.source_order, m.text, e.relevance FROM question_evidence e "
+                    "JOIN messages m USING (message_id) ORDER BY e.relevance")
+    one_by_one = ingest(tmp_path / "files.sqlite", *paths, questions)
+    assert [r.already_present for r in one_by_one] == [0, 4, 0]
+    engine = store.open_store(tmp_path / "study.sqlite")
+    ingested = ingest_study(engine, paths, questions, DatasetSection(format="line-txt"), display=str)
+    engine.dispose()
+    assert ingested.report[["stored", "already_present"]].values.tolist() == \
+        [[r.stored, r.already_present] for r in one_by_one]
+    assert count(tmp_path / "study.sqlite", evidence_sql) == count(tmp_path / "files.sqlite", evidence_sql) == \
+        [(0, "おはよう", 1), (3, "駅で待ってる", 2)]
 
 
 def test_a_study_ingest_that_fails_leaves_the_store_as_it_was_merge_index_included(tmp_path):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from queue import Empty
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -104,24 +105,35 @@ def ingest_study(engine: Engine, files: Sequence[Path], questions: Path | None, 
 
     All in one transaction (each file a savepoint of it), so that the merge key's unique index can be made after
     the messages are inserted instead of taking each of millions of random keys as it comes (at 10× the paper's
-    scale it made the inserts a third slower): the index is dropped, the files stored, and the index made again.
-    Made over rows that repeat no merge key, it leaves every file's counts as they would have been with the index
-    in place (a message is ignored only for a message ID already stored, as then).  Where it cannot be made (two
-    files share messages: overlapping exports of one chat), the files are stored again with the index in place,
-    each message checked as it is inserted.  A stopped ingest leaves the store as it was, index included."""
-    jobs = [(Path(path), dataset.format) for path in files] + ([(Path(questions), "questions-json")] if questions else [])
+    scale it made the inserts a third slower): the index is dropped, the chat files stored, and the index made again
+    before the questions file is stored (its evidence is resolved against the messages the store keeps).  Made over
+    rows that repeat no merge key, it leaves every file's counts as they would have been with the index in place (a
+    message is ignored only for a message ID already stored, as then).  Where it cannot be made (two files share
+    messages: overlapping exports of one chat), every message whose merge key an earlier-stored one holds is deleted
+    and counted as already present in its file (:func:`_drop_repeated_keys`): what checking each message as it was
+    inserted would have kept, as long as no message ID was met twice.  Where one was, the files are stored again
+    with the index in place, each message checked as it is inserted.  A stopped ingest leaves the store as it was,
+    index included."""
+    chat_jobs = [(Path(path), dataset.format) for path in files]
+    question_jobs = [(Path(questions), "questions-json")] if questions else []
     with engine.begin() as conn:
         _empty_ingested(conn)
         merge_index = _drop_merge_index(conn)
-        reports, empty = _store_files(conn, jobs, dataset, display)
+        reports, empty, last_rowids = _store_files(conn, chat_jobs, dataset, display)
         if merge_index is not None:
             try:
                 with conn.begin_nested():
                     conn.exec_driver_sql(merge_index)
-            except IntegrityError:   # merge keys repeated across files: stored again, each checked as inserted
-                _empty_ingested(conn)
-                conn.exec_driver_sql(merge_index)
-                reports, empty = _store_files(conn, jobs, dataset, display)
+            except IntegrityError:   # merge keys repeated across files
+                if any(report["already_present"] and not report["same_as"] for report in reports):
+                    _empty_ingested(conn)   # a message ID met twice: stored again, each message checked as inserted
+                    conn.exec_driver_sql(merge_index)
+                    reports, empty, _ = _store_files(conn, chat_jobs, dataset, display)
+                else:
+                    reports = _drop_repeated_keys(conn, reports, last_rowids)
+                    conn.exec_driver_sql(merge_index)
+        question_reports, questions_empty, _ = _store_files(conn, question_jobs, dataset, display)
+        reports, empty = reports + question_reports, empty + questions_empty
     for path in empty:
         print(f"warning: {path}: no message or question found; is it a chat export?", file=sys.stderr)
     return Ingested(pd.DataFrame(reports),
@@ -151,9 +163,10 @@ def _empty_ingested(conn) -> None:
 
 
 def _store_files(conn, jobs: list[tuple[Path, str]], dataset: DatasetSection, display: Callable[[Path], str]
-                 ) -> tuple[list[dict], list[str]]:
-    """The ingest reports of ``jobs`` stored through ``conn``, and the batches that held nothing."""
-    reports, empty = [], []
+                 ) -> tuple[list[dict], list[str], list[int]]:
+    """The ingest reports of ``jobs`` stored through ``conn``, the batches that held nothing, and the largest
+    message rowid once each file was stored (a file's new rows are the rowids above the previous file's)."""
+    reports, empty, last_rowids = [], [], []
     for batch, report in ingest_files(conn, jobs, permissive=dataset.permissive, options=dataset):
         if batch.empty:
             empty.append(batch.path)
@@ -161,7 +174,24 @@ def _store_files(conn, jobs: list[tuple[Path, str]], dataset: DatasetSection, di
         row["path"] = display(Path(row["path"]))
         row["same_as"] = row["same_as"] and display(Path(row["same_as"]))
         reports.append(row)
-    return reports, empty
+        last_rowids.append(conn.exec_driver_sql(f"SELECT coalesce(max(rowid), 0) FROM {store.messages.name}").scalar())
+    return reports, empty, last_rowids
+
+
+def _drop_repeated_keys(conn, reports: list[dict], last_rowids: list[int]) -> list[dict]:
+    """Delete every message whose merge key a message stored before it holds (each key keeps its first row by rowid,
+    i.e. in the order the files and their rows were stored), and count each file's deleted messages as already
+    present instead of stored.  With no message ID ignored while the files were stored, these are the rows and
+    counts of storing them with the merge key's unique index in place: a message is ignored then exactly when an
+    earlier one holds its key, and that earlier one was kept."""
+    repeated = np.fromiter((rowid for (rowid,) in conn.exec_driver_sql(
+        f"SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY merge_key ORDER BY rowid) AS nth "
+        f"FROM {store.messages.name} WHERE merge_key IS NOT NULL) WHERE nth > 1 ORDER BY rowid")), dtype=np.int64)
+    if len(repeated):
+        conn.exec_driver_sql(f"DELETE FROM {store.messages.name} WHERE rowid = ?", [(rowid,) for rowid in repeated.tolist()])
+    per_file = np.diff(np.searchsorted(repeated, last_rowids, side="right"), prepend=0).tolist()
+    return [{**report, "stored": report["stored"] - n, "already_present": report["already_present"] + n}
+            for report, n in zip(reports, per_file)]
 
 
 def relative_to(bases: Sequence[Path]) -> Callable[[Path], str]:
