@@ -188,7 +188,8 @@ def _drop_repeated_keys(conn, reports: list[dict], last_rowids: list[int]) -> li
         f"SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY merge_key ORDER BY rowid) AS nth "
         f"FROM {store.messages.name} WHERE merge_key IS NOT NULL) WHERE nth > 1 ORDER BY rowid")), dtype=np.int64)
     if len(repeated):
-        conn.exec_driver_sql(f"DELETE FROM {store.messages.name} WHERE rowid = ?", [(rowid,) for rowid in repeated.tolist()])
+        conn.exec_driver_sql(f"DELETE FROM {store.messages.name} WHERE rowid = ?",
+                             [(rowid,) for rowid in repeated.tolist()])
     per_file = np.diff(np.searchsorted(repeated, last_rowids, side="right"), prepend=0).tolist()
     return [{**report, "stored": report["stored"] - n, "already_present": report["already_present"] + n}
             for report, n in zip(reports, per_file)]
