@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pmrag.annotate.judged import (bpref, condense, ir_measures_evaluator, ir_measures_scores, judged_at,
-                                   judged_scores, judgment_matrix, measure_columns)
+from pmrag.annotate.judged import (bpref, complete_judgments_of, condense, ir_measures_evaluator, ir_measures_scores,
+                                   judged_at, judged_scores, judged_scores_of_runs, judgment_matrix, measure_columns)
 from pmrag.evaluate.metrics import per_question_metrics
 
 
@@ -152,3 +152,29 @@ def test_bad_input_is_refused_in_one_line(judgments, depth, message):
     run = pd.DataFrame({"question_id": ["q"], "chunk_id": ["a"], "rank": [1]})
     with pytest.raises(ValueError, match=message):
         judgment_matrix(run, judgments, depth)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("complete", [False, True])
+def test_runs_scored_together_equal_each_run_scored_alone(seed, complete):
+    """judged_scores_of_runs looks every run's entries up at once; each run's frame is judged_scores' of it alone,
+    bit for bit, whatever the runs' depths (3 to 12 ranks, one run deeper than the cut-off for none), with a run that
+    ranks a question nobody judged, an empty run, and with ir-measures' judged@k and bpref."""
+    rng = np.random.default_rng(seed)
+    run, judgments = random_case(seed)
+    runs = {"full": run, "shallow": run[run["rank"] <= 3], "one": run[run["rank"] == 1]}
+    other, _ = random_case(seed + 100)
+    runs["other"] = pd.concat([other, pd.DataFrame({"question_id": ["unjudged"], "chunk_id": ["c00"], "rank": [1]})])
+    runs["empty"] = run.iloc[:0]
+    judgments = judgments.sample(frac=1.0, random_state=int(rng.integers(1 << 31)))
+    if complete:
+        judgments = complete_judgments_of(judgments, [f"c{c:02d}" for c in range(25)])
+    for k in (1, 5):
+        together = judged_scores_of_runs(runs, judgments, k)
+        assert list(together) == list(runs)
+        for name, ranking in runs.items():
+            pd.testing.assert_frame_equal(together[name], judged_scores(ranking, judgments, k), check_exact=True)
+    library = judged_scores_of_runs(runs, judgments, 5, evaluator=ir_measures_evaluator(judgments, 5))
+    for name, ranking in runs.items():
+        alone = judged_scores(ranking, judgments, 5, evaluator=ir_measures_evaluator(judgments, 5))
+        pd.testing.assert_frame_equal(library[name], alone, check_exact=True)

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from pmrag.annotate.judged import (Judgments, complete_judgments_of, ir_measures_evaluator, judged_scores, judgments_of,
-                                   measure_columns)
+from pmrag.annotate.judged import (Judgments, complete_judgments_of, ir_measures_evaluator, judged_scores_of_runs,
+                                   judgments_of, measure_columns)
 from pmrag.annotate.pool import pool_chunks
 from pmrag.evaluate.runs import PRIMARY, Qrels, Run
 
@@ -33,7 +33,7 @@ COVERAGE_COLUMNS = (*POOL_SIZE, "retriever", "pooled", "recall@5 pool", "recall@
                     "ndcg@5 pool", "ndcg@5 complete kept", "ndcg@5 complete", "tau recall@5", "tau ndcg@5")
 
 
-def pool_judgments(pool: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
+def pool_judgments(pool: pd.DataFrame, gold: Qrels | pd.DataFrame) -> pd.DataFrame:
     """The simulated annotator: every pooled (question, chunk) judged with its complete-gold grade (0 where the
     gold does not list it).  ``pool``: rows ``question_id, chunk_id`` (:func:`~pmrag.annotate.pool.pool_chunks`;
     repeats are judged once); ``gold``: complete qrels ``question_id, chunk_id, relevance``."""
@@ -42,7 +42,7 @@ def pool_judgments(pool: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
     return graded.assign(relevance=graded["relevance"].fillna(0).astype(np.int8)).reset_index(drop=True)
 
 
-def complete_pool_size(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str, float]:
+def complete_pool_size(gold: Qrels | pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str, float]:
     """:func:`pool_size` of the complete gold: every question of ``gold`` judged on every chunk of ``chunk_ids``."""
     frame = Qrels.of(gold).frame
     questions = frame["question_id"].nunique()
@@ -50,7 +50,7 @@ def complete_pool_size(gold: pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str
             **gold_coverage(frame[frame["chunk_id"].isin(pd.Index(chunk_ids))], gold)}
 
 
-def pool_size(judgments: pd.DataFrame, gold: pd.DataFrame) -> dict[str, float]:
+def pool_size(judgments: pd.DataFrame, gold: Qrels | pd.DataFrame) -> dict[str, float]:
     """A pool's size (``pool_mean`` judged chunks per question, ``pool_total``) and :func:`gold_coverage`."""
     sizes = judgments.groupby("question_id").size()
     return {"pool_mean": float(sizes.mean()), "pool_total": int(sizes.sum()), **gold_coverage(judgments, gold)}
@@ -62,7 +62,7 @@ def kept_questions(judgments: pd.DataFrame) -> pd.DataFrame:
     return judgments[judgments["question_id"].isin(primary)].reset_index(drop=True)
 
 
-def gold_coverage(judgments: pd.DataFrame, gold: pd.DataFrame) -> dict[str, float]:
+def gold_coverage(judgments: pd.DataFrame, gold: Qrels | pd.DataFrame) -> dict[str, float]:
     """The share of the complete gold's relevance ≥ 1 rows (``gold_share``) and relevance-2 rows
     (``primary_share``) that ``judgments`` hold (a pool's judgments hold a gold chunk iff the pool does)."""
     gold = Qrels.of(gold).frame
@@ -90,8 +90,7 @@ def question_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: Judgm
     judgments = judgments if isinstance(judgments, Judgments) else judgments_of(kept_questions(judgments))
     if not len(judgments.question_ids):   # no pooled primary gold at all: nothing can be scored
         return {}
-    evaluator = ir_measures_evaluator(judgments, k) if library else None
-    return {name: judged_scores(ranking, judgments, k, evaluator=evaluator) for name, ranking in rankings.items()}
+    return judged_scores_of_runs(rankings, judgments, k, evaluator=ir_measures_evaluator(judgments, k) if library else None)
 
 
 def _means(scores: Mapping[str, pd.DataFrame], rankings: Mapping, k: int,
@@ -127,7 +126,7 @@ def kendall_tau(a: pd.Series, b: pd.Series) -> float:
     return float(kendalltau(a, b, nan_policy="omit").statistic)
 
 
-def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk_ids: Sequence[str],
+def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.DataFrame, chunk_ids: Sequence[str],
                  pooled: Sequence[str], depths: Sequence[int], k: int = 5) -> pd.DataFrame:
     """Every retriever of ``rankings`` scored by :func:`method_scores` with the judgments of a pool of ``pooled``
     at each depth of ``depths``, and with the complete gold (``depth`` = 0), in long rows: ``depth``, the pool's
@@ -136,6 +135,7 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk
     scores on the questions the pool keeps (so a pool's effect splits into the questions it drops and the chunks
     it leaves unjudged; NaN for the complete gold's own rows)."""
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
+    gold = Qrels.of(gold)
     complete = complete_judgments_of(gold, chunk_ids)
     complete_scores = question_scores(runs, complete, k)   # per question: a pool's kept questions are a subset
     kept_columns = {f"recall@{k}": f"recall@{k} complete kept", f"ndcg@{k}": f"ndcg@{k} complete kept"}
@@ -208,7 +208,7 @@ def measure_agreement(scores: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame, chunk_ids: Sequence[str],
+def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.DataFrame, chunk_ids: Sequence[str],
                         pooled: Sequence[str], depth: int = 10, k: int = 5) -> pd.DataFrame:
     """The pool-bias test (Zobel 1998): for each retriever r of ``rankings``, a pool of ``pooled`` without r at
     ``depth`` scores every retriever; r's Recall@k and nDCG@k there (``left out``) beside the complete gold's and
@@ -218,6 +218,7 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: pd.DataFrame
     can keep more of them, harder ones, so r's Recall@k there can be lower than left out."""
     recall_k, ndcg_k = f"recall@{k}", f"ndcg@{k}"
     runs = {name: Run.of(ranking) for name, ranking in rankings.items()}   # validated once
+    gold = Qrels.of(gold)
     complete = method_scores(runs, complete_judgments_of(gold, chunk_ids), k)
 
     def scored(pool_of: Sequence[str], who: Mapping[str, Run]) -> pd.DataFrame:

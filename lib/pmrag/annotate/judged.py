@@ -24,6 +24,7 @@ kernels to it.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -127,25 +128,54 @@ def judgment_matrix(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFr
     the judged ones (the run's others are ignored; a judged question the run does not rank has an empty list)."""
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
+    return judgment_matrices([Run.of(run)], judgments, [int(depth)])[0]
+
+
+def judgment_matrices(runs: Sequence[Run], judgments: Judgments | Qrels | pd.DataFrame,
+                      depths: Sequence[int]) -> list[JudgmentMatrix]:
+    """:func:`judgment_matrix` of each run at its depth, the runs' entries looked up in the judgments together
+    (one lookup of every run's question and chunk IDs instead of one per run)."""
     judged_rows = judgments_of(judgments)
     questions, grade = judged_rows.question_ids, judged_rows.grade
-    ranking = Run.of(run).frame
-    top = ranking[(ranking["rank"] <= depth) & ranking["question_id"].isin(questions)]
-    question = questions.get_indexer(top["question_id"])
-    chunk = judged_rows.chunk_ids.get_indexer(top["chunk_id"])
+    frames = [run.frame for run in runs]
+    sizes = np.array([len(frame) for frame in frames], dtype=np.int64)
+    ranks = np.concatenate([frame["rank"].to_numpy(dtype=np.int64) for frame in frames] or [np.zeros(0, np.int64)])
+    question = questions.get_indexer(_column(frames, "question_id"))
+    kept = np.flatnonzero((ranks <= np.repeat(np.asarray(depths, dtype=np.int64), sizes)) & (question >= 0))
+    chunk_ids = _column(frames, "chunk_id")[kept]
+    question, ranks = question[kept], ranks[kept]
+    chunk = judged_rows.chunk_ids.get_indexer(chunk_ids)
     position = _lookup(judged_rows, np.where(chunk >= 0, question.astype(np.int64) * len(judged_rows.chunk_ids) + chunk, -1))
-    at = (question, top["rank"].to_numpy() - 1)
-    shape = (len(questions), depth)
-    grades, judged, retrieved = np.zeros(shape, np.int8), np.zeros(shape, bool), np.zeros(shape, bool)
-    grades[at] = np.where(position >= 0, grade[np.maximum(position, 0)], 0)
-    judged[at] = position >= 0 if judged_rows.universe is None else judged_rows.universe.get_indexer(top["chunk_id"]) >= 0
-    retrieved[at] = True
+    graded = np.where(position >= 0, grade[np.maximum(position, 0)], 0)
+    judged = position >= 0 if judged_rows.universe is None else judged_rows.universe.get_indexer(chunk_ids) >= 0
+    bounds = np.searchsorted(kept, np.concatenate([[0], np.cumsum(sizes)]))
+    ideals: dict[int, np.ndarray] = {}
+    matrices = []
+    for index, depth in enumerate(depths):
+        rows = slice(bounds[index], bounds[index + 1])
+        at = (question[rows], ranks[rows] - 1)
+        shape = (len(questions), depth)
+        grades, judged_at_rank, retrieved = np.zeros(shape, np.int8), np.zeros(shape, bool), np.zeros(shape, bool)
+        grades[at] = graded[rows]
+        judged_at_rank[at] = judged[rows]
+        retrieved[at] = True
+        if depth not in ideals:
+            ideals[depth] = _ideal(judged_rows, shape)
+        matrices.append(JudgmentMatrix(questions, grades, judged_at_rank, retrieved, ideals[depth],
+                                       judged_rows.n_relevant, judged_rows.n_nonrelevant))
+    return matrices
 
-    keep = judged_rows.ideal_slot < depth
+
+def _column(frames: Sequence[pd.DataFrame], column: str) -> np.ndarray:
+    return np.concatenate([frame[column].to_numpy(dtype=object) for frame in frames] or [np.zeros(0, object)])
+
+
+def _ideal(judged_rows: Judgments, shape: tuple[int, int]) -> np.ndarray:
+    """The ideal grades of each judged question, cut at ``shape[1]`` ranks."""
+    keep = judged_rows.ideal_slot < shape[1]
     ideal = np.zeros(shape, np.int8)
     ideal[judged_rows.ideal_row[keep], judged_rows.ideal_slot[keep]] = judged_rows.ideal_grade[keep]
-    return JudgmentMatrix(questions, grades, judged, retrieved, ideal, judged_rows.n_relevant,
-                          judged_rows.n_nonrelevant)
+    return ideal
 
 
 def _lookup(judgments: Judgments, keys: np.ndarray) -> np.ndarray:
@@ -202,12 +232,32 @@ def judged_scores(run: Run | RunLike, judgments: Judgments | Qrels | pd.DataFram
     judged@k and bpref come from ir-measures instead of our kernels (the same numbers, see the tests).
     """
     run = Run.of(run)
-    depth = max(int(run.frame["rank"].max()) if len(run) else 1, k) if depth is None else depth
+    depth = _default_depth(run, k) if depth is None else depth
     scores = matrix_scores(judgment_matrix(run, judgments, depth), k)
-    if evaluator is not None:
-        library = ir_measures_scores(run, evaluator, k).reindex(scores.index, fill_value=0.0)
-        scores[f"judged@{k}"] = library[f"judged@{k}"]
-        scores["bpref"] = library["bpref"]
+    return scores if evaluator is None else _with_library_scores(scores, run, evaluator, k)
+
+
+def judged_scores_of_runs(runs: Mapping[str, Run | RunLike], judgments: Judgments | Qrels | pd.DataFrame,
+                          k: int = 5, *, evaluator=None) -> dict[str, pd.DataFrame]:
+    """:func:`judged_scores` of each run (at its default depth) against the same judgments, by name: the same
+    frames, the runs' entries looked up in the judgments together (:func:`judgment_matrices`)."""
+    runs = {name: Run.of(run) for name, run in runs.items()}
+    matrices = judgment_matrices(list(runs.values()), judgments, [_default_depth(run, k) for run in runs.values()])
+    scores = {name: matrix_scores(matrix, k) for name, matrix in zip(runs, matrices)}
+    if evaluator is None:
+        return scores
+    return {name: _with_library_scores(scores[name], run, evaluator, k) for name, run in runs.items()}
+
+
+def _default_depth(run: Run, k: int) -> int:
+    """The ranks bpref reads by default: the run's deepest rank, and at least ``k``."""
+    return max(int(run.frame["rank"].max()) if len(run) else 1, k)
+
+
+def _with_library_scores(scores: pd.DataFrame, run: Run, evaluator, k: int) -> pd.DataFrame:
+    library = ir_measures_scores(run, evaluator, k).reindex(scores.index, fill_value=0.0)
+    scores[f"judged@{k}"] = library[f"judged@{k}"]
+    scores["bpref"] = library["bpref"]
     return scores
 
 
