@@ -30,11 +30,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 NAME_KINDS = ("source name", "sender")
 SEPARATORS = frozenset("_-.・·'’ \t\n\r\f\v\u3000")
 SHORT_NAME = 2   # Latin names up to this many characters keep their case
 _KANA = {code: code - 0x60 for code in range(0x30A1, 0x30F7)} | {0x30FD: 0x309D, 0x30FE: 0x309E}
+_KATAKANA = re.compile("[" + "".join(map(chr, sorted(_KANA))) + "]")   # what _KANA maps
 _ACCENTS = re.compile("[\u0300-\u036f]")   # combining diacritical marks: Latin accents after NFKD
 
 
@@ -44,8 +46,32 @@ def is_word_char(ch: str) -> bool:
 
 
 def prepared(value: str) -> str:
-    """NFKC with Latin accents dropped; case kept (camelCase is read from it)."""
+    """NFKC with Latin accents dropped; case kept (camelCase is read from it).
+
+    A text with no character whose compatibility decomposition holds one of those accents (most chat text) is its
+    NFKC form alone: NFKD of a text is its characters' decompositions reordered, so it holds no accent to drop, and
+    NFKC of the NFKD form is the NFKC form."""
+    if _accented().search(value) is None:
+        return unicodedata.normalize("NFKC", value)
     return unicodedata.normalize("NFKC", _ACCENTS.sub("", unicodedata.normalize("NFKD", value)))
+
+
+@lru_cache(maxsize=1)
+def _accented() -> re.Pattern:
+    """The characters whose NFKD holds a combining mark of ``_ACCENTS`` (é, ǘ, Å, ≠, the marks themselves …), as
+    one character class.  Every such character of this Python's Unicode data is in the Basic Multilingual Plane (a
+    test checks all of Unicode)."""
+    return re.compile("[" + "".join(re.escape(chr(code)) for code in accented_code_points(0x10000)) + "]")
+
+
+def accented_code_points(stop: int) -> list[int]:
+    """The code points below ``stop`` whose NFKD holds a combining mark of ``_ACCENTS``."""
+    found = []
+    for code in range(stop):
+        ch = chr(code)
+        if (unicodedata.decomposition(ch) or _ACCENTS.match(ch)) and _ACCENTS.search(unicodedata.normalize("NFKD", ch)):
+            found.append(code)
+    return found
 
 
 def fold_char(ch: str) -> str:
@@ -56,7 +82,8 @@ def fold_char(ch: str) -> str:
 def fold(value: str) -> str:
     """``value`` folded (module docstring): the form texts are compared in.  The same as :func:`fold_char` of each
     character joined (``str.casefold`` maps each character on its own, with no context rule)."""
-    return prepared(value).casefold().translate(_KANA)
+    folded = prepared(value).casefold()
+    return folded.translate(_KANA) if _KATAKANA.search(folded) else folded
 
 
 class Words:
@@ -137,8 +164,12 @@ class PrivateIndex:
                 continue
             for text in sorted(s for s in strings if s):
                 folded = fold(text)
-                if folded.strip() and fold(text.strip()) not in (common if kind == "message text" else ()):
-                    self.texts.setdefault(folded, kind)
+                if not folded.strip():
+                    continue
+                if kind == "message text" and common and \
+                        (folded if text == text.strip() else fold(text.strip())) in common:
+                    continue
+                self.texts.setdefault(folded, kind)
         self.shortest = min(map(len, self.texts), default=0)
         self.longest = max(map(len, self.texts), default=0)
 
