@@ -543,7 +543,8 @@ def test_token_lists_encoded_a_block_at_a_time_give_the_ids_of_one_pass(monkeypa
 
 def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
     """Documents go to the tokenizer a block at a time, encoded (``encode_many``, the regex tokenizer) or as token
-    lists (a tokenizer with ``tokenize_many`` alone); either way the index is that of one block."""
+    lists (a tokenizer with ``tokenize_many`` alone); either way the index is that of one block.  A subclass of the
+    regex tokenizer with a ``tokenize_many`` of its own has its documents tokenized by it, as its queries are."""
     from pmrag.retrieve import bm25 as bm25_module
     from pmrag.retrieve.lexical import index_texts
     from pmrag.retrieve.tokenizer import RegexTokenizer, default_spec
@@ -555,10 +556,6 @@ def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
             calls.append(("encode", len(texts)))
             return super().encode_many(texts)
 
-        def tokenize_many(self, texts):
-            calls.append(("tokenize", len(list(texts))))
-            return tokenize_many(texts)
-
     class ListsOnly:
         def tokenize_many(self, texts):
             calls.append(("lists", len(list(texts))))
@@ -568,7 +565,7 @@ def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
     queries = ["会議 room1", "資料"]
     monkeypatch.setattr(bm25_module, "ENCODE_DOCS", 4)
     blocked, blocked_queries = index_texts(Counting(default_spec()), documents, queries, BM25Section())
-    assert calls == [("encode", 4), ("encode", 4), ("encode", 2), ("tokenize", 2)]   # three blocks, then the queries
+    assert calls == [("encode", 4), ("encode", 4), ("encode", 2)]   # three blocks (the queries: tokenize_many)
     calls.clear()
     lists, lists_queries = index_texts(ListsOnly(), documents, queries, BM25Section())
     assert calls == [("lists", 4), ("lists", 4), ("lists", 2), ("lists", 2)]
@@ -577,6 +574,14 @@ def test_index_texts_tokenizes_in_blocks_and_indexes_as_one_call(monkeypatch):
     for index, query_counts in ((blocked, blocked_queries), (lists, lists_queries)):
         assert index.vocabulary == whole.vocabulary and (index.weights != whole.weights).nnz == 0
         assert (query_counts != whole_queries).nnz == 0
+
+    class Tagged(RegexTokenizer):   # a subclass's own tokens reach the documents too, not the spec's alone
+        def tokenize_many(self, texts):
+            return [[*tokens, "tagged"] for tokens in tokenize_many(texts)]
+
+    tagged, tagged_queries = index_texts(Tagged(default_spec()), documents, queries, BM25Section())
+    assert set(tagged.vocabulary) == set(whole.vocabulary) | {"tagged"} and tagged.doc_lengths.min() >= 1
+    assert tagged_queries[:, tagged.vocabulary["tagged"]].toarray().ravel().tolist() == [1.0, 1.0]
 
 
 def test_regex_encode_many_is_encode_block_of_the_token_lists():

@@ -269,7 +269,13 @@ class RegexTokenizer:
         return tokenize_many(texts, self.spec)
 
     def encode_many(self, texts: Sequence[str]) -> EncodedBlock:
-        """The encoded tokens of a block of documents (:meth:`TokenizerSpec.encode_many`), for an index."""
+        """The encoded tokens of a block of documents, for an index: :meth:`TokenizerSpec.encode_many`, or, for a
+        subclass with a ``tokenize_many`` of its own, those tokens encoded (documents and queries alike go through
+        it)."""
+        if type(self).tokenize_many is not RegexTokenizer.tokenize_many:
+            from pmrag.retrieve.bm25 import encode_block
+
+            return encode_block(self.tokenize_many(texts))
         return self.spec.encode_many(texts)
 
 
