@@ -90,7 +90,8 @@ def question_scores(rankings: Mapping[str, Run | pd.DataFrame], judgments: Judgm
     judgments = judgments if isinstance(judgments, Judgments) else judgments_of(kept_questions(judgments))
     if not len(judgments.question_ids):   # no pooled primary gold at all: nothing can be scored
         return {}
-    return judged_scores_of_runs(rankings, judgments, k, evaluator=ir_measures_evaluator(judgments, k) if library else None)
+    evaluator = ir_measures_evaluator(judgments, k) if library else None
+    return judged_scores_of_runs(rankings, judgments, k, evaluator=evaluator)
 
 
 def _means(scores: Mapping[str, pd.DataFrame], rankings: Mapping, k: int,
