@@ -98,12 +98,8 @@ token as its index among them (int32), each document's length (int64)."""
 def encode_block(token_lists: Sequence[Sequence[str]]) -> EncodedBlock:
     """The tokens of a block of documents as :data:`EncodedBlock`, hashed in one pass in C (``pandas.factorize``,
     whose uniques come in order of first occurrence, instead of a ``dict.setdefault`` per token)."""
-    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-    flat = np.fromiter(chain.from_iterable(token_lists), dtype=object, count=int(lengths.sum()))
-    if not len(flat):
-        return [], np.zeros(0, dtype=np.int32), lengths
-    local_ids, terms = pd.factorize(flat)
-    return terms.tolist(), local_ids.astype(np.int32), lengths
+    lengths, local_ids, terms = _factorized(token_lists)
+    return terms, local_ids.astype(np.int32), lengths
 
 
 def encode_kept(match_lists: Sequence[Sequence[str]], kept_terms: Callable[[list[str]], Iterable[str]]
@@ -115,12 +111,7 @@ def encode_kept(match_lists: Sequence[Sequence[str]], kept_terms: Callable[[list
     term alone, e.g. :func:`pmrag.retrieve.tokenizer.filter_tokens`).  The ids are those of :func:`encode_block` on
     the filtered lists: every occurrence of a kept term is kept, so the kept terms first occur in the same order as
     among all terms, and a term's id is the number of kept terms before it."""
-    lengths = np.fromiter(map(len, match_lists), dtype=np.int64, count=len(match_lists))
-    flat = np.fromiter(chain.from_iterable(match_lists), dtype=object, count=int(lengths.sum()))
-    if not len(flat):
-        return [], np.zeros(0, dtype=np.int32), lengths
-    local_ids, terms = pd.factorize(flat)
-    terms = terms.tolist()
+    lengths, local_ids, terms = _factorized(match_lists)
     kept = set(kept_terms(terms))
     keep_term = np.fromiter((term in kept for term in terms), dtype=bool, count=len(terms))
     keep = keep_term[local_ids]
@@ -128,6 +119,17 @@ def encode_kept(match_lists: Sequence[Sequence[str]], kept_terms: Callable[[list
     new_id = np.cumsum(keep_term, dtype=np.int32) - 1
     return ([term for term, k in zip(terms, keep_term.tolist()) if k], new_id[local_ids[keep]],
             kept_lengths.astype(np.int64))
+
+
+def _factorized(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each document's length (int64), every token as its index among the block's distinct tokens, and those
+    tokens in order of first occurrence (``pandas.factorize`` of the tokens laid end to end)."""
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    flat = np.fromiter(chain.from_iterable(token_lists), dtype=object, count=int(lengths.sum()))
+    if not len(flat):
+        return lengths, np.zeros(0, dtype=np.int32), []
+    local_ids, terms = pd.factorize(flat)
+    return lengths, local_ids, terms.tolist()
 
 
 def encoded_blocks(token_lists: Iterable[Sequence[str]], what: str = "token_lists") -> Iterator[EncodedBlock]:
