@@ -2,7 +2,8 @@
 
 One JupyterLab serves copies of the executed notebooks (outputs kept; nothing is run).  For each notebook the
 test fails on an output wider than the notebook panel (an output area that scrolls sideways, or anything in it
-reaching past the panel's right edge), on a figure shown narrower than it was drawn (shrunk to fit), and on a
+reaching past the panel's right edge), on a figure shown narrower than it was drawn (shrunk to fit: narrower than
+the width its output declares, a PNG drawn at a higher dpi than it is shown at, else than its pixels), and on a
 widget's repr saved as text (``VBox(children=…``) where a hint belongs.  Notebooks render every cell
 (``windowingMode: none``), and each notebook's kernel is shut down once it is read.  A screenshot of each notebook
 at its first table goes to ``outputs/browser/``.
@@ -38,7 +39,8 @@ MEASURE = """() => {
     if (out.scrollWidth > out.clientWidth + 1 || widest > right + 1)
       wide.push(`${i}: ${out.scrollWidth}px in ${out.clientWidth}px ${out.innerText.slice(0, 60)}`);
     out.querySelectorAll('img').forEach(img => {
-      if (img.naturalWidth > img.clientWidth + 1) shrunk.push(`${i}: ${img.naturalWidth}px shown at ${img.clientWidth}px`);
+      const drawn = img.hasAttribute('width') ? Number(img.getAttribute('width')) : img.naturalWidth;
+      if (drawn > img.clientWidth + 1) shrunk.push(`${i}: ${drawn}px shown at ${img.clientWidth}px`);
     });
     reprs.push(out.innerText);
   });

@@ -163,3 +163,67 @@ def test_write_csv_writes_the_rounded_table_and_its_full_precision_twin(tmp_path
     assert full_precision_path(path) == tmp_path / "tables" / "full" / "x.csv"
     assert pd.read_csv(full_precision_path(path))["mean"].iloc[0] == 1 / 3          # round-trips exactly
     assert T.bootstrap_cis.full_file == "tables/full/bootstrap_cis.csv"
+
+
+FIGURE_CELL = """
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from pmrag.present.artifacts import FigureSpec, write_figure
+
+draws = []
+drawn = Figure.draw
+def counted(self, renderer):
+    draws.append(self)
+    return drawn(self, renderer)
+Figure.draw = counted
+fig, ax = plt.subplots(figsize=(4, 3))
+ax.plot([0, 1], [1, 0])
+ax.set_title("one line")
+write_figure(RUN_DIR, FigureSpec("probe", "00_probe", "a probe"), fig)
+"""
+
+
+@pytest.mark.integration
+def test_a_figure_written_in_a_notebook_is_the_cells_output_and_is_drawn_once(tmp_path):
+    """In a kernel (inline backend) the written PNG is what the cell shows, at the inline size (inches × the
+    figure's dpi), and the backend does not draw the figure again when the cell ends."""
+    import base64
+
+    import nbformat
+
+    from pmrag.study.notebooks import execute_notebook
+
+    nb = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell('params_path = ""')
+    parameters.metadata["tags"] = ["parameters"]
+    nb.cells = [parameters, nbformat.v4.new_code_cell(f"RUN_DIR = {str(tmp_path)!r}\n" + FIGURE_CELL),
+                nbformat.v4.new_code_cell("print(len(draws), plt.get_fignums())")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "00_probe.ipynb")
+    result = execute_notebook(tmp_path / "00_probe.ipynb", tmp_path / "executed.ipynb", tmp_path / "p.yaml")
+    assert "error" not in result, result
+    cells = [c for c in nbformat.read(tmp_path / "executed.ipynb", as_version=4).cells
+             if c.cell_type == "code" and not c.metadata.get("tags")]   # not the parameters, nor papermill's
+    (shown,) = cells[0].outputs
+    assert shown.output_type == "display_data"
+    assert base64.b64decode(shown.data["image/png"]) == (tmp_path / "figures" / "probe.png").read_bytes()
+    assert shown.data["text/plain"] == "<Figure size 400x300 with 1 Axes>"
+    assert shown.metadata == {"image/png": {"width": 400, "height": 300}}
+    assert [o.text for o in cells[1].outputs] == ["1 []\n"]     # drawn once (the file), and closed
+
+
+def test_a_figure_written_outside_a_kernel_is_left_open_and_not_shown(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    from pmrag.present.artifacts import SAVE_DPI, write_figure
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    try:
+        ax.plot([0, 1], [1, 0])
+        assert write_figure(tmp_path, FigureSpec("probe", "00_probe", "a probe"), fig) == "figures/probe.png"
+        assert plt.fignum_exists(fig.number)
+        assert capsys.readouterr().out == ""
+        assert (tmp_path / "figures" / "probe.png").read_bytes()[16:24] == (
+            (4 * SAVE_DPI).to_bytes(4, "big") + (3 * SAVE_DPI).to_bytes(4, "big"))   # the PNG's IHDR: 480 × 360
+    finally:
+        plt.close(fig)

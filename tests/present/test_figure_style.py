@@ -6,13 +6,16 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from pmrag.present.figure_style import COLUMN_IN, column_figure, drawn_texts, text_problems  # noqa: E402
+from pmrag.present.display import PANEL_PX  # noqa: E402
+from pmrag.present.figure_style import COLUMN_IN, DPI, column_figure, drawn_texts, text_problems  # noqa: E402
 
 
 def test_a_column_figure_is_as_wide_as_a_notebook_column():
     fig, ax = column_figure(3)
     assert tuple(fig.get_size_inches()) == (COLUMN_IN, 3)
     plt.close(fig)
+    # shown at its inches × the inline dpi (the saved PNG is shown at that size, untrimmed), it fits the output
+    assert COLUMN_IN * DPI <= PANEL_PX
 
 
 def test_a_clean_figure_has_no_text_problem_and_its_texts_include_ticks_and_legend():

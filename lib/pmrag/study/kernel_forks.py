@@ -31,6 +31,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from pmrag.present.artifacts import INLINE_BACKEND
+
 LAUNCHER = ("-m", "ipykernel_launcher")
 WARM_BASE = ("ipykernel.kernelapp", "matplotlib.pyplot")
 PER_KERNEL_ENV = frozenset({"PMRAG_NOTEBOOK", "JPY_PARENT_PID", "JPY_SESSION_NAME"})
@@ -42,7 +44,6 @@ SET_BY_IMPORTS = frozenset({"KMP_INIT_AT_FORK"})
 and the warm process may not: scikit-learn and joblib set ``KMP_INIT_AT_FORK`` (for Intel's OpenMP runtime, which
 reads it when loaded, not at any Python import), and the runner imports them for its stages after the warm
 process has started.  The kernel gets the value, as a started kernel would."""
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SHELL_HOOKS = {"ipywidgets": "_handle_ipython", "matplotlib_inline.backend_inline": "_enable_matplotlib_integration"}
 """Modules that, when imported inside a kernel, hook into its IPython shell (ipywidgets registers its comm
 targets; the inline backend its figure display): imported in the warm process, before any shell exists, the
