@@ -72,6 +72,45 @@ def test_bad_runs_are_one_line_errors(value, error, message):
     assert "\n" not in str(raised.value)
 
 
+def reference_run_error(frame: pd.DataFrame) -> str | None:
+    """What a run's checks say by pandas' own ``isna`` and ``duplicated`` (keep the first; name the first repeat)."""
+    if frame[["question_id", "chunk_id"]].isna().any().any():
+        return "run has missing question or chunk ids"
+    for keys, entity in ((["question_id", "rank"], "rank"), (["question_id", "chunk_id"], "chunk")):
+        repeated = frame.duplicated(keys)
+        if repeated.any():
+            row = frame.loc[repeated.idxmax(), keys].tolist()
+            return f"run has a duplicate {entity}: {dict(zip(keys, row))}"
+    return None
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_a_runs_missing_ids_and_repeats_are_found_as_pandas_finds_them(dtype):
+    """Random small runs with repeated ranks, repeated chunks and missing ids (None, NaN): Run accepts exactly the
+    ones pandas' ``isna``/``duplicated`` find clean, and names the same first repeat."""
+    rng = np.random.default_rng(7)
+    verdicts = set()
+    for _ in range(400):
+        n = int(rng.integers(1, 12))
+        ids = np.array(["q1", "q2", "q10", "q"], dtype=object)[rng.integers(0, 2 + int(rng.integers(0, 3)), n)]
+        chunks = np.array([f"c{i}" for i in range(40)], dtype=object)[rng.integers(0, int(rng.integers(2, 40)), n)]
+        if rng.random() < 0.1:
+            (ids if rng.random() < 0.5 else chunks)[int(rng.integers(0, n))] = None if rng.random() < 0.5 else np.nan
+        frame = pd.DataFrame({"question_id": ids, "chunk_id": chunks,
+                              "rank": rng.integers(1, int(rng.integers(2, 30)), n)}).astype(
+            {"question_id": dtype, "chunk_id": dtype})
+        expected = reference_run_error(frame)
+        if expected is None:
+            assert len(Run(frame)) == n
+        else:
+            with pytest.raises(ValueError) as raised:
+                Run(frame)
+            assert str(raised.value) == expected
+        verdicts.add(expected.split(":")[0] if expected else "valid")
+    assert verdicts == {"valid", "run has missing question or chunk ids", "run has a duplicate rank",
+                        "run has a duplicate chunk"}
+
+
 def test_scoring_functions_take_the_values_or_what_they_are_made_from():
     expected = per_question_metrics(RUN, QRELS, ks=(1, 2))
     pd.testing.assert_frame_equal(per_question_metrics(Run(RUN), Qrels(QRELS), ks=(1, 2)), expected)
