@@ -175,6 +175,22 @@ def test_gold_ranks_question_absent_from_a_ranking(data):
     assert list(table[BM25]) == [2]
 
 
+def test_a_questions_ranking_is_its_rows_of_the_sorted_ranking(data):
+    """ranking() of every retriever and question is that question's rows of the ranking as given, in rank order
+    (a question the ranking lacks: no rows, the ranking's columns), whatever order the rows were given in."""
+    shuffled = {name: frame.sample(frac=1.0, random_state=3) for name, frame in RANKINGS.items()}
+    for case in (data, make_data(rankings=shuffled)):
+        for name in case.retrievers:
+            frame = RANKINGS[name]
+            for question_id in case.questions.index:
+                expected = frame[frame["question_id"] == question_id].sort_values("rank")
+                got = case.ranking(name, question_id)
+                assert list(got.columns) == ["question_id", "chunk_id", "rank", "score"]
+                assert got[["chunk_id", "rank", "score"]].values.tolist() == \
+                    expected[["chunk_id", "rank", "score"]].values.tolist(), (name, question_id)
+                assert set(got["question_id"]) <= {question_id}
+
+
 def test_top_k_order_scores_and_details(data):
     top = data.top_k(BM25, "q1", k=3)
     assert list(top.columns) == ["rank", "chunk_id", "score", "relevance", "start_at", "speakers", "preview"]

@@ -320,10 +320,16 @@ class InspectorData:
                                focus=focus, labelled_by=None if diagnostic is None else str(diagnostic))
 
     @cached_property
-    def _by_question(self) -> dict[str, dict[str, pd.DataFrame]]:
-        """``{retriever: {question_id: that question's rows}}``, so a view never scans a whole ranking."""
-        return {name: {q: g for q, g in frame.groupby("question_id", sort=False)}
-                for name, frame in self.rankings.items()}
+    def _question_rows(self) -> dict[str, dict[str, slice]]:
+        """``{retriever: {question_id: the slice of that question's rows}}`` (each ranking is sorted by question),
+        so a view never scans a whole ranking and nothing is split before a view asks for it."""
+        bounds = {}
+        for name, frame in self.rankings.items():
+            ids = frame["question_id"].to_numpy(dtype=object)
+            starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, np.int64)
+            stops = np.r_[starts[1:], len(ids)]
+            bounds[name] = {ids[start]: slice(int(start), int(stop)) for start, stop in zip(starts, stops)}
+        return bounds
 
     @cached_property
     def _labels_of(self) -> dict[str, tuple[str, ...]]:
@@ -397,8 +403,7 @@ class InspectorData:
         """One question's rows ``question_id, chunk_id, rank, score`` of a ranking, in rank order."""
         self._check_retriever(retriever)
         self._check_question(question_id)
-        rows = self._by_question[retriever].get(question_id)
-        return rows if rows is not None else self.rankings[retriever].iloc[0:0]
+        return self.rankings[retriever].iloc[self._question_rows[retriever].get(question_id, slice(0, 0))]
 
     def gold(self, question_id: str) -> pd.DataFrame:
         """:func:`gold_of` a question."""
