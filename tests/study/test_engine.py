@@ -533,6 +533,27 @@ def test_forget_drops_every_stage_and_the_next_build_computes_each_once(tmp_path
     assert states(study) == {name: "cached" for name in STAGES}
 
 
+@pytest.mark.integration
+def test_a_result_that_cannot_be_written_leaves_no_partial_file_and_those_of_stopped_processes_are_removed(
+        tmp_path, built):
+    import os
+
+    study = built(tmp_path)
+    stages = study.run_dir / "stages"
+    with pytest.raises(Exception):
+        study.engine._save(StageKey.of("metrics"), "key", lambda: None)   # a lambda does not pickle
+    assert not list(stages.glob("*.tmp"))
+    stopped = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                 text=True, check=True).stdout)
+    left = stages / f"metrics.pkl.{stopped}.tmp"
+    writing = stages / f"sweep.pkl.{os.getpid()}.tmp"   # a process still running: its write in progress
+    other = stages / "notes.tmp"
+    for path in (left, writing, other):
+        path.write_bytes(b"partial")
+    assert study.engine.remove_partial_results() == [left]
+    assert not left.exists() and writing.exists() and other.exists()
+
+
 # ------------------------------------------------------------------------------------------- g: pmrag status
 
 @pytest.mark.integration

@@ -88,10 +88,18 @@ def test_only_notebooks_whose_inputs_changed_are_executed_again(tmp_path, capsys
     progress = capsys.readouterr().err
     assert "[1/2] 01_a.ipynb" in progress and "[2/2] 02_b.ipynb" in progress
 
+    # a result half written by a process that was killed: removed by the next run, which has nothing to compute
+    stopped = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                 text=True, check=True).stdout)
+    partial = tmp_path / "out" / "tiny" / "stages" / f"metrics.pkl.{stopped}.tmp"
+    partial.write_bytes(b"partial")
     second = run_study(params, jobs=1)
     assert second.notebook_seconds == {} and second.stage_seconds == {}
     assert second.notebooks == first.notebooks and all(p.is_file() for p in second.notebooks)
-    assert "[cached] 01_a.ipynb" in capsys.readouterr().err
+    assert not partial.exists()
+    progress = capsys.readouterr().err
+    assert "[cached] 01_a.ipynb" in progress
+    assert f"removed 1 partial result file(s) left by a stopped process: {partial.name}" in progress
 
     # the notebooks untouched, one params value changed: every notebook again, and only the stage reading it
     write_tiny_params(tmp_path, notebooks, bootstrap=300)

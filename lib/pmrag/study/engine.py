@@ -56,6 +56,7 @@ from pmrag.study.sealed import dump_sealed, sign, signed, unseal
 ENGINE_VERSION = 2   # bump when the manifest's form changes: every key changes with it
 _NONE = object()     # "no usable result" (None is a result a stage may return)
 STAGE_DIR = "stages"
+PARTIAL_SUFFIX = ".tmp"   # a result being written: ``<stem>.pkl.<pid>.tmp``, renamed to ``<stem>.pkl`` when whole
 LOG_FILE = "stage_log.jsonl"
 
 
@@ -332,10 +333,27 @@ class Engine:
     def _save(self, key: StageKey, own: str, value) -> None:
         path = self._pickle_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            dump_sealed((own, value), fh)
-        os.replace(tmp, path)
+        tmp = path.with_name(path.name + f".{os.getpid()}{PARTIAL_SUFFIX}")
+        try:
+            with open(tmp, "wb") as fh:
+                dump_sealed((own, value), fh)
+            os.replace(tmp, path)
+        except BaseException:   # a value that does not pickle, a full disk, Ctrl-C: no partial file left behind
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def remove_partial_results(self) -> list[Path]:
+        """Remove the partial results that processes no longer running left in ``stages/`` (a result is written to
+        ``<stem>.pkl.<pid>.tmp`` and then renamed; a process killed while writing leaves that file, as large as the
+        result); a partial file whose process is still running is its write in progress and is kept.  Returns the
+        files removed."""
+        removed = []
+        for path in (self.run_dir / STAGE_DIR).glob(f"*.pkl.*{PARTIAL_SUFFIX}"):
+            pid = path.name[:-len(PARTIAL_SUFFIX)].rpartition(".")[2]
+            if pid.isdigit() and int(pid) > 0 and not _process_running(int(pid)):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
 
     def _outputs_present(self, stage: Stage, value) -> bool:
         return all((self.run_dir / p).exists() for p in stage.outputs(value))
@@ -540,3 +558,14 @@ def _param_changes(path: str, before, after) -> list[str]:
 
 def _shown(value) -> str:
     return clip(json.dumps(value, ensure_ascii=False), 59)
+
+
+def _process_running(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 checks without signalling; one of another user's exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):   # another user's; or no pid at all, so no file of ours: kept
+        return True
+    return True

@@ -161,6 +161,10 @@ def _run_locked(params, notebooks: list[Path], *, progress: bool, fresh: bool, j
     study = Study(params, notebooks)
     if fresh:
         study.forget()
+    partial = study.engine.remove_partial_results()
+    if partial:
+        _say(progress, f"[stages] removed {len(partial)} partial result file(s) left by a stopped process: "
+                       f"{', '.join(p.name for p in partial)}")
     started = time.time()
     from pmrag.study.costs import study_costs
 
