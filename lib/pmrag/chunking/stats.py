@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from pmrag.core.arrays import run_bounds
 from pmrag.core.params import ChunkingSection
 
 LENGTH_THRESHOLDS = (4000, 5000, 7000)
@@ -141,8 +142,8 @@ def chunk_speakers(chunk_messages: pd.DataFrame, messages: pd.DataFrame) -> pd.S
         messages[["message_id", "sender"]], on="message_id", how="left", sort=False)
     first = rows.drop_duplicates(["chunk_id", "sender"])
     chunk_ids = first["chunk_id"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, chunk_ids[1:] != chunk_ids[:-1]]) if len(chunk_ids) else np.zeros(0, int)
-    bounds = np.r_[starts, len(chunk_ids)].tolist()
+    bounds = run_bounds(chunk_ids)
+    starts, bounds = bounds[:-1], bounds.tolist()
     senders = first["sender"].tolist()
     joined = [", ".join(senders[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     return pd.Series(joined, index=pd.Index(chunk_ids[starts], name="chunk_id"), name="speakers")

@@ -73,6 +73,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.chunking.windows import ChunkMessage, render_line
+from pmrag.core.arrays import run_bounds
 from pmrag.core.errors import PmragError
 from pmrag.core.frames import require_columns
 from pmrag.core.names import RetrieverId
@@ -371,7 +372,7 @@ def _chunk_visibility(chunked: pd.DataFrame, texts: pd.DataFrame, kinds: Sequenc
     spans = chunked.drop_duplicates(["chunk_id", "message_id"]).sort_values(["chunk_id", "start"], kind="stable")
     chunk_ids = spans["chunk_id"].to_numpy(dtype=object)
     starts, ends = spans["start"].to_numpy(dtype=np.int64), spans["end"].to_numpy(dtype=np.int64)
-    bounds = np.flatnonzero(np.r_[True, chunk_ids[1:] != chunk_ids[:-1], True]) if len(spans) else np.array([0])
+    bounds = run_bounds(chunk_ids)
     wanted = texts[texts["chunk_id"].isin(pd.unique(chunk_ids))].drop_duplicates("chunk_id")
     raws, summaries = _by_chunk(wanted, "raw_text", ""), _by_chunk(wanted, "summary", "")
     statuses = _by_chunk(wanted, "summary_status", "ok")

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from pmrag.core.arrays import run_bounds
 from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve import expansion
 from pmrag.retrieve.dense import l2_normalise
@@ -111,8 +112,8 @@ def diversify_rankings(base: pd.DataFrame, positions: np.ndarray, unit_vectors: 
     """
     chunk_ids = base["chunk_id"].to_numpy(copy=True)
     positions = np.asarray(positions)
-    starts = np.flatnonzero(np.r_[True, base["question_id"].to_numpy()[1:] != base["question_id"].to_numpy()[:-1]])
-    ends = np.r_[starts[1:], len(base)]
+    bounds = run_bounds(base["question_id"].to_numpy())
+    starts, ends = bounds[:-1], bounds[1:]
     scores = base["score"].to_numpy(dtype=np.float64)
     # one BLAS thread: OpenBLAS wakes its threads even for a pool × pool product, which cost 30× the product
     # itself on the 2-core reference machine (threadpoolctl: a dependency of scikit-learn)

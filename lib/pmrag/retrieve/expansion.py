@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from pmrag.core.arrays import run_bounds
 from pmrag.core.names import RetrieverId, StageKey
 from pmrag.retrieve.dense import cosine_scores
 from pmrag.retrieve.registry import RETRIEVERS
@@ -130,10 +131,10 @@ def unit_max(scores: np.ndarray, units: np.ndarray) -> np.ndarray:
         return scores.copy()
     order = np.argsort(units, kind="stable")
     sorted_units = units[order]
-    starts = np.flatnonzero(np.r_[True, sorted_units[1:] != sorted_units[:-1]])
-    best = np.maximum.reduceat(scores[:, order], starts, axis=1)
+    bounds = run_bounds(sorted_units)
+    best = np.maximum.reduceat(scores[:, order], bounds[:-1], axis=1)
     slot = np.empty(len(units), dtype=np.int64)
-    slot[order] = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(units)]))
+    slot[order] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
     return best[:, slot]
 
 

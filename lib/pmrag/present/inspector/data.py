@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pmrag.chunking.stats import primary_gold_questions
+from pmrag.core.arrays import run_bounds
 from pmrag.core.frames import require_columns
 from pmrag.core.names import HybridId, is_hybrid
 from pmrag.evaluate.failures import recovered
@@ -326,9 +327,8 @@ class InspectorData:
         bounds = {}
         for name, frame in self.rankings.items():
             ids = frame["question_id"].to_numpy(dtype=object)
-            starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, np.int64)
-            stops = np.r_[starts[1:], len(ids)]
-            bounds[name] = {ids[start]: slice(int(start), int(stop)) for start, stop in zip(starts, stops)}
+            edges = run_bounds(ids)
+            bounds[name] = {ids[start]: slice(int(start), int(stop)) for start, stop in zip(edges[:-1], edges[1:])}
         return bounds
 
     @cached_property
