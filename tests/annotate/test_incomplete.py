@@ -49,6 +49,18 @@ def test_the_simulated_annotator_grades_every_pooled_chunk_by_the_complete_gold(
     assert not judged.duplicated(["question_id", "chunk_id"]).any()
 
 
+@pytest.mark.parametrize("depth", [1, 3, 7])
+def test_a_pool_judged_from_each_retrievers_top_pairs_is_the_pool_chunks_pool(depth):
+    rankings, gold, _ = random_study(depth + 10)
+    pooled = ["r2", "r0", "r3"]
+    pairs = pd.concat([inc.top_pairs(rankings[name], depth) for name in pooled], ignore_index=True)
+    judged = inc.pool_judgments(pairs, gold)
+    assert {(q, c): g for q, c, g in judged.itertuples(index=False)} == brute_pool_judgments(rankings, gold, pooled, depth)
+    reference = inc.pool_judgments(pool_chunks(rankings, depth, pooled), gold)
+    pd.testing.assert_frame_equal(inc.method_scores(rankings, judged), inc.method_scores(rankings, reference),
+                                  check_exact=True)
+
+
 def listed_complete_judgments(gold, chunks):
     """The complete gold row by row: every chunk of ``chunks`` for every question holding a relevance-2 chunk
     among them, graded by the gold, else 0."""

@@ -42,6 +42,14 @@ def pool_judgments(pool: pd.DataFrame, gold: Qrels | pd.DataFrame) -> pd.DataFra
     return graded.assign(relevance=graded["relevance"].fillna(0).astype(np.int8)).reset_index(drop=True)
 
 
+def top_pairs(ranking: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """A ranking's ``question_id, chunk_id`` rows at ranks 1…``depth``: its part of a pool at that depth.  The pool
+    of several retrievers is their concatenation (:func:`pool_judgments` judges each pair once): the pairs of
+    :func:`~pmrag.annotate.pool.pool_chunks`, without the per-contribution rows and their order, which no score
+    depends on (:func:`~pmrag.annotate.judged.judgments_of` indexes the pairs whatever their order)."""
+    return ranking.loc[ranking["rank"] <= depth, ["question_id", "chunk_id"]]
+
+
 def complete_pool_size(gold: Qrels | pd.DataFrame, chunk_ids: Sequence[str]) -> dict[str, float]:
     """:func:`pool_size` of the complete gold: every question of ``gold`` judged on every chunk of ``chunk_ids``."""
     frame = Qrels.of(gold).frame
@@ -222,8 +230,10 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.D
     gold = Qrels.of(gold)
     complete = method_scores(runs, complete_judgments_of(gold, chunk_ids), k)
 
+    tops = {name: top_pairs(ranking, depth) for name, ranking in rankings.items()}
+
     def scored(pool_of: Sequence[str], who: Mapping[str, Run]) -> pd.DataFrame:
-        return method_scores(who, pool_judgments(pool_chunks(rankings, depth, pool_of), gold), k)
+        return method_scores(who, pool_judgments(pd.concat([tops[r] for r in pool_of], ignore_index=True), gold), k)
 
     cache: dict[tuple[str, ...], pd.DataFrame] = {}
     rows = []
