@@ -256,3 +256,13 @@ def test_bad_incompleteness_params_are_one_line_naming_the_key(tmp_path, extra, 
     path = write_file(tmp_path, MINIMAL + extra)
     message = params_error(path)
     assert message.startswith(str(path)) and key in message, message
+
+
+def test_a_pooled_retriever_without_a_ranking_or_a_bad_depth_is_named():
+    rankings, gold, chunks = random_study(1)
+    with pytest.raises(ValueError, match="no ranking for retriever.s. 'nope'"):
+        inc.leave_one_out_table(rankings, gold, chunks, ["r0", "nope"], 3)
+    with pytest.raises(ValueError, match="no ranking for retriever.s. 'nope'"):
+        inc.depth_scores(rankings, gold, chunks, ["nope"], [2])
+    with pytest.raises(ValueError, match="depth must be an integer ≥ 1, got 0"):
+        inc.leave_one_out_table(rankings, gold, chunks, ["r0"], 0)

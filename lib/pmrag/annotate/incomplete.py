@@ -25,7 +25,7 @@ from scipy.stats import kendalltau
 
 from pmrag.annotate.judged import (Judgments, complete_judgments_of, ir_measures_evaluator, judged_scores_of_runs,
                                    judgments_of, measure_columns)
-from pmrag.annotate.pool import pool_chunks
+from pmrag.annotate.pool import pooled_names
 from pmrag.evaluate.runs import PRIMARY, Qrels, Run
 
 POOL_SIZE = ("depth", "pool_mean", "pool_total", "gold_share", "primary_share", "questions")
@@ -151,7 +151,9 @@ def depth_scores(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.DataFram
     parts = []
     for depth in [0, *depths]:
         if depth:
-            judgments = pool_judgments(pool_chunks(rankings, int(depth), pooled), gold)
+            names = pooled_names(rankings, int(depth), pooled)
+            pool = pd.concat([top_pairs(rankings[name], int(depth)) for name in names], ignore_index=True)
+            judgments = pool_judgments(pool, gold)
             size = pool_size(judgments, gold)
             kept = kept_questions(judgments)["question_id"].unique()
             same = _means(complete_scores, runs, k, kept)
@@ -230,6 +232,7 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.D
     gold = Qrels.of(gold)
     complete = method_scores(runs, complete_judgments_of(gold, chunk_ids), k)
 
+    pooled_names(rankings, depth, pooled)   # checked as pool_chunks checks them
     tops = {name: top_pairs(ranking, depth) for name, ranking in rankings.items()}
 
     def scored(pool_of: Sequence[str], who: Mapping[str, Run]) -> pd.DataFrame:

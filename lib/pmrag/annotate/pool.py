@@ -20,6 +20,22 @@ from pmrag.core.frames import require_columns
 POOL_COLUMNS = ("question_id", "chunk_id", "retriever", "rank")
 
 
+def pooled_names(rankings: Mapping[str, pd.DataFrame], depth: int,
+                 retrievers: Sequence[str] | None = None) -> list[str]:
+    """The retrievers a pool at ``depth`` takes (default: every one of ``rankings``, in mapping order), checked: a
+    depth that is no integer ≥ 1, no retriever, or one without a ranking is a ``ValueError``."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"depth must be an integer ≥ 1, got {depth!r}")
+    names = list(rankings) if retrievers is None else [str(name) for name in retrievers]
+    if not names:
+        raise ValueError("retrievers must name at least one retriever")
+    unknown = [name for name in names if name not in rankings]
+    if unknown:
+        raise ValueError(f"no ranking for retriever(s) {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(map(repr, rankings))}")
+    return names
+
+
 def pool_chunks(rankings: Mapping[str, pd.DataFrame], depth: int,
                 retrievers: Sequence[str] | None = None) -> pd.DataFrame:
     """Every (question, chunk) in some retriever's top ``depth``, with the (retriever, rank) that put it there.
@@ -30,15 +46,7 @@ def pool_chunks(rankings: Mapping[str, pd.DataFrame], depth: int,
     appearance), then the chunk's best rank, the chunk id, and retriever order — a chunk brought by two retrievers has two rows;
     ``.drop_duplicates(["question_id", "chunk_id"])`` gives P_k.
     """
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"depth must be an integer ≥ 1, got {depth!r}")
-    names = list(rankings) if retrievers is None else [str(name) for name in retrievers]
-    if not names:
-        raise ValueError("retrievers must name at least one retriever")
-    unknown = [name for name in names if name not in rankings]
-    if unknown:
-        raise ValueError(f"no ranking for retriever(s) {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(map(repr, rankings))}")
+    names = pooled_names(rankings, depth, retrievers)
     parts = []
     for order, name in enumerate(names):
         ranking = require_columns(rankings[name], ("question_id", "rank", "chunk_id"), f"ranking of {name!r}")
