@@ -55,7 +55,8 @@ def test_a_pool_judged_from_each_retrievers_top_pairs_is_the_pool_chunks_pool(de
     pooled = ["r2", "r0", "r3"]
     pairs = pd.concat([inc.top_pairs(rankings[name], depth) for name in pooled], ignore_index=True)
     judged = inc.pool_judgments(pairs, gold)
-    assert {(q, c): g for q, c, g in judged.itertuples(index=False)} == brute_pool_judgments(rankings, gold, pooled, depth)
+    brute = brute_pool_judgments(rankings, gold, pooled, depth)
+    assert {(q, c): g for q, c, g in judged.itertuples(index=False)} == brute
     reference = inc.pool_judgments(pool_chunks(rankings, depth, pooled), gold)
     pd.testing.assert_frame_equal(inc.method_scores(rankings, judged), inc.method_scores(rankings, reference),
                                   check_exact=True)
@@ -266,3 +267,5 @@ def test_a_pooled_retriever_without_a_ranking_or_a_bad_depth_is_named():
         inc.depth_scores(rankings, gold, chunks, ["nope"], [2])
     with pytest.raises(ValueError, match="depth must be an integer ≥ 1, got 0"):
         inc.leave_one_out_table(rankings, gold, chunks, ["r0"], 0)
+    with pytest.raises(ValueError, match="retrievers must name at least one retriever"):   # r0 left out of {r0}
+        inc.leave_one_out_table(rankings, gold, chunks, ["r0"], 3)

@@ -232,11 +232,12 @@ def leave_one_out_table(rankings: Mapping[str, pd.DataFrame], gold: Qrels | pd.D
     gold = Qrels.of(gold)
     complete = method_scores(runs, complete_judgments_of(gold, chunk_ids), k)
 
-    pooled_names(rankings, depth, pooled)   # checked as pool_chunks checks them
+    pooled_names(rankings, depth, pooled)   # checked before any work, as pool_chunks checks them
     tops = {name: top_pairs(ranking, depth) for name, ranking in rankings.items()}
 
     def scored(pool_of: Sequence[str], who: Mapping[str, Run]) -> pd.DataFrame:
-        return method_scores(who, pool_judgments(pd.concat([tops[r] for r in pool_of], ignore_index=True), gold), k)
+        pool = pd.concat([tops[name] for name in pooled_names(rankings, depth, pool_of)], ignore_index=True)
+        return method_scores(who, pool_judgments(pool, gold), k)
 
     cache: dict[tuple[str, ...], pd.DataFrame] = {}
     rows = []

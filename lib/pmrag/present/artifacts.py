@@ -85,7 +85,7 @@ def show_inline(fig, png: bytes) -> bool:
     ``fig``, where matplotlib's inline backend would otherwise draw it again when the cell ends (at the figure's
     own dpi, with a tight box: two more drawings of every text, ~0.3 s a figure).  The PNG is shown at the size
     the backend shows the figure, its inches × ``fig.dpi`` CSS pixels, so a figure drawn at a higher dpi reads
-    at the same size, only sharper; its plain text is the backend's (``<Figure size 850x952 with 1 Axes>``).
+    at the same size, only sharper; its plain text is the backend's (``<Figure size 840x952 with 1 Axes>``).
     Anywhere else (a script, an interactive backend, no IPython) nothing is shown or closed: returns False."""
     import matplotlib.pyplot as plt
 

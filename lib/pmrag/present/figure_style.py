@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.text import Text
 
-COLUMN_IN = 8.4          # inches: 840 px at the inline backend's 100 dpi, the notebook output's width (display.PANEL_PX)
+COLUMN_IN = 8.4          # inches: 840 px at the inline backend's 100 dpi: display.PANEL_PX, an output's width
 DPI = 100                # the inline backend's
 FONT_SCALE = 0.9
 RC = {"axes.titlesize": 11, "axes.titleweight": "normal", "legend.fontsize": 9, "legend.title_fontsize": 9,
