@@ -143,7 +143,6 @@ def chunk_speakers(chunk_messages: pd.DataFrame, messages: pd.DataFrame) -> pd.S
     first = rows.drop_duplicates(["chunk_id", "sender"])
     chunk_ids = first["chunk_id"].to_numpy()
     bounds = run_bounds(chunk_ids)
-    starts, bounds = bounds[:-1], bounds.tolist()
     senders = first["sender"].tolist()
-    joined = [", ".join(senders[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    return pd.Series(joined, index=pd.Index(chunk_ids[starts], name="chunk_id"), name="speakers")
+    joined = [", ".join(senders[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return pd.Series(joined, index=pd.Index(chunk_ids[bounds[:-1]], name="chunk_id"), name="speakers")

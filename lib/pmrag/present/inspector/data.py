@@ -324,12 +324,12 @@ class InspectorData:
     def _question_rows(self) -> dict[str, dict[str, slice]]:
         """``{retriever: {question_id: the slice of that question's rows}}`` (each ranking is sorted by question),
         so a view never scans a whole ranking and nothing is split before a view asks for it."""
-        bounds = {}
+        rows = {}
         for name, frame in self.rankings.items():
             ids = frame["question_id"].to_numpy(dtype=object)
-            edges = run_bounds(ids)
-            bounds[name] = {ids[start]: slice(int(start), int(stop)) for start, stop in zip(edges[:-1], edges[1:])}
-        return bounds
+            bounds = run_bounds(ids).tolist()
+            rows[name] = {ids[start]: slice(start, stop) for start, stop in zip(bounds[:-1], bounds[1:])}
+        return rows
 
     @cached_property
     def _labels_of(self) -> dict[str, tuple[str, ...]]:
